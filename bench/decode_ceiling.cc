@@ -1,0 +1,109 @@
+// The decode ceiling: every JPEG of a folder read and fully decoded to RGB
+// with plain libjpeg-turbo (its libjpeg API, default settings: ISLOW IDCT,
+// fancy upsampling), on N threads. Shares no code with stoker on purpose: it
+// is the baseline stoker is measured against.
+//
+//   decode_ceiling DIR [--threads N] [--passes P]
+// Prints one JSON line: {"images":..., "seconds":..., "images_per_s":...}
+// (best pass), after a first pass that warms the page cache.
+#include <cstddef>
+#include <cstdio>
+
+#include <jpeglib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Err {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+};
+[[noreturn]] void on_error(j_common_ptr c) { std::longjmp(reinterpret_cast<Err*>(c->err)->jump, 1); }
+
+bool decode(jpeg_decompress_struct* cinfo, Err* err, const std::vector<unsigned char>& data,
+            std::vector<unsigned char>* pixels) {
+  if (setjmp(err->jump)) {
+    jpeg_abort_decompress(cinfo);
+    return false;
+  }
+  jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
+  jpeg_read_header(cinfo, TRUE);
+  cinfo->out_color_space = JCS_RGB;
+  jpeg_start_decompress(cinfo);
+  const std::size_t stride = static_cast<std::size_t>(cinfo->output_width) * 3;
+  pixels->resize(stride * cinfo->output_height);
+  while (cinfo->output_scanline < cinfo->output_height) {
+    JSAMPROW row = pixels->data() + stride * cinfo->output_scanline;
+    jpeg_read_scanlines(cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(cinfo);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: decode_ceiling DIR [--threads N] [--passes P]\n";
+    return 2;
+  }
+  std::string dir = argv[1];
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int passes = 3;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--threads") threads = std::stoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--passes") passes = std::stoi(argv[i + 1]);
+  }
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    std::string ext = e.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) files.push_back(e.path().string());
+  }
+  if (files.empty()) {
+    std::cerr << "decode_ceiling: no JPEG files under " << dir << "\n";
+    return 1;
+  }
+  double best = 1e100;
+  std::atomic<long> failures{0};
+  for (int pass = 0; pass <= passes; ++pass) {  // pass 0 warms the page cache
+    std::atomic<std::size_t> next{0};
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        jpeg_decompress_struct cinfo;
+        Err err;
+        cinfo.err = jpeg_std_error(&err.pub);
+        err.pub.error_exit = on_error;
+        jpeg_create_decompress(&cinfo);
+        std::vector<unsigned char> data, pixels;
+        for (std::size_t i; (i = next.fetch_add(1)) < files.size();) {
+          std::ifstream in(files[i], std::ios::binary);
+          data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+          if (!decode(&cinfo, &err, data, &pixels)) failures.fetch_add(1);
+        }
+        jpeg_destroy_decompress(&cinfo);
+      });
+    }
+    for (auto& t : pool) t.join();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (pass > 0) best = std::min(best, s);
+  }
+  std::printf("{\"images\": %zu, \"threads\": %d, \"seconds\": %.4f, \"images_per_s\": %.1f, \"failures\": %ld}\n",
+              files.size(), threads, best, static_cast<double>(files.size()) / best, failures.load());
+  return 0;
+}

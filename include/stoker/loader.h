@@ -1,0 +1,128 @@
+// stoker::Loader: batches of decoded, transformed images from a Source,
+// produced by a pool of C++ threads into a ring of reusable batch buffers.
+//
+//   stoker::LoaderOptions opt;
+//   opt.batch_size = 64; opt.shuffle = true;
+//   opt.transforms = {stoker::RandomResizedCrop{}, stoker::RandomHorizontalFlip{},
+//                     stoker::Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+//   stoker::Loader loader("data/train", opt);
+//   for (int epoch = 0; epoch < 3; ++epoch) {
+//     loader.set_epoch(epoch);
+//     for (const stoker::Batch& b : loader) { /* b.images(), b.labels() */ }
+//   }
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stoker/options.h"
+#include "stoker/source.h"
+#include "stoker/stats.h"
+#include "stoker/status.h"
+#include "stoker/transforms.h"
+
+namespace stoker {
+
+namespace detail {
+struct SlotLease;
+}
+
+// One batch: images [size, C, H, W] (or [size, H, W, C]) and int64 labels
+// [size], viewing a buffer of the loader's ring. The buffer is reused only
+// after every copy of this Batch is destroyed, and stays valid after the
+// Loader is destroyed. Copies share the buffer. Thread-compatible.
+class Batch {
+ public:
+  Batch() = default;
+  const void* images() const;
+  void* mutable_images();
+  const std::int64_t* labels() const;
+  std::size_t size() const { return size_; }
+  std::size_t index() const { return index_; }  // batch index within the epoch
+  // {size, C, H, W} or {size, H, W, C} according to the layout.
+  std::array<std::int64_t, 4> shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  std::size_t image_bytes() const;  // bytes of images()
+
+ private:
+  friend class Loader;
+  std::shared_ptr<detail::SlotLease> lease_;
+  std::size_t size_ = 0;
+  std::size_t index_ = 0;
+  std::array<std::int64_t, 4> shape_{};
+  DType dtype_ = DType::kFloat32;
+};
+
+// Not thread-safe: one consumer thread iterates a Loader.
+class Loader {
+ public:
+  // `source`: a directory (ImageFolder) or a list file. Throws stoker::Error.
+  Loader(const std::string& source, LoaderOptions options);
+  Loader(std::shared_ptr<const Source> source, LoaderOptions options);
+  // Stops the workers promptly (they finish at most the sample in hand).
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Batches this rank yields per epoch.
+  std::size_t num_batches() const;
+  // Samples this rank yields per epoch (the padding included).
+  std::size_t num_samples() const;
+  const Source& source() const;
+  const LoaderOptions& options() const;
+  // Shape of one sample in the output layout ({C, H, W} or {H, W, C}).
+  std::array<std::int64_t, 3> sample_shape() const;
+
+  // The epoch the next start_epoch() runs; it advances by one after each
+  // epoch that was started (finished or not), unless set_epoch() is called.
+  void set_epoch(std::uint64_t epoch);
+  std::uint64_t epoch() const;
+
+  // Starts (or restarts) iteration over the current epoch.
+  void start_epoch();
+  // The next batch of the epoch in order, or nullopt at its end. Blocks
+  // while the batch is being made. Throws stoker::Error for a batch holding a
+  // corrupt sample under OnCorrupt::kRaise (naming file and reason);
+  // iteration may continue after it. Starts the epoch if none is running.
+  std::optional<Batch> next();
+
+  Stats stats() const;
+
+  // Input iteration over one epoch: `for (const Batch& b : loader)`.
+  class Iterator {
+   public:
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    Iterator() = default;
+    explicit Iterator(Loader* l) : loader_(l) { ++*this; }
+    const Batch& operator*() const { return *batch_; }
+    const Batch* operator->() const { return &*batch_; }
+    Iterator& operator++() {
+      batch_ = loader_->next();
+      if (!batch_) loader_ = nullptr;
+      return *this;
+    }
+    bool operator==(const Iterator& o) const { return loader_ == o.loader_; }
+
+   private:
+    Loader* loader_ = nullptr;
+    std::optional<Batch> batch_;
+  };
+  Iterator begin() {
+    start_epoch();
+    return Iterator(this);
+  }
+  Iterator end() { return Iterator(); }
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stoker

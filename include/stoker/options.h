@@ -1,0 +1,56 @@
+// Options of a stoker::Loader. Each documents its default; invalid values make
+// the Loader constructor throw stoker::Error(kInvalidArgument) naming them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "stoker/transforms.h"
+
+namespace stoker {
+
+enum class OnCorrupt {
+  kSkip,   // count it by reason, fill its place with the next sample of the epoch
+  kRaise,  // count it; Loader::next() throws when its batch is reached
+};
+enum class DType { kFloat32, kUInt8 };
+enum class Layout { kNCHW, kNHWC };
+
+struct LoaderOptions {
+  // Samples per batch. REQUIRES: > 0.
+  std::size_t batch_size = 64;
+  // Shuffle with a permutation derived from (seed, epoch); identical for any
+  // thread count.
+  bool shuffle = false;
+  std::uint64_t seed = 0;
+  // Drop the last batch of a rank when it would be partial.
+  bool drop_last = false;
+  // Worker threads; 0 = one per available core.
+  int threads = 0;
+  // Batches decoded ahead of the consumer (ring depth); 0 = 2 per thread, at
+  // least 2. Memory for batches is prefetch x batch bytes, plus batches the
+  // consumer still holds.
+  int prefetch = 0;
+  // This process's part of the epoch: rank in [0, world_size). Every rank
+  // gets the same number of batches; without drop_last the epoch is padded
+  // with its first samples (as torch's DistributedSampler does).
+  int rank = 0;
+  int world_size = 1;
+  OnCorrupt on_corrupt = OnCorrupt::kSkip;
+  // Under kSkip, consecutive corrupt samples tolerated in one place before
+  // the batch fails anyway (the data set is then mostly broken).
+  int max_consecutive_corrupt = 64;
+  DType dtype = DType::kFloat32;
+  Layout layout = Layout::kNCHW;
+  // Applied in order. The result must have a fixed size: the last
+  // size-setting transform must be RandomResizedCrop, CenterCrop or a
+  // Resize with both sides given.
+  std::vector<Transform> transforms;
+  // Images with more pixels than this are refused (counted as
+  // resource_exhausted) before any pixel memory is allocated. The default is
+  // Pillow's decompression-bomb error threshold (2 x 89,478,485).
+  std::uint64_t max_image_pixels = 178956970;
+};
+
+}  // namespace stoker

@@ -1,0 +1,40 @@
+// A snapshot of a loader's counters since it was created.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stoker {
+
+struct Stats {
+  // Busy seconds summed over worker threads, per stage.
+  double read_s = 0;       // reading record bytes
+  double decode_s = 0;     // header parsing and decoding
+  double transform_s = 0;  // crop/resize/flip/normalize and the write into the batch
+  std::uint64_t samples = 0;     // samples written into batches
+  std::uint64_t bytes_read = 0;  // encoded bytes read
+  std::uint64_t batches = 0;     // batches handed to the consumer
+  // Seconds the consumer spent blocked in next(): the ground truth of
+  // "input-bound".
+  double consumer_wait_s = 0;
+  // Seconds from the first next() of the loader's first epoch to its first batch.
+  double time_to_first_batch_s = -1;
+  // Seconds since the loader was created.
+  double wall_s = 0;
+  int threads = 0;
+  int prefetch = 0;
+  // Batch buffers allocated in all (ring depth plus batches the consumer held).
+  std::uint64_t batch_buffers = 0;
+  std::uint64_t batch_buffer_bytes = 0;
+  // Corrupt or unreadable samples, by reason (code name), and the first few
+  // messages, each naming the file and the reason.
+  std::uint64_t corrupt = 0;
+  std::map<std::string, std::uint64_t> corrupt_by_reason;
+  std::vector<std::string> corrupt_examples;
+
+  std::string to_json() const;
+};
+
+}  // namespace stoker

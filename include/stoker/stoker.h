@@ -1,0 +1,9 @@
+// Everything of stoker's public C++ API.
+#pragma once
+
+#include "stoker/loader.h"
+#include "stoker/options.h"
+#include "stoker/source.h"
+#include "stoker/stats.h"
+#include "stoker/status.h"
+#include "stoker/transforms.h"

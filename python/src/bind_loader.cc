@@ -1,0 +1,175 @@
+// The Loader, its batches as zero-copy numpy arrays, stats, and decode_image.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "decode/decode.h"
+#include "order/rng.h"
+#include "source/file_reader.h"
+#include "stoker/loader.h"
+#include "transform/pipeline.h"
+
+namespace py = pybind11;
+
+namespace stoker::python {
+namespace {
+
+// A numpy array viewing the batch's buffer; the array's base owns a copy of
+// the Batch, so the buffer returns to the ring only when the array (and any
+// tensor made from it) is gone.
+py::array view_of(const Batch& batch, py::dtype dtype, std::vector<py::ssize_t> shape, void* data) {
+  auto* keep = new Batch(batch);
+  py::capsule base(keep, [](void* p) { delete static_cast<Batch*>(p); });
+  return py::array(dtype, std::move(shape), {}, data, base);
+}
+
+py::dict stats_dict(const Stats& s) {
+  py::dict d;
+  d["read_s"] = s.read_s;
+  d["decode_s"] = s.decode_s;
+  d["transform_s"] = s.transform_s;
+  d["samples"] = s.samples;
+  d["bytes_read"] = s.bytes_read;
+  d["batches"] = s.batches;
+  d["consumer_wait_s"] = s.consumer_wait_s;
+  d["time_to_first_batch_s"] = s.time_to_first_batch_s;
+  d["wall_s"] = s.wall_s;
+  d["threads"] = s.threads;
+  d["prefetch"] = s.prefetch;
+  d["batch_buffers"] = s.batch_buffers;
+  d["batch_buffer_bytes"] = s.batch_buffer_bytes;
+  d["corrupt"] = s.corrupt;
+  d["corrupt_by_reason"] = s.corrupt_by_reason;
+  d["corrupt_examples"] = s.corrupt_examples;
+  return d;
+}
+
+template <typename E>
+E parse_enum(const char* arg, const std::string& v, std::initializer_list<std::pair<const char*, E>> options) {
+  std::string valid;
+  for (const auto& [name, e] : options) {
+    if (v == name) return e;
+    valid += (valid.empty() ? "'" : ", '") + std::string(name) + "'";
+  }
+  throw py::value_error(std::string(arg) + " must be one of " + valid + ", got '" + v + "'");
+}
+
+}  // namespace
+
+void bind_loader(py::module_& m) {
+  py::class_<Loader>(m, "_Loader")
+      .def(py::init([](const std::string& source, long long batch_size, bool shuffle, std::uint64_t seed,
+                       bool drop_last, std::vector<Transform> transforms, int threads, int prefetch, int rank,
+                       int world_size, const std::string& on_corrupt, const std::string& dtype,
+                       const std::string& layout, std::uint64_t max_image_pixels) {
+             if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
+             LoaderOptions o;
+             o.batch_size = static_cast<std::size_t>(batch_size);
+             o.shuffle = shuffle;
+             o.seed = seed;
+             o.drop_last = drop_last;
+             o.transforms = std::move(transforms);
+             o.threads = threads;
+             o.prefetch = prefetch;
+             o.rank = rank;
+             o.world_size = world_size;
+             o.on_corrupt = parse_enum<OnCorrupt>("on_corrupt", on_corrupt,
+                                                  {{"skip", OnCorrupt::kSkip}, {"raise", OnCorrupt::kRaise}});
+             o.dtype = parse_enum<DType>("dtype", dtype, {{"float32", DType::kFloat32}, {"uint8", DType::kUInt8}});
+             o.layout = parse_enum<Layout>("layout", layout, {{"NCHW", Layout::kNCHW}, {"NHWC", Layout::kNHWC}});
+             o.max_image_pixels = max_image_pixels;
+             py::gil_scoped_release release;  // scanning a large folder takes a while
+             return std::make_unique<Loader>(source, std::move(o));
+           }),
+           py::arg("source"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
+           py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
+           py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"))
+      .def("__len__", &Loader::num_batches)
+      .def_property_readonly("num_samples", &Loader::num_samples)
+      .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })
+      .def_property_readonly("classes", [](const Loader& l) { return l.source().classes(); })
+      .def_property_readonly("sample_shape", &Loader::sample_shape)
+      .def_property_readonly("threads", [](const Loader& l) { return l.stats().threads; })
+      .def("key", [](const Loader& l, std::size_t i) { return l.source().key(i); })
+      .def("label", [](const Loader& l, std::size_t i) { return l.source().label(i); })
+      .def("set_epoch", &Loader::set_epoch)
+      .def_property_readonly("epoch", &Loader::epoch)
+      .def("start_epoch", &Loader::start_epoch, py::call_guard<py::gil_scoped_release>())
+      .def("next",
+           [](Loader& l) -> py::object {
+             std::optional<Batch> b;
+             {
+               py::gil_scoped_release release;
+               b = l.next();
+             }
+             if (!b) return py::none();
+             auto s = b->shape();
+             py::dtype dt = b->dtype() == DType::kFloat32 ? py::dtype::of<float>() : py::dtype::of<std::uint8_t>();
+             py::array images = view_of(*b, dt, {s[0], s[1], s[2], s[3]}, b->mutable_images());
+             py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {s[0]},
+                                        const_cast<std::int64_t*>(b->labels()));
+             return py::make_tuple(images, labels);
+           })
+      .def("stats", [](const Loader& l) { return stats_dict(l.stats()); })
+      .def("stats_json", [](const Loader& l) { return l.stats().to_json(); });
+
+  m.def(
+      "decode_image",
+      [](const py::object& src, std::uint64_t max_image_pixels) {
+        std::vector<std::uint8_t> bytes;
+        std::string name = "<bytes>";
+        if (py::isinstance<py::bytes>(src)) {
+          std::string s = src.cast<std::string>();
+          bytes.assign(s.begin(), s.end());
+        } else {
+          name = py::str(src).cast<std::string>();
+          Status st = detail::read_file(name, &bytes);
+          if (!st.ok()) throw Error(st);
+        }
+        detail::ImageDecoder dec;
+        detail::ImageBuffer buf;
+        detail::ImageView view;
+        {
+          py::gil_scoped_release release;
+          Status st = dec.open(bytes.data(), bytes.size(), max_image_pixels);
+          if (st.ok()) st = dec.decode({0, 0, dec.width(), dec.height()}, &buf, &view);
+          if (!st.ok()) throw Error(st.code(), name + ": " + st.message());
+        }
+        py::array_t<std::uint8_t> out({view.height, view.width, 3});
+        for (int y = 0; y < view.height; ++y) {
+          std::memcpy(out.mutable_data(y), view.row(y), static_cast<std::size_t>(view.width) * 3);
+        }
+        return out;
+      },
+      py::arg("source"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels,
+      "Decodes a JPEG or PNG (path or bytes) to an HxWx3 uint8 array, as PIL's convert('RGB').");
+
+  // Test hook: what a Loader with these transforms and seed does to record
+  // `index` in `epoch` on a width x height image.
+  m.def(
+      "_plan",
+      [](std::vector<Transform> transforms, std::uint64_t seed, std::uint64_t epoch, std::uint64_t index, int width,
+         int height) {
+        detail::Pipeline pipeline(transforms, DType::kFloat32, Layout::kNCHW);
+        detail::Rng rng(detail::mix_key(seed, epoch, index, detail::kStreamTransform));
+        detail::SamplePlan plan;
+        pipeline.plan(width, height, &rng, &plan);
+        py::list steps;
+        for (const auto& s : plan.steps) {
+          if (s.kind == detail::Step::kCrop) {
+            steps.append(py::make_tuple("crop", s.box.x, s.box.y, s.box.width, s.box.height));
+          } else {
+            steps.append(py::make_tuple("resize", s.width, s.height));
+          }
+        }
+        py::dict d;
+        const auto& r = plan.decode_region;
+        d["decode_region"] = py::make_tuple(r.x, r.y, r.width, r.height);
+        d["steps"] = steps;
+        d["mirror"] = plan.mirror;
+        return d;
+      },
+      py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"));
+}
+
+}  // namespace stoker::python

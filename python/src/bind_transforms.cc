@@ -1,0 +1,118 @@
+// Transforms with torchvision's constructor signatures.
+#include <pybind11/stl.h>
+
+#include <sstream>
+
+#include "bindings.h"
+#include "order/rng.h"
+#include "stoker/transforms.h"
+#include "transform/pipeline.h"
+
+namespace py = pybind11;
+
+namespace stoker::python {
+namespace {
+
+// torchvision accepts an int or a sequence of one or two ints: (h, w).
+std::pair<int, int> size_arg(const char* who, const py::object& size) {
+  if (py::isinstance<py::int_>(size)) {
+    int s = size.cast<int>();
+    return {s, s};
+  }
+  auto v = size.cast<std::vector<int>>();
+  if (v.size() == 1) return {v[0], v[0]};
+  if (v.size() == 2) return {v[0], v[1]};
+  throw py::value_error(std::string(who) + ": size must be an int or a sequence of 1 or 2 ints, got " +
+                        std::to_string(v.size()) + " values");
+}
+
+std::string fmt(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+void bind_transforms(py::module_& m) {
+  py::class_<RandomResizedCrop>(m, "RandomResizedCrop")
+      .def(py::init([](const py::object& size, std::array<double, 2> scale, std::array<double, 2> ratio) {
+             auto [h, w] = size_arg("RandomResizedCrop", size);
+             return RandomResizedCrop{h, w, scale, ratio};
+           }),
+           py::arg("size"), py::arg("scale") = std::array<double, 2>{0.08, 1.0},
+           py::arg("ratio") = std::array<double, 2>{3.0 / 4.0, 4.0 / 3.0})
+      .def_readonly("height", &RandomResizedCrop::height)
+      .def_readonly("width", &RandomResizedCrop::width)
+      .def_readonly("scale", &RandomResizedCrop::scale)
+      .def_readonly("ratio", &RandomResizedCrop::ratio)
+      .def("__repr__", [](const RandomResizedCrop& t) {
+        return "RandomResizedCrop(size=(" + std::to_string(t.height) + ", " + std::to_string(t.width) +
+               "), scale=(" + fmt(t.scale[0]) + ", " + fmt(t.scale[1]) + "), ratio=(" + fmt(t.ratio[0]) + ", " +
+               fmt(t.ratio[1]) + "))";
+      });
+
+  py::class_<Resize>(m, "Resize")
+      .def(py::init([](const py::object& size, std::optional<int> max_size) {
+             if (py::isinstance<py::int_>(size) || py::len(size) == 1) {
+               auto [s, unused] = size_arg("Resize", size);
+               (void)unused;
+               return Resize{s, 0, max_size.value_or(0)};
+             }
+             auto [h, w] = size_arg("Resize", size);
+             return Resize{h, w, max_size.value_or(0)};
+           }),
+           py::arg("size"), py::arg("max_size") = py::none())
+      .def_readonly("height", &Resize::height)
+      .def_readonly("width", &Resize::width)
+      .def("__repr__", [](const Resize& t) {
+        return t.width > 0 ? "Resize(size=(" + std::to_string(t.height) + ", " + std::to_string(t.width) + "))"
+                           : "Resize(size=" + std::to_string(t.height) + ")";
+      });
+
+  py::class_<CenterCrop>(m, "CenterCrop")
+      .def(py::init([](const py::object& size) {
+             auto [h, w] = size_arg("CenterCrop", size);
+             return CenterCrop{h, w};
+           }),
+           py::arg("size"))
+      .def_readonly("height", &CenterCrop::height)
+      .def_readonly("width", &CenterCrop::width)
+      .def("__repr__", [](const CenterCrop& t) {
+        return "CenterCrop(size=(" + std::to_string(t.height) + ", " + std::to_string(t.width) + "))";
+      });
+
+  py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip")
+      .def(py::init([](double p) { return RandomHorizontalFlip{p}; }), py::arg("p") = 0.5)
+      .def_readonly("p", &RandomHorizontalFlip::p)
+      .def("__repr__", [](const RandomHorizontalFlip& t) { return "RandomHorizontalFlip(p=" + fmt(t.p) + ")"; });
+
+  py::class_<Normalize>(m, "Normalize")
+      .def(py::init([](std::vector<float> mean, std::vector<float> std) { return Normalize{mean, std}; }),
+           py::arg("mean"), py::arg("std"))
+      .def_readonly("mean", &Normalize::mean)
+      .def_readonly("std", &Normalize::std)
+      .def("__repr__", [](const Normalize& t) {
+        std::string s = "Normalize(mean=[";
+        for (std::size_t i = 0; i < t.mean.size(); ++i) s += (i ? ", " : "") + fmt(t.mean[i]);
+        s += "], std=[";
+        for (std::size_t i = 0; i < t.std.size(); ++i) s += (i ? ", " : "") + fmt(t.std[i]);
+        return s + "])";
+      });
+
+  // Test hook: draws `n` boxes from a seeded stream (for distribution checks).
+  m.def(
+      "_random_resized_crop_boxes",
+      [](const RandomResizedCrop& t, int width, int height, std::uint64_t seed, int n) {
+        detail::Rng rng(seed);
+        py::list out;
+        for (int i = 0; i < n; ++i) {
+          detail::Box b = detail::random_resized_crop_box(width, height, t.scale, t.ratio, &rng);
+          out.append(py::make_tuple(b.y, b.x, b.height, b.width));
+        }
+        return out;
+      },
+      py::arg("transform"), py::arg("width"), py::arg("height"), py::arg("seed"), py::arg("n"));
+}
+
+}  // namespace stoker::python

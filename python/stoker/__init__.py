@@ -1,0 +1,167 @@
+"""stoker: a C++ engine that keeps a training job's accelerator fed.
+
+    import stoker
+    loader = stoker.Loader("data/train", batch_size=64, shuffle=True, seed=0,
+                           transforms=[stoker.RandomResizedCrop(224), stoker.RandomHorizontalFlip(),
+                                       stoker.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    for images, labels in loader:   # torch.Tensor [B,3,224,224] float32, [B] int64
+        ...
+
+Batches are handed over without a copy: the tensors view a buffer of the
+loader's ring, which is reused only after every tensor viewing it is freed.
+"""
+import os
+
+from stoker._stoker import (  # noqa: F401
+    CenterCrop,
+    Normalize,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    Resize,
+    SampleError,
+    decode_image,
+)
+from stoker import _stoker
+
+__all__ = ["Loader", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize",
+           "SampleError", "decode_image"]
+__version__ = "0.1.0"
+
+_DEFAULT_MAX_IMAGE_PIXELS = 178956970
+
+
+def _resolve_distributed(rank, world_size):
+    """rank/world_size: given, else torch.distributed when initialised, else RANK/WORLD_SIZE, else 0/1."""
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    r = w = None
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            r, w = dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    if r is None and "WORLD_SIZE" in os.environ:
+        r, w = int(os.environ.get("RANK", "0")), int(os.environ["WORLD_SIZE"])
+    if r is None:
+        r, w = 0, 1
+    return (int(rank) if rank is not None else r), (int(world_size) if world_size is not None else w)
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+class Loader:
+    """Batches of decoded, transformed images, made by C++ threads.
+
+    source: an ImageFolder directory (class = sorted sub-directory names, as
+        torchvision) or a list file of `path,label` lines.
+    batch_size, shuffle, seed, drop_last: as torch.utils.data.DataLoader;
+        the order of an epoch depends on (seed, epoch) only.
+    transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
+        RandomHorizontalFlip, Normalize, with torchvision's semantics on PIL
+        images followed by ToTensor. The result must have a fixed size.
+    threads: worker threads, 0 = one per core. prefetch: batches made ahead
+        (0 = 2 per thread).
+    rank, world_size: this process's share of each epoch; None = from
+        torch.distributed when initialised, else RANK / WORLD_SIZE, else 0 / 1.
+    on_corrupt: "skip" (count it and use the next sample) or "raise"
+        (stoker.SampleError, an OSError, naming file and reason, in order).
+    dtype: "float32" (ToTensor scale, then Normalize) or "uint8".
+    layout: "NCHW" or "NHWC". output: "torch" or "numpy".
+    """
+
+    def __init__(self, source, batch_size=64, shuffle=False, seed=0, drop_last=False, transforms=(),
+                 threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
+                 layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS):
+        if not isinstance(source, (str, os.PathLike)):
+            raise ValueError(f"source must be a path (str or os.PathLike), got {type(source).__name__}")
+        _check_int("batch_size", batch_size, 1)
+        _check_int("threads", threads, 0)
+        _check_int("prefetch", prefetch, 0)
+        _check_int("seed", seed, 0)
+        if output not in ("torch", "numpy"):
+            raise ValueError(f"output must be 'torch' or 'numpy', got {output!r}")
+        if output == "torch":
+            import torch  # noqa: F401  (fail here, not at the first batch)
+        transforms = list(transforms)
+        for t in transforms:
+            if not isinstance(t, (RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize)):
+                raise ValueError(f"transforms: {t!r} is not a stoker transform "
+                                 "(RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize)")
+        rank, world_size = _resolve_distributed(rank, world_size)
+        self.output = output
+        self._impl = _stoker._Loader(os.fspath(source), batch_size, bool(shuffle), seed, bool(drop_last),
+                                     transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
+                                     layout, int(max_image_pixels))
+        self.batch_size = batch_size
+        self.rank, self.world_size = rank, world_size
+        self.transforms = transforms
+
+    def __len__(self):
+        """Batches per epoch on this rank."""
+        return len(self._impl)
+
+    @property
+    def num_samples(self):
+        """Samples per epoch on this rank (padding included)."""
+        return self._impl.num_samples
+
+    @property
+    def dataset_size(self):
+        return self._impl.dataset_size
+
+    @property
+    def classes(self):
+        return self._impl.classes
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration runs (otherwise each iteration advances it by one)."""
+        _check_int("epoch", epoch, 0)
+        self._impl.set_epoch(epoch)
+
+    @property
+    def epoch(self):
+        return self._impl.epoch
+
+    def stats(self):
+        """Per-stage busy seconds, counts, consumer wait, corrupt samples by reason."""
+        return self._impl.stats()
+
+    def __iter__(self):
+        return _Iterator(self)
+
+
+class _Iterator:
+    def __init__(self, loader):
+        self._loader = loader
+        self._impl = loader._impl
+        self._done = False
+        self._impl.start_epoch()
+        if loader.output == "torch":
+            import torch
+            self._convert = torch.from_numpy
+        else:
+            self._convert = None
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._impl)
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        batch = self._impl.next()
+        if batch is None:
+            self._done = True
+            raise StopIteration
+        images, labels = batch
+        if self._convert is not None:
+            return self._convert(images), self._convert(labels)
+        return images, labels

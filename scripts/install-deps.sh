@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages stoker needs to build, test and run its demo.
+# Idempotent: only packages that are missing are installed; when everything is
+# present it does nothing (no apt-get update, no network).
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake make pkg-config
+  # codecs
+  libjpeg62-turbo-dev libpng-dev
+  # C++ tests, benchmarks, CLI
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  # Python bindings and tests (Debian's python, never PyPI)
+  python3 python3-dev pybind11-dev python3-numpy python3-pytest
+  python3-pil python3-torch python3-torchvision
+  # libtorch for the C++ training example
+  libtorch-dev
+  # real photographs for the sample dataset
+  mate-backgrounds lomiri-wallpapers-16.04 lomiri-wallpapers-20.04
+  plasma-workspace-wallpapers
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps: not root and no sudo; install as root: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

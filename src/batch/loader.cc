@@ -1,0 +1,372 @@
+// The Loader: order -> worker pool -> batch ring -> consumer.
+#include "stoker/loader.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "batch/slot_pool.h"
+#include "decode/decode.h"
+#include "order/order.h"
+#include "order/rng.h"
+#include "stats/counters.h"
+#include "transform/pipeline.h"
+
+namespace stoker {
+
+using detail::Slot;
+using detail::SlotLease;
+using detail::SlotPool;
+
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Code::kInvalidArgument, msg); }
+
+void validate(const LoaderOptions& o) {
+  if (o.batch_size == 0) invalid("batch_size must be > 0, got 0");
+  if (o.threads < 0) invalid("threads must be >= 0 (0 = one per core), got " + std::to_string(o.threads));
+  if (o.prefetch < 0) invalid("prefetch must be >= 0 (0 = auto), got " + std::to_string(o.prefetch));
+  if (o.world_size < 1) invalid("world_size must be >= 1, got " + std::to_string(o.world_size));
+  if (o.rank < 0 || o.rank >= o.world_size) {
+    invalid("rank must be in [0, world_size=" + std::to_string(o.world_size) + "), got " + std::to_string(o.rank));
+  }
+  if (o.max_consecutive_corrupt < 1) {
+    invalid("max_consecutive_corrupt must be >= 1, got " + std::to_string(o.max_consecutive_corrupt));
+  }
+  if (o.max_image_pixels == 0) invalid("max_image_pixels must be > 0");
+}
+
+}  // namespace
+
+class Loader::Impl {
+ public:
+  Impl(std::shared_ptr<const Source> source, LoaderOptions opt)
+      : source_(std::move(source)),
+        opt_((validate(opt), std::move(opt))),
+        pipeline_(opt_.transforms, opt_.dtype, opt_.layout),
+        created_ns_(now_ns()) {
+    if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
+    if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
+    order_.dataset_size = source_->size();
+    order_.batch_size = opt_.batch_size;
+    order_.shuffle = opt_.shuffle;
+    order_.seed = opt_.seed;
+    order_.drop_last = opt_.drop_last;
+    order_.rank = opt_.rank;
+    order_.world_size = opt_.world_size;
+    num_samples_ = detail::samples_per_rank(order_);
+    num_batches_ = detail::batches_per_rank(order_);
+    threads_ = opt_.threads > 0 ? opt_.threads : available_cores();
+    prefetch_ = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, 2 * threads_);
+    pool_ = std::make_shared<SlotPool>(pipeline_.sample_bytes() * opt_.batch_size, opt_.batch_size);
+    ring_.resize(static_cast<std::size_t>(prefetch_));
+    counters_.reserve(static_cast<std::size_t>(threads_));
+    for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
+    workers_.reserve(static_cast<std::size_t>(threads_));
+    for (int i = 0; i < threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    ready_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    for (auto& e : ring_) {
+      if (e.slot) pool_->release(e.slot);
+    }
+  }
+
+  void start_epoch() {
+    std::vector<std::uint32_t> seq;
+    std::unique_lock<std::mutex> lock(mu_);
+    const std::uint64_t epoch = next_epoch_;
+    lock.unlock();
+    seq = detail::epoch_order(order_, epoch);  // outside the lock: O(dataset)
+    lock.lock();
+    ++generation_;
+    running_ = false;
+    idle_cv_.wait(lock, [&] { return inflight_ == 0; });  // workers finish the sample in hand
+    for (auto& e : ring_) {
+      if (e.slot) pool_->release(e.slot);
+      e = RingEntry{};
+    }
+    seq_ = std::move(seq);
+    run_epoch_ = epoch;
+    next_epoch_ = epoch + 1;
+    next_task_ = 0;
+    deliver_ = 0;
+    running_ = true;
+    lock.unlock();
+    work_cv_.notify_all();
+  }
+
+  std::optional<Batch> next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!running_) {
+      lock.unlock();
+      start_epoch();
+      lock.lock();
+    }
+    if (deliver_ >= num_batches_) {
+      running_ = false;
+      return std::nullopt;
+    }
+    const std::size_t b = deliver_;
+    RingEntry& e = ring_[b % ring_.size()];
+    const std::int64_t t0 = now_ns();
+    ready_cv_.wait(lock, [&] { return stop_ || (e.batch == static_cast<std::int64_t>(b) && e.ready); });
+    const std::int64_t t1 = now_ns();
+    if (stop_) throw Error(Code::kCancelled, "loader stopped");
+    consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
+    if (first_batch_ns_.load(std::memory_order_relaxed) < 0) first_batch_ns_.store(t1 - created_ns_);
+    Slot* slot = e.slot;
+    Status error = std::move(e.error);
+    e = RingEntry{};
+    ++deliver_;
+    lock.unlock();
+    work_cv_.notify_all();
+    batches_.fetch_add(1, std::memory_order_relaxed);
+
+    Batch batch;
+    batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
+    if (!error.ok()) throw Error(error);  // the lease returns the buffer
+    batch.size_ = batch_len(b);
+    batch.index_ = b;
+    batch.dtype_ = opt_.dtype;
+    auto s = sample_shape();
+    batch.shape_ = {static_cast<std::int64_t>(batch.size_), s[0], s[1], s[2]};
+    return batch;
+  }
+
+  std::array<std::int64_t, 3> sample_shape() const {
+    const std::int64_t h = pipeline_.out_height(), w = pipeline_.out_width();
+    if (opt_.layout == Layout::kNCHW) return {3, h, w};
+    return {h, w, 3};
+  }
+
+  Stats stats() const {
+    Stats s;
+    for (const auto& c : counters_) c->add_to(&s);
+    s.batches = batches_.load(std::memory_order_relaxed);
+    s.consumer_wait_s = static_cast<double>(consumer_wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
+    std::int64_t fb = first_batch_ns_.load(std::memory_order_relaxed);
+    s.time_to_first_batch_s = fb < 0 ? -1.0 : static_cast<double>(fb) * 1e-9;
+    s.wall_s = static_cast<double>(now_ns() - created_ns_) * 1e-9;
+    s.threads = threads_;
+    s.prefetch = prefetch_;
+    s.batch_buffers = pool_->allocated();
+    s.batch_buffer_bytes = s.batch_buffers * pool_->image_bytes();
+    corrupt_.add_to(&s);
+    return s;
+  }
+
+  void set_epoch(std::uint64_t e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_epoch_ = e;
+  }
+  std::uint64_t epoch() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return next_epoch_;
+  }
+
+  std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, num_samples_ - b * opt_.batch_size); }
+
+  std::shared_ptr<const Source> source_;
+  LoaderOptions opt_;
+  detail::Pipeline pipeline_;
+  detail::OrderParams order_;
+  std::size_t num_samples_ = 0;
+  std::size_t num_batches_ = 0;
+  int threads_ = 0;
+  int prefetch_ = 0;
+
+ private:
+  struct RingEntry {
+    std::int64_t batch = -1;
+    Slot* slot = nullptr;
+    std::size_t remaining = 0;
+    bool ready = false;
+    Status error;
+    std::size_t error_pos = SIZE_MAX;
+  };
+
+  struct WorkerState {
+    std::vector<std::uint8_t> file;
+    detail::ImageDecoder decoder;
+    detail::ImageBuffer decoded;
+    detail::SamplePlan plan;
+    detail::Workspace workspace;
+  };
+
+  void worker_main(int id) {
+    WorkerState ws;
+    detail::StageCounters& counters = *counters_[static_cast<std::size_t>(id)];
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      work_cv_.wait(lock, [&] {
+        return stop_ || (running_ && next_task_ < seq_.size() &&
+                         next_task_ / opt_.batch_size < deliver_ + ring_.size());
+      });
+      if (stop_) return;
+      const std::size_t t = next_task_++;
+      const std::size_t b = t / opt_.batch_size, pos = t % opt_.batch_size;
+      const std::uint64_t gen = generation_;
+      RingEntry& e = ring_[b % ring_.size()];
+      if (e.batch != static_cast<std::int64_t>(b)) {
+        e.batch = static_cast<std::int64_t>(b);
+        e.slot = pool_->acquire();
+        e.remaining = batch_len(b);
+        e.ready = false;
+        e.error = Status::Ok();
+        e.error_pos = SIZE_MAX;
+      }
+      Slot* slot = e.slot;
+      const std::uint64_t epoch = run_epoch_;
+      ++inflight_;
+      lock.unlock();
+
+      Status st = make_sample(t, epoch, slot, pos, &ws, &counters);
+
+      lock.lock();
+      --inflight_;
+      if (inflight_ == 0) idle_cv_.notify_all();
+      if (gen != generation_) continue;  // the epoch was restarted meanwhile
+      if (!st.ok() && pos < e.error_pos) {
+        e.error = std::move(st);
+        e.error_pos = pos;
+      }
+      if (--e.remaining == 0) {
+        e.ready = true;
+        ready_cv_.notify_all();
+      }
+    }
+  }
+
+  // Fills position `pos` of `slot` with the sample at epoch position `t`, or
+  // under kSkip with the next good sample of the epoch.
+  Status make_sample(std::size_t t, std::uint64_t epoch, Slot* slot, std::size_t pos, WorkerState* ws,
+                     detail::StageCounters* counters) {
+    void* out = slot->images.get() + pos * pipeline_.sample_bytes();
+    std::size_t p = t;
+    for (int attempt = 1;; ++attempt) {
+      const std::uint32_t rec = seq_[p];
+      Status st = process(rec, epoch, out, ws, counters);
+      if (st.ok()) {
+        slot->labels[pos] = source_->label(rec);
+        return st;
+      }
+      st = Status(st.code(), "record " + std::to_string(rec) + " '" + source_->key(rec) + "': " + st.message());
+      corrupt_.add(st);
+      if (opt_.on_corrupt == OnCorrupt::kRaise) {
+        slot->labels[pos] = -1;
+        return st;
+      }
+      if (attempt >= opt_.max_consecutive_corrupt) {
+        slot->labels[pos] = -1;
+        return Status(st.code(), "on_corrupt=skip gave up after " + std::to_string(attempt) +
+                                     " consecutive corrupt samples; last: " + st.message());
+      }
+      p = (p + 1) % seq_.size();  // NOTE: the next sample of the epoch takes the place
+    }
+  }
+
+  Status process(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws,
+                 detail::StageCounters* counters) {
+    const std::int64_t t0 = now_ns();
+    Status st = source_->read(rec, &ws->file);
+    const std::int64_t t1 = now_ns();
+    counters->add_read(t1 - t0, ws->file.size());
+    if (!st.ok()) return st;
+    st = ws->decoder.open(ws->file.data(), ws->file.size(), opt_.max_image_pixels);
+    detail::ImageView view;
+    if (st.ok()) {
+      detail::Rng rng(detail::mix_key(opt_.seed, epoch, rec, detail::kStreamTransform));
+      pipeline_.plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan);
+      st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view);
+    }
+    const std::int64_t t2 = now_ns();
+    counters->add_decode(t2 - t1);
+    if (!st.ok()) return st;
+    pipeline_.run(ws->plan, view, &ws->workspace, out);
+    counters->add_transform(now_ns() - t2);
+    return Status::Ok();
+  }
+
+  std::shared_ptr<SlotPool> pool_;
+  const std::int64_t created_ns_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // workers: a task may be available
+  std::condition_variable ready_cv_;  // consumer: a batch may be ready
+  std::condition_variable idle_cv_;   // restart: no sample in hand
+  bool stop_ = false;
+  bool running_ = false;
+  std::uint64_t generation_ = 0;
+  std::uint64_t next_epoch_ = 0;
+  std::uint64_t run_epoch_ = 0;
+  std::vector<std::uint32_t> seq_;
+  std::size_t next_task_ = 0;
+  std::size_t deliver_ = 0;
+  int inflight_ = 0;
+  std::vector<RingEntry> ring_;
+
+  std::vector<std::unique_ptr<detail::StageCounters>> counters_;
+  detail::CorruptLog corrupt_;
+  std::atomic<std::uint64_t> consumer_wait_ns_{0};
+  std::atomic<std::uint64_t> batches_{0};
+  std::atomic<std::int64_t> first_batch_ns_{-1};
+  std::vector<std::thread> workers_;
+};
+
+// ---- Batch ----
+const void* Batch::images() const { return lease_ ? lease_->slot->images.get() : nullptr; }
+void* Batch::mutable_images() { return lease_ ? lease_->slot->images.get() : nullptr; }
+const std::int64_t* Batch::labels() const { return lease_ ? lease_->slot->labels.data() : nullptr; }
+std::size_t Batch::image_bytes() const {
+  std::size_t n = size_;
+  for (int i = 1; i < 4; ++i) n *= static_cast<std::size_t>(shape_[static_cast<std::size_t>(i)]);
+  return n * (dtype_ == DType::kFloat32 ? sizeof(float) : 1);
+}
+
+// ---- Loader ----
+Loader::Loader(const std::string& source, LoaderOptions options)
+    : Loader(std::shared_ptr<const Source>(open_source(source)), std::move(options)) {}
+Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
+    : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
+Loader::~Loader() = default;
+
+std::size_t Loader::num_batches() const { return impl_->num_batches_; }
+std::size_t Loader::num_samples() const { return impl_->num_samples_; }
+const Source& Loader::source() const { return *impl_->source_; }
+const LoaderOptions& Loader::options() const { return impl_->opt_; }
+std::array<std::int64_t, 3> Loader::sample_shape() const { return impl_->sample_shape(); }
+void Loader::set_epoch(std::uint64_t epoch) { impl_->set_epoch(epoch); }
+std::uint64_t Loader::epoch() const { return impl_->epoch(); }
+void Loader::start_epoch() { impl_->start_epoch(); }
+std::optional<Batch> Loader::next() { return impl_->next(); }
+Stats Loader::stats() const { return impl_->stats(); }
+
+}  // namespace stoker

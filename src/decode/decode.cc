@@ -1,0 +1,60 @@
+#include "decode/decode.h"
+
+#include <cstring>
+#include <string>
+
+#include "decode/jpeg.h"
+#include "decode/png.h"
+
+namespace stoker::detail {
+
+Format sniff_format(const std::uint8_t* data, std::size_t size) {
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return Format::kJpeg;
+  static const std::uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return Format::kPng;
+  return Format::kUnknown;
+}
+
+namespace {
+std::string describe_magic(const std::uint8_t* data, std::size_t size) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < size && i < 4; ++i) {
+    if (i) s += ' ';
+    s += kHex[data[i] >> 4];
+    s += kHex[data[i] & 15];
+  }
+  return s;
+}
+}  // namespace
+
+ImageDecoder::ImageDecoder() : jpeg_(std::make_unique<JpegDecoder>()), png_(std::make_unique<PngDecoder>()) {}
+ImageDecoder::~ImageDecoder() = default;
+
+Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels) {
+  width_ = height_ = 0;
+  if (size == 0) return Status::Corrupt("empty file (0 bytes)");
+  format_ = sniff_format(data, size);
+  Status s;
+  switch (format_) {
+    case Format::kJpeg: s = jpeg_->open(data, size, &width_, &height_); break;
+    case Format::kPng: s = png_->open(data, size, &width_, &height_); break;
+    case Format::kUnknown:
+      return Status::Unsupported("not a JPEG or PNG image (first bytes: " + describe_magic(data, size) + ")");
+  }
+  if (!s.ok()) return s;
+  std::uint64_t pixels = static_cast<std::uint64_t>(width_) * static_cast<std::uint64_t>(height_);
+  if (pixels > max_pixels) {
+    jpeg_->close();
+    return Status::ResourceExhausted("image of " + std::to_string(width_) + "x" + std::to_string(height_) +
+                                     " pixels exceeds max_image_pixels=" + std::to_string(max_pixels));
+  }
+  return Status::Ok();
+}
+
+Status ImageDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
+  if (format_ == Format::kJpeg) return jpeg_->decode(region, buf, view);
+  return png_->decode(region, buf, view);
+}
+
+}  // namespace stoker::detail

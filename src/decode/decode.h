@@ -1,0 +1,54 @@
+// Format sniffing and the per-thread decoder used by the workers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "decode/image.h"
+#include "stoker/status.h"
+
+namespace stoker::detail {
+
+enum class Format { kUnknown, kJpeg, kPng };
+
+// Identifies the format from magic bytes (never from the file name).
+Format sniff_format(const std::uint8_t* data, std::size_t size);
+
+class JpegDecoder;
+class PngDecoder;
+
+// Decodes one image at a time, in two steps: open() parses the header and
+// gives the size; decode() produces RGB8 pixels of a region of the image,
+// converted as PIL's convert("RGB") does (grayscale replicated, CMYK/YCCK
+// via PIL's formula, alpha dropped, 16-bit reduced to the high byte).
+// Reuses its buffers and codec state. Thread-compatible: one per worker.
+class ImageDecoder {
+ public:
+  ImageDecoder();
+  ~ImageDecoder();
+
+  // Parses the header of `data` (kept by pointer until the next open()).
+  // Refuses images larger than max_pixels before allocating pixel memory.
+  // Messages carry the reason only; the caller prefixes file and record.
+  Status open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels);
+  int width() const { return width_; }
+  int height() const { return height_; }
+  Format format() const { return format_; }
+
+  // Decodes the pixels of `region` (clipped to the image) into `buf`; *view
+  // is exactly the region. For JPEG only the rows from the region's top to
+  // its bottom are decoded and columns outside it skip the IDCT: the result
+  // is identical to a full decode followed by a crop.
+  // REQUIRES: open() returned ok.
+  Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+
+ private:
+  Format format_ = Format::kUnknown;
+  int width_ = 0;
+  int height_ = 0;
+  std::unique_ptr<JpegDecoder> jpeg_;
+  std::unique_ptr<PngDecoder> png_;
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,44 @@
+// Pixel buffers passed between decode and transform: 8-bit interleaved RGB.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace stoker::detail {
+
+// A read-only view of RGB8 pixels; rows `stride` bytes apart.
+struct ImageView {
+  const std::uint8_t* data = nullptr;
+  int width = 0;
+  int height = 0;
+  std::ptrdiff_t stride = 0;
+  const std::uint8_t* row(int y) const { return data + y * stride; }
+};
+
+// An owning RGB8 buffer whose capacity is reused across samples.
+struct ImageBuffer {
+  std::vector<std::uint8_t> pixels;
+  int width = 0;
+  int height = 0;
+  std::ptrdiff_t stride = 0;
+  void reset(int w, int h, int channels = 3) {
+    width = w;
+    height = h;
+    stride = static_cast<std::ptrdiff_t>(w) * channels;
+    std::size_t need = static_cast<std::size_t>(stride) * static_cast<std::size_t>(h);
+    if (pixels.size() < need) pixels.resize(need);
+  }
+  std::uint8_t* row(int y) { return pixels.data() + y * stride; }
+  ImageView view() const { return {pixels.data(), width, height, stride}; }
+};
+
+// A pixel rectangle: [x, x + width) x [y, y + height).
+struct Box {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,175 @@
+#include "decode/jpeg.h"
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+// clang-format off
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+
+namespace stoker::detail {
+namespace {
+
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  // First warning that means pixels are missing (truncation, lost sync).
+  int data_warning;
+  char warning[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void on_error(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  cinfo->err->format_message(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+void on_message(j_common_ptr cinfo, int level) {
+  if (level != -1) return;  // trace messages
+  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  int code = cinfo->err->msg_code;
+  // NOTE: these warnings mean libjpeg filled missing data with gray; PIL
+  // raises "image file is truncated" for the same files. Other warnings
+  // (e.g. extraneous bytes before a marker) leave the pixels intact.
+  if ((code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER || code == JWRN_MUST_RESYNC) && !err->data_warning) {
+    err->data_warning = code;
+    cinfo->err->format_message(cinfo, err->warning);
+  }
+}
+
+// PIL's cmyk2rgb on PIL's CMYK values (Adobe-inverted storage, "CMYK;I").
+inline std::uint8_t cmyk_channel(int c_stored, int k_stored) {
+  int c = 255 - c_stored, nk = k_stored;  // nk = 255 - k with k = 255 - k_stored
+  int tmp = c * nk + 128;
+  int m = ((tmp >> 8) + tmp) >> 8;
+  int v = nk - m;
+  return static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+}  // namespace
+
+struct JpegDecoder::State {
+  jpeg_decompress_struct cinfo;
+  ErrorManager err;
+  bool open = false;
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+  std::vector<std::uint8_t> cmyk_row;
+  std::vector<JSAMPROW> rows;
+};
+
+JpegDecoder::JpegDecoder() : s_(std::make_unique<State>()) {
+  std::memset(&s_->cinfo, 0, sizeof(s_->cinfo));
+  std::memset(&s_->err, 0, sizeof(s_->err));
+  s_->cinfo.err = jpeg_std_error(&s_->err.pub);
+  s_->err.pub.error_exit = on_error;
+  s_->err.pub.emit_message = on_message;
+  jpeg_create_decompress(&s_->cinfo);
+}
+
+JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&s_->cinfo); }
+
+void JpegDecoder::close() {
+  if (s_->open) jpeg_abort_decompress(&s_->cinfo);
+  s_->open = false;
+}
+
+namespace {
+
+// Returns false after a libjpeg error (message in err->message). Only
+// trivially destructible locals live here: libjpeg errors longjmp out.
+bool read_header(jpeg_decompress_struct* cinfo, ErrorManager* err, const std::uint8_t* data, std::size_t size) {
+  if (setjmp(err->jump)) return false;
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+bool read_region(jpeg_decompress_struct* cinfo, ErrorManager* err, const Box* r, ImageBuffer* buf,
+                 std::vector<std::uint8_t>* cmyk_row, int* x_shift) {
+  if (setjmp(err->jump)) return false;
+  const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
+  cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo->dct_method = JDCT_ISLOW;  // PIL's default; exact
+  jpeg_start_decompress(cinfo);
+  JDIMENSION xoff = static_cast<JDIMENSION>(r->x), w = static_cast<JDIMENSION>(r->width);
+  if (xoff > 0 || w < cinfo->output_width) {
+    // Widens to iMCU boundaries: xoff moves left, w grows.
+    jpeg_crop_scanline(cinfo, &xoff, &w);
+  }
+  *x_shift = r->x - static_cast<int>(xoff);
+  const int out_w = static_cast<int>(cinfo->output_width);
+  buf->reset(out_w, r->height);
+  if (r->y > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(r->y));
+  if (cmyk && cmyk_row->size() < static_cast<std::size_t>(out_w) * 4) cmyk_row->resize(static_cast<std::size_t>(out_w) * 4);
+  for (int y = 0; y < r->height; ++y) {
+    JSAMPROW row = cmyk ? cmyk_row->data() : buf->row(y);
+    if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
+      ERREXIT(cinfo, JERR_INPUT_EOF);
+    }
+    if (cmyk) {
+      std::uint8_t* out = buf->row(y);
+      const std::uint8_t* in = cmyk_row->data();
+      for (int x = 0; x < out_w; ++x, in += 4, out += 3) {
+        out[0] = cmyk_channel(in[0], in[3]);
+        out[1] = cmyk_channel(in[1], in[3]);
+        out[2] = cmyk_channel(in[2], in[3]);
+      }
+    }
+  }
+  return true;
+}
+
+bool has_end_marker(const std::uint8_t* data, std::size_t size) {
+  // NOTE: in entropy-coded data 0xFF is always followed by 0x00 or RSTn, so
+  // FF D9 near the end is the end-of-image marker. A file cut anywhere in its
+  // scans lacks it, even when the rows a crop needs were all present.
+  std::size_t from = size > 4096 ? size - 4096 : 0;
+  for (std::size_t i = size; i-- > from + 1;) {
+    if (data[i] == 0xD9 && data[i - 1] == 0xFF) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width, int* height) {
+  close();
+  s_->err.data_warning = 0;
+  s_->data = data;
+  s_->size = size;
+  if (!read_header(&s_->cinfo, &s_->err, data, size)) {
+    jpeg_abort_decompress(&s_->cinfo);
+    return Status::Corrupt(std::string("JPEG header: ") + s_->err.message);
+  }
+  s_->open = true;
+  if (!has_end_marker(data, size)) {
+    close();
+    return Status::Corrupt("JPEG truncated: no end-of-image marker in " + std::to_string(size) + " bytes");
+  }
+  *width = static_cast<int>(s_->cinfo.image_width);
+  *height = static_cast<int>(s_->cinfo.image_height);
+  if (s_->cinfo.num_components != 1 && s_->cinfo.num_components != 3 && s_->cinfo.num_components != 4) {
+    int n = s_->cinfo.num_components;
+    close();
+    return Status::Unsupported("JPEG with " + std::to_string(n) + " components");
+  }
+  return Status::Ok();
+}
+
+Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
+  int shift = 0;
+  bool ok = read_region(&s_->cinfo, &s_->err, &region, buf, &s_->cmyk_row, &shift);
+  int warning = s_->err.data_warning;
+  close();
+  if (!ok) return Status::Corrupt(std::string("JPEG data: ") + s_->err.message);
+  if (warning) return Status::Corrupt(std::string("JPEG data: ") + s_->err.warning);
+  *view = ImageView{buf->pixels.data() + shift * 3, region.width, region.height, buf->stride};
+  return Status::Ok();
+}
+
+}  // namespace stoker::detail

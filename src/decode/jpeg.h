@@ -1,0 +1,33 @@
+// JPEG decoding with libjpeg-turbo's libjpeg API (region and row-limited).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "decode/image.h"
+#include "stoker/status.h"
+
+namespace stoker::detail {
+
+class JpegDecoder {
+ public:
+  JpegDecoder();
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // Reads the header; *width/*height get the image size.
+  Status open(const std::uint8_t* data, std::size_t size, int* width, int* height);
+  // Decodes `region` of the image opened last into RGB8. REQUIRES: open() ok.
+  Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+  // Releases the image opened last (safe to call at any time).
+  void close();
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,102 @@
+#include "decode/png.h"
+
+#include <png.h>
+
+#include <csetjmp>
+#include <cstring>
+#include <string>
+
+namespace stoker::detail {
+namespace {
+
+struct MemoryReader {
+  const std::uint8_t* data;
+  std::size_t size;
+  std::size_t pos;
+};
+
+void read_from_memory(png_structp png, png_bytep out, png_size_t n) {
+  auto* r = static_cast<MemoryReader*>(png_get_io_ptr(png));
+  if (n > r->size - r->pos) png_error(png, "truncated: read past the end of the data");
+  std::memcpy(out, r->data + r->pos, n);
+  r->pos += n;
+}
+
+struct ErrorSink {
+  char message[256];
+};
+
+void on_error(png_structp png, png_const_charp msg) {
+  auto* e = static_cast<ErrorSink*>(png_get_error_ptr(png));
+  std::snprintf(e->message, sizeof(e->message), "%s", msg);
+  png_longjmp(png, 1);
+}
+void on_warning(png_structp, png_const_charp) {}
+
+std::uint32_t be32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+
+// Only trivially destructible locals: libpng errors longjmp out.
+bool decode_rgb(png_structp png, png_infop info, MemoryReader* reader, ImageBuffer* buf,
+                std::vector<std::uint8_t*>* rows) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_read_fn(png, reader, read_from_memory);
+  png_read_info(png, info);
+  const int color = png_get_color_type(png, info);
+  const int depth = png_get_bit_depth(png, info);
+  // As PIL's open + convert("RGB"): palette to its colours, transparency
+  // and alpha dropped (not composited), 16-bit to the high byte.
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16) png_set_strip_16(png);
+  if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_rowbytes(png, info) != static_cast<png_size_t>(buf->width) * 3) {
+    png_error(png, "unexpected row size after conversion to RGB");
+  }
+  rows->resize(static_cast<std::size_t>(buf->height));
+  for (int y = 0; y < buf->height; ++y) (*rows)[static_cast<std::size_t>(y)] = buf->row(y);
+  png_read_image(png, rows->data());
+  png_read_end(png, nullptr);
+  return true;
+}
+
+}  // namespace
+
+Status PngDecoder::open(const std::uint8_t* data, std::size_t size, int* width, int* height) {
+  data_ = data;
+  size_ = size;
+  if (size < 33 || std::memcmp(data + 12, "IHDR", 4) != 0) return Status::Corrupt("PNG: no IHDR chunk");
+  std::uint32_t w = be32(data + 16), h = be32(data + 20);
+  if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu) {
+    return Status::Corrupt("PNG: invalid size " + std::to_string(w) + "x" + std::to_string(h));
+  }
+  *width = static_cast<int>(w);
+  *height = static_cast<int>(h);
+  return Status::Ok();
+}
+
+Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
+  ErrorSink sink{};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &sink, on_error, on_warning);
+  if (!png) return Status::ResourceExhausted("PNG: cannot create decoder");
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return Status::ResourceExhausted("PNG: cannot create decoder");
+  }
+  png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+  MemoryReader reader{data_, size_, 0};
+  buf->reset(static_cast<int>(be32(data_ + 16)), static_cast<int>(be32(data_ + 20)));
+  bool ok = decode_rgb(png, info, &reader, buf, &rows_);
+  png_destroy_read_struct(&png, &info, nullptr);
+  if (!ok) return Status::Corrupt(std::string("PNG: ") + sink.message);
+  *view = ImageView{buf->pixels.data() + region.y * buf->stride + region.x * 3, region.width, region.height,
+                    buf->stride};
+  return Status::Ok();
+}
+
+}  // namespace stoker::detail

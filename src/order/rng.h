@@ -1,0 +1,62 @@
+// Counter-based randomness: every draw is a pure function of its key
+// (seed, epoch, sample index, stream), never of a shared generator, so results
+// do not depend on the thread count or on which thread made the sample.
+#pragma once
+
+#include <cstdint>
+
+namespace stoker::detail {
+
+inline std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+inline std::uint64_t mix_key(std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d) {
+  std::uint64_t h = splitmix64(a);
+  h = splitmix64(h ^ b);
+  h = splitmix64(h ^ c);
+  return splitmix64(h ^ d);
+}
+
+// A small fast generator seeded from a key (splitmix64 stream).
+__extension__ typedef unsigned __int128 u128;
+
+class Rng {
+ public:
+  explicit Rng(std::uint64_t key) : state_(key) {}
+  std::uint64_t next_u64() {
+    state_ += 0x9e3779b97f4a7c15ULL;
+    std::uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1) with 53 random bits.
+  double uniform01() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * uniform01(); }
+  // Uniform integer in [0, n), unbiased (Lemire's method). REQUIRES: n > 0
+  std::uint64_t below(std::uint64_t n) {
+    u128 m = static_cast<u128>(next_u64()) * n;
+    auto low = static_cast<std::uint64_t>(m);
+    if (low < n) {
+      std::uint64_t t = -n % n;
+      while (low < t) {
+        m = static_cast<u128>(next_u64()) * n;
+        low = static_cast<std::uint64_t>(m);
+      }
+    }
+    return static_cast<std::uint64_t>(m >> 64);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// Stream tags, so that the order and each sample's transforms never share draws.
+inline constexpr std::uint64_t kStreamOrder = 0x6f72646572ULL;      // "order"
+inline constexpr std::uint64_t kStreamTransform = 0x7866726dULL;    // "xfrm"
+
+}  // namespace stoker::detail

@@ -1,0 +1,100 @@
+// torchvision ImageFolder layout: root/<class>/**/<file>.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "source/file_reader.h"
+#include "stoker/source.h"
+
+namespace fs = std::filesystem;
+
+namespace stoker {
+namespace {
+
+// torchvision.datasets.folder.IMG_EXTENSIONS. Files stoker cannot decode
+// (bmp, tiff, webp, ...) are still listed, so that record i is ImageFolder's
+// sample i; reading them is counted as `unsupported`.
+bool has_image_extension(const std::string& name) {
+  static const char* kExt[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* e : kExt) {
+    std::size_t n = std::char_traits<char>::length(e);
+    if (lower.size() >= n && lower.compare(lower.size() - n, n, e) == 0) return true;
+  }
+  return false;
+}
+
+class ImageFolderSource final : public Source {
+ public:
+  explicit ImageFolderSource(const std::string& root) : root_(root) {
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) throw Error(Code::kNotFound, "image folder '" + root + "' is not a directory");
+    for (const auto& e : fs::directory_iterator(root, fs::directory_options::follow_directory_symlink, ec)) {
+      std::error_code ec2;
+      if (e.is_directory(ec2)) classes_.push_back(e.path().filename().string());
+    }
+    if (ec) throw Error(Code::kIOError, "image folder '" + root + "': cannot list: " + ec.message());
+    std::sort(classes_.begin(), classes_.end());
+    if (classes_.empty()) throw Error(Code::kNotFound, "image folder '" + root + "' has no class sub-directories");
+    for (std::size_t c = 0; c < classes_.size(); ++c) add_class(c);
+    if (paths_.empty()) {
+      throw Error(Code::kNotFound, "image folder '" + root + "': found no image files in its " +
+                                       std::to_string(classes_.size()) + " class directories");
+    }
+  }
+
+  std::size_t size() const override { return paths_.size(); }
+  const std::string& key(std::size_t i) const override { return paths_[i]; }
+  std::int64_t label(std::size_t i) const override { return labels_[i]; }
+  Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
+    return detail::read_file(paths_[i], out);
+  }
+  const std::vector<std::string>& classes() const override { return classes_; }
+  std::string describe() const override {
+    return "image folder '" + root_ + "' (" + std::to_string(paths_.size()) + " records, " +
+           std::to_string(classes_.size()) + " classes)";
+  }
+
+ private:
+  // As torchvision: sorted(os.walk(class_dir, followlinks=True)), then each
+  // directory's file names sorted.
+  void add_class(std::size_t c) {
+    std::string dir = (fs::path(root_) / classes_[c]).string();
+    std::vector<std::string> dirs{dir};
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      std::error_code ec2;
+      if (it->is_directory(ec2)) dirs.push_back(it->path().string());
+    }
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& d : dirs) {
+      std::vector<std::string> names;
+      for (const auto& e : fs::directory_iterator(d, ec)) {
+        std::error_code ec2;
+        if (!e.is_directory(ec2) && has_image_extension(e.path().filename().string())) {
+          names.push_back(e.path().filename().string());
+        }
+      }
+      std::sort(names.begin(), names.end());
+      for (auto& n : names) {
+        paths_.push_back((fs::path(d) / n).string());
+        labels_.push_back(static_cast<std::int64_t>(c));
+      }
+    }
+  }
+
+  std::string root_;
+  std::vector<std::string> classes_;
+  std::vector<std::string> paths_;
+  std::vector<std::int64_t> labels_;
+};
+
+}  // namespace
+
+std::unique_ptr<Source> open_image_folder(const std::string& root) {
+  return std::make_unique<ImageFolderSource>(root);
+}
+
+}  // namespace stoker

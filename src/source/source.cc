@@ -1,0 +1,61 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "source/file_reader.h"
+#include "stoker/source.h"
+
+namespace stoker {
+namespace detail {
+
+Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return {e == ENOENT ? Code::kNotFound : Code::kIOError, path + ": cannot open: " + std::strerror(e)};
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::IOError(path + ": cannot stat: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::IOError(path + ": not a regular file");
+  }
+  out->resize(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (done < out->size()) {
+    ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return Status::IOError(path + ": read failed at byte " + std::to_string(done) + ": " + std::strerror(e));
+    }
+    if (n == 0) break;  // the file shrank since fstat
+    done += static_cast<std::size_t>(n);
+  }
+  out->resize(done);
+  ::close(fd);
+  return Status::Ok();
+}
+
+}  // namespace detail
+
+std::unique_ptr<Source> open_source(const std::string& spec) {
+  std::error_code ec;
+  auto st = std::filesystem::status(spec, ec);
+  if (ec || !std::filesystem::exists(st)) {
+    throw Error(Code::kNotFound, "source '" + spec + "' does not exist");
+  }
+  if (std::filesystem::is_directory(st)) return open_image_folder(spec);
+  return open_list_file(spec);
+}
+
+}  // namespace stoker

@@ -1,0 +1,52 @@
+#include <cstdio>
+#include <sstream>
+
+#include "stoker/stats.h"
+
+namespace stoker {
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string Stats::to_json() const {
+  std::ostringstream o;
+  o.precision(9);
+  o << "{\"read_s\":" << read_s << ",\"decode_s\":" << decode_s << ",\"transform_s\":" << transform_s
+    << ",\"samples\":" << samples << ",\"bytes_read\":" << bytes_read << ",\"batches\":" << batches
+    << ",\"consumer_wait_s\":" << consumer_wait_s << ",\"time_to_first_batch_s\":" << time_to_first_batch_s
+    << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"prefetch\":" << prefetch
+    << ",\"batch_buffers\":" << batch_buffers << ",\"batch_buffer_bytes\":" << batch_buffer_bytes
+    << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
+  bool first = true;
+  for (const auto& [k, v] : corrupt_by_reason) {
+    o << (first ? "" : ",") << quote(k) << ":" << v;
+    first = false;
+  }
+  o << "},\"corrupt_examples\":[";
+  for (std::size_t i = 0; i < corrupt_examples.size(); ++i) o << (i ? "," : "") << quote(corrupt_examples[i]);
+  o << "]}";
+  return o.str();
+}
+
+}  // namespace stoker

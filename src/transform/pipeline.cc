@@ -1,0 +1,278 @@
+#include "transform/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "stoker/status.h"
+
+namespace stoker::detail {
+namespace {
+
+[[noreturn]] void invalid(const std::string& msg) { throw Error(Code::kInvalidArgument, msg); }
+
+std::string pair_str(const std::array<double, 2>& p) {
+  std::string s = "(";
+  s += std::to_string(p[0]);
+  s += ", ";
+  s += std::to_string(p[1]);
+  s += ")";
+  return s;
+}
+
+void check_size(const char* name, int h, int w) {
+  if (h <= 0 || w <= 0) {
+    invalid(std::string(name) + ": size must be positive, got " + std::to_string(h) + "x" + std::to_string(w));
+  }
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout)
+    : transforms_(transforms), dtype_(dtype), layout_(layout) {
+  bool fixed = false;
+  const Normalize* normalize = nullptr;
+  for (std::size_t i = 0; i < transforms_.size(); ++i) {
+    const Transform& t = transforms_[i];
+    if (normalize) invalid("Normalize must be the last transform (it acts on the tensor after ToTensor)");
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, RandomResizedCrop>) {
+            check_size("RandomResizedCrop", x.height, x.width);
+            if (!(x.scale[0] > 0 && x.scale[0] <= x.scale[1] && x.scale[1] <= 1.0)) {
+              invalid("RandomResizedCrop: scale must be (min, max) with 0 < min <= max <= 1, got " + pair_str(x.scale));
+            }
+            if (!(x.ratio[0] > 0 && x.ratio[0] <= x.ratio[1])) {
+              invalid("RandomResizedCrop: ratio must be (min, max) with 0 < min <= max, got " + pair_str(x.ratio));
+            }
+            fixed = true;
+            out_h_ = x.height;
+            out_w_ = x.width;
+          } else if constexpr (std::is_same_v<T, Resize>) {
+            if (x.width > 0) {
+              check_size("Resize", x.height, x.width);
+              if (x.max_size > 0) invalid("Resize: max_size is only allowed when size is a single int");
+              fixed = true;
+              out_h_ = x.height;
+              out_w_ = x.width;
+            } else {
+              if (x.height <= 0) invalid("Resize: size must be positive, got " + std::to_string(x.height));
+              if (x.max_size > 0 && x.max_size <= x.height) {
+                invalid("Resize: max_size = " + std::to_string(x.max_size) +
+                        " must be strictly greater than the requested size " + std::to_string(x.height));
+              }
+              fixed = false;
+            }
+          } else if constexpr (std::is_same_v<T, CenterCrop>) {
+            check_size("CenterCrop", x.height, x.width);
+            fixed = true;
+            out_h_ = x.height;
+            out_w_ = x.width;
+          } else if constexpr (std::is_same_v<T, RandomHorizontalFlip>) {
+            if (!(x.p >= 0.0 && x.p <= 1.0)) invalid("RandomHorizontalFlip: p must be in [0, 1], got " + std::to_string(x.p));
+          } else if constexpr (std::is_same_v<T, Normalize>) {
+            if (dtype_ != DType::kFloat32) invalid("Normalize requires dtype float32 (got uint8)");
+            auto ok_len = [](std::size_t n) { return n == 1 || n == 3; };
+            if (!ok_len(x.mean.size()) || !ok_len(x.std.size())) {
+              invalid("Normalize: mean and std need 1 or 3 values, got " + std::to_string(x.mean.size()) + " and " +
+                      std::to_string(x.std.size()));
+            }
+            for (float s : x.std) {
+              if (s == 0.0f) invalid("Normalize: std evaluated to zero, leading to division by zero");
+            }
+            normalize = &x;
+          }
+        },
+        t);
+  }
+  if (!fixed) {
+    invalid("transforms must give every sample the same size to batch them: end with RandomResizedCrop, "
+            "CenterCrop or Resize((h, w)), after any Resize(int)");
+  }
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) {
+      // Same float32 operations as ToTensor (div 255) then Normalize (sub, div).
+      float f = static_cast<float>(v) / 255.0f;
+      if (normalize) {
+        float m = normalize->mean[normalize->mean.size() == 1 ? 0 : static_cast<std::size_t>(c)];
+        float s = normalize->std[normalize->std.size() == 1 ? 0 : static_cast<std::size_t>(c)];
+        f = (f - m) / s;
+      }
+      lut_[c][v] = f;
+    }
+  }
+}
+
+std::size_t Pipeline::sample_bytes() const {
+  return static_cast<std::size_t>(out_h_) * static_cast<std::size_t>(out_w_) * 3 *
+         (dtype_ == DType::kFloat32 ? sizeof(float) : 1);
+}
+
+void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan) const {
+  plan->steps.clear();
+  plan->mirror = false;
+  int w = width, h = height;
+  auto add_crop = [&](Box box) {
+    if (plan->mirror) box.x = w - box.x - box.width;  // same pixels, unflipped coordinates
+    plan->steps.push_back({Step::kCrop, box, 0, 0});
+    w = box.width;
+    h = box.height;
+  };
+  for (const Transform& t : transforms_) {
+    if (const auto* rrc = std::get_if<RandomResizedCrop>(&t)) {
+      add_crop(random_resized_crop_box(w, h, rrc->scale, rrc->ratio, rng));
+      plan->steps.push_back({Step::kResize, {}, rrc->width, rrc->height});
+      w = rrc->width;
+      h = rrc->height;
+    } else if (const auto* rs = std::get_if<Resize>(&t)) {
+      int nw, nh;
+      resize_output_size(*rs, w, h, &nw, &nh);
+      // NOTE: resize commutes with the horizontal flip exactly (the weights
+      // are mirror-symmetric), so the flip can wait for the output write.
+      if (nw != w || nh != h) plan->steps.push_back({Step::kResize, {}, nw, nh});
+      w = nw;
+      h = nh;
+    } else if (const auto* cc = std::get_if<CenterCrop>(&t)) {
+      add_crop(center_crop_box(w, h, cc->width, cc->height));
+    } else if (const auto* flip = std::get_if<RandomHorizontalFlip>(&t)) {
+      if (rng->uniform01() < flip->p) plan->mirror = !plan->mirror;
+    }
+  }
+  // Decode only what the first crop reads.
+  plan->decode_region = {0, 0, width, height};
+  if (!plan->steps.empty() && plan->steps[0].kind == Step::kCrop) {
+    Box& b = plan->steps[0].box;
+    const int x0 = std::max(b.x, 0), y0 = std::max(b.y, 0);
+    const int x1 = std::min(b.x + b.width, width), y1 = std::min(b.y + b.height, height);
+    if (x1 > x0 && y1 > y0) {
+      plan->decode_region = {x0, y0, x1 - x0, y1 - y0};
+      b.x -= x0;
+      b.y -= y0;
+      if (b.x == 0 && b.y == 0 && b.width == x1 - x0 && b.height == y1 - y0) plan->steps.erase(plan->steps.begin());
+    }
+  }
+}
+
+namespace {
+
+template <bool kMirror>
+void write_float_nchw(const ImageView& v, const float (*lut)[256], float* out) {
+  const std::size_t W = static_cast<std::size_t>(v.width), plane = W * static_cast<std::size_t>(v.height);
+  for (int y = 0; y < v.height; ++y) {
+    const std::uint8_t* s = v.row(y);
+    float* r0 = out + static_cast<std::size_t>(y) * W;
+    float* r1 = r0 + plane;
+    float* r2 = r1 + plane;
+    for (std::size_t x = 0; x < W; ++x) {
+      const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
+      r0[x] = lut[0][p[0]];
+      r1[x] = lut[1][p[1]];
+      r2[x] = lut[2][p[2]];
+    }
+  }
+}
+
+template <bool kMirror>
+void write_float_nhwc(const ImageView& v, const float (*lut)[256], float* out) {
+  const std::size_t W = static_cast<std::size_t>(v.width);
+  for (int y = 0; y < v.height; ++y) {
+    const std::uint8_t* s = v.row(y);
+    float* o = out + static_cast<std::size_t>(y) * W * 3;
+    for (std::size_t x = 0; x < W; ++x, o += 3) {
+      const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
+      o[0] = lut[0][p[0]];
+      o[1] = lut[1][p[1]];
+      o[2] = lut[2][p[2]];
+    }
+  }
+}
+
+template <bool kMirror>
+void write_u8_nchw(const ImageView& v, std::uint8_t* out) {
+  const std::size_t W = static_cast<std::size_t>(v.width), plane = W * static_cast<std::size_t>(v.height);
+  for (int y = 0; y < v.height; ++y) {
+    const std::uint8_t* s = v.row(y);
+    std::uint8_t* r0 = out + static_cast<std::size_t>(y) * W;
+    for (std::size_t x = 0; x < W; ++x) {
+      const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
+      r0[x] = p[0];
+      r0[x + plane] = p[1];
+      r0[x + 2 * plane] = p[2];
+    }
+  }
+}
+
+template <bool kMirror>
+void write_u8_nhwc(const ImageView& v, std::uint8_t* out) {
+  const std::size_t W = static_cast<std::size_t>(v.width);
+  for (int y = 0; y < v.height; ++y) {
+    const std::uint8_t* s = v.row(y);
+    std::uint8_t* o = out + static_cast<std::size_t>(y) * W * 3;
+    if (!kMirror) {
+      std::memcpy(o, s, W * 3);
+      continue;
+    }
+    for (std::size_t x = 0; x < W; ++x, o += 3) {
+      const std::uint8_t* p = s + 3 * (W - 1 - x);
+      o[0] = p[0];
+      o[1] = p[1];
+      o[2] = p[2];
+    }
+  }
+}
+
+}  // namespace
+
+void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const {
+  ImageView view = decoded;
+  const ImageBuffer* current = nullptr;  // the buffer `view` lives in, if one of ws's
+  auto spare = [&]() -> ImageBuffer* {
+    for (ImageBuffer* b : {&ws->a, &ws->b, &ws->pad}) {
+      if (b != current) return b;
+    }
+    return nullptr;
+  };
+  for (const Step& s : plan.steps) {
+    if (s.kind == Step::kCrop) {
+      const Box& b = s.box;
+      if (b.x >= 0 && b.y >= 0 && b.x + b.width <= view.width && b.y + b.height <= view.height) {
+        view = ImageView{view.row(b.y) + 3 * b.x, b.width, b.height, view.stride};
+        continue;
+      }
+      ImageBuffer* dst = spare();  // zero padding outside the image
+      dst->reset(b.width, b.height);
+      std::memset(dst->pixels.data(), 0, static_cast<std::size_t>(dst->stride) * static_cast<std::size_t>(b.height));
+      const int x0 = std::max(b.x, 0), x1 = std::min(b.x + b.width, view.width);
+      const int y0 = std::max(b.y, 0), y1 = std::min(b.y + b.height, view.height);
+      for (int y = y0; y < y1 && x1 > x0; ++y) {
+        std::memcpy(dst->row(y - b.y) + 3 * (x0 - b.x), view.row(y) + 3 * x0, static_cast<std::size_t>(x1 - x0) * 3);
+      }
+      view = dst->view();
+      current = dst;
+    } else {
+      ImageBuffer* dst = spare();
+      resize_bilinear(view, s.width, s.height, &ws->resize, dst);
+      view = dst->view();
+      current = dst;
+    }
+  }
+  if (dtype_ == DType::kFloat32) {
+    auto* o = static_cast<float*>(out);
+    if (layout_ == Layout::kNCHW) {
+      plan.mirror ? write_float_nchw<true>(view, lut_, o) : write_float_nchw<false>(view, lut_, o);
+    } else {
+      plan.mirror ? write_float_nhwc<true>(view, lut_, o) : write_float_nhwc<false>(view, lut_, o);
+    }
+  } else {
+    auto* o = static_cast<std::uint8_t*>(out);
+    if (layout_ == Layout::kNCHW) {
+      plan.mirror ? write_u8_nchw<true>(view, o) : write_u8_nchw<false>(view, o);
+    } else {
+      plan.mirror ? write_u8_nhwc<true>(view, o) : write_u8_nhwc<false>(view, o);
+    }
+  }
+}
+
+}  // namespace stoker::detail

@@ -1,0 +1,67 @@
+// A compiled transform list: validated once, then planned per sample (random
+// parameters drawn from the sample's own key) and run into a batch slot.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "decode/image.h"
+#include "order/rng.h"
+#include "stoker/options.h"
+#include "stoker/transforms.h"
+#include "transform/resize.h"
+
+namespace stoker::detail {
+
+// torchvision's RandomResizedCrop.get_params on a width x height image.
+Box random_resized_crop_box(int width, int height, const std::array<double, 2>& scale,
+                            const std::array<double, 2>& ratio, Rng* rng);
+// torchvision's Resize output size for a width x height image.
+void resize_output_size(const Resize& r, int width, int height, int* out_w, int* out_h);
+// torchvision's center_crop box; may extend past the image (zero padding).
+Box center_crop_box(int width, int height, int crop_w, int crop_h);
+
+// One concrete geometric step, in the coordinates of the image before it.
+struct Step {
+  enum Kind { kCrop, kResize } kind;
+  Box box;               // kCrop: may extend past the image: zeros there
+  int width, height;     // kResize: output size
+};
+
+// Everything one sample's transforms do, decided before decoding.
+struct SamplePlan {
+  Box decode_region;        // the part of the source image the steps read
+  std::vector<Step> steps;  // applied to the decoded region
+  bool mirror = false;      // horizontal flip, applied while writing the output
+};
+
+struct Workspace {
+  ImageBuffer a, b, pad;
+  ResizeScratch resize;
+};
+
+class Pipeline {
+ public:
+  // Throws stoker::Error(kInvalidArgument) naming the transform and value.
+  Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout);
+
+  int out_height() const { return out_h_; }
+  int out_width() const { return out_w_; }
+  std::size_t sample_bytes() const;
+
+  // Draws the sample's random parameters (from `rng`) for a width x height source.
+  void plan(int width, int height, Rng* rng, SamplePlan* plan) const;
+  // Runs the plan's steps on `decoded` (the decode_region's pixels) and writes
+  // one sample into `out` (sample_bytes() bytes) in the output dtype/layout.
+  void run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const;
+
+ private:
+  std::vector<Transform> transforms_;
+  DType dtype_;
+  Layout layout_;
+  int out_h_ = 0, out_w_ = 0;
+  float lut_[3][256];  // uint8 -> float32: ToTensor, then Normalize if given
+};
+
+}  // namespace stoker::detail

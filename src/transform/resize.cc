@@ -1,0 +1,130 @@
+#include "transform/resize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace stoker::detail {
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS
+
+inline double triangle(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+inline std::uint8_t clip8(std::int32_t v) {
+  v >>= kPrecisionBits;
+  return static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+void horizontal_pass(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out) {
+  const int out_w = static_cast<int>(ax.first.size());
+  for (int y = 0; y < rows; ++y) {
+    const std::uint8_t* in = src.row(y0 + y);
+    std::uint8_t* o = out->row(y);
+    for (int x = 0; x < out_w; ++x) {
+      const std::int32_t* k = &ax.weights[static_cast<std::size_t>(x) * static_cast<std::size_t>(ax.ksize)];
+      const std::uint8_t* p = in + ax.first[static_cast<std::size_t>(x)] * 3;
+      const int n = ax.count[static_cast<std::size_t>(x)];
+      std::int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+      for (int t = 0; t < n; ++t, p += 3) {
+        s0 += p[0] * k[t];
+        s1 += p[1] * k[t];
+        s2 += p[2] * k[t];
+      }
+      o[3 * x + 0] = clip8(s0);
+      o[3 * x + 1] = clip8(s1);
+      o[3 * x + 2] = clip8(s2);
+    }
+  }
+}
+
+// `src` row 0 is input row `row_offset` of the axis' coordinates.
+void vertical_pass(const ImageView& src, int row_offset, const ResampleAxis& ax, std::vector<std::int32_t>* accum,
+                   ImageBuffer* out) {
+  const int out_h = static_cast<int>(ax.first.size());
+  const std::size_t n = static_cast<std::size_t>(src.width) * 3;
+  if (accum->size() < n) accum->resize(n);
+  std::int32_t* acc = accum->data();
+  for (int y = 0; y < out_h; ++y) {
+    const std::int32_t* k = &ax.weights[static_cast<std::size_t>(y) * static_cast<std::size_t>(ax.ksize)];
+    const int first = ax.first[static_cast<std::size_t>(y)] - row_offset;
+    const int count = ax.count[static_cast<std::size_t>(y)];
+    std::fill(acc, acc + n, 1 << (kPrecisionBits - 1));
+    for (int t = 0; t < count; ++t) {
+      const std::uint8_t* in = src.row(first + t);
+      const std::int32_t w = k[t];
+      for (std::size_t i = 0; i < n; ++i) acc[i] += in[i] * w;
+    }
+    std::uint8_t* o = out->row(y);
+    for (std::size_t i = 0; i < n; ++i) o[i] = clip8(acc[i]);
+  }
+}
+
+}  // namespace
+
+void compute_axis(int in_size, int out_size, ResampleAxis* axis) {
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double filterscale = std::max(scale, 1.0);
+  const double support = 1.0 * filterscale;  // bilinear support is 1
+  const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  axis->ksize = ksize;
+  axis->first.resize(static_cast<std::size_t>(out_size));
+  axis->count.resize(static_cast<std::size_t>(out_size));
+  axis->weights.assign(static_cast<std::size_t>(out_size) * static_cast<std::size_t>(ksize), 0);
+  std::vector<double> k(static_cast<std::size_t>(ksize));
+  const double ss = 1.0 / filterscale;
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    int xmin = static_cast<int>(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = static_cast<int>(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      double w = triangle((x + xmin - center + 0.5) * ss);
+      k[static_cast<std::size_t>(x)] = w;
+      ww += w;
+    }
+    std::int32_t* out = &axis->weights[static_cast<std::size_t>(xx) * static_cast<std::size_t>(ksize)];
+    for (int x = 0; x < xmax; ++x) {
+      double w = ww != 0.0 ? k[static_cast<std::size_t>(x)] / ww : k[static_cast<std::size_t>(x)];
+      out[x] = static_cast<std::int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
+    }
+    axis->first[static_cast<std::size_t>(xx)] = xmin;
+    axis->count[static_cast<std::size_t>(xx)] = xmax;
+  }
+}
+
+void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, ImageBuffer* dst) {
+  const bool need_h = out_w != src.width;
+  const bool need_v = out_h != src.height;
+  dst->reset(out_w, out_h);
+  if (!need_h && !need_v) {
+    for (int y = 0; y < out_h; ++y) std::memcpy(dst->row(y), src.row(y), static_cast<std::size_t>(out_w) * 3);
+    return;
+  }
+  if (need_v) compute_axis(src.height, out_h, &s->vertical);
+  if (need_h) {
+    compute_axis(src.width, out_w, &s->horizontal);
+    int y0 = 0, y1 = src.height;
+    if (need_v) {  // only the rows the vertical pass reads
+      y0 = s->vertical.first.front();
+      y1 = s->vertical.first.back() + s->vertical.count.back();
+    }
+    if (!need_v) {
+      horizontal_pass(src, 0, src.height, s->horizontal, dst);
+      return;
+    }
+    s->temp.reset(out_w, y1 - y0);
+    horizontal_pass(src, y0, y1 - y0, s->horizontal, &s->temp);
+    vertical_pass(s->temp.view(), y0, s->vertical, &s->accum, dst);
+    return;
+  }
+  vertical_pass(src, 0, s->vertical, &s->accum, dst);
+}
+
+}  // namespace stoker::detail

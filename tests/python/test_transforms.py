@@ -1,0 +1,156 @@
+"""Transforms against torchvision 0.14 on PIL images (the DataLoader baseline).
+
+Tolerance: stoker reproduces PIL's fixed-point bilinear resampling and the
+float32 ToTensor/Normalize arithmetic, so outputs are expected to be equal;
+the assertions allow 1e-6 (float32) or 0 (uint8).
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+import torchvision.transforms as T
+import torchvision.transforms.functional as F
+from PIL import Image
+
+import stoker
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def torchvision_batch(folder, tv_transform, n):
+    ds = torchvision.datasets.ImageFolder(folder, transform=tv_transform)
+    xs, ys = zip(*[ds[i] for i in range(n)])
+    return torch.stack(xs), torch.tensor(ys)
+
+
+def first_batch(loader):
+    return next(iter(loader))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_resize_centercrop_normalize_equal_torchvision(photos, layout):
+    n = 24
+    loader = stoker.Loader(photos, batch_size=n, transforms=[stoker.Resize(256), stoker.CenterCrop(224),
+                                                             stoker.Normalize(MEAN, STD)], layout=layout)
+    x, y = first_batch(loader)
+    ref_x, ref_y = torchvision_batch(photos, T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(),
+                                                        T.Normalize(MEAN, STD)]), n)
+    if layout == "NHWC":
+        ref_x = ref_x.permute(0, 2, 3, 1)
+    assert x.shape == ref_x.shape and x.dtype == torch.float32
+    assert torch.equal(y, ref_y) and y.dtype == torch.int64
+    assert (x - ref_x).abs().max().item() <= 1e-6
+
+
+@pytest.mark.parametrize("size", [(160, 200), (37, 300), 64])
+def test_resize_uint8_equal_pil(photos, size):
+    tv = T.Compose([T.Resize(size if isinstance(size, tuple) else size), T.CenterCrop(64), T.PILToTensor()])
+    st = [stoker.Resize(size), stoker.CenterCrop(64)]
+    loader = stoker.Loader(photos, batch_size=8, transforms=st, dtype="uint8")
+    x, _ = first_batch(loader)
+    ref, _ = torchvision_batch(photos, tv, 8)
+    assert x.dtype == torch.uint8
+    assert torch.equal(x, ref)
+
+
+def test_centercrop_larger_than_image_pads_like_torchvision(photos):
+    tv = T.Compose([T.Resize(100), T.CenterCrop((150, 117)), T.PILToTensor()])
+    loader = stoker.Loader(photos, batch_size=6, transforms=[stoker.Resize(100), stoker.CenterCrop((150, 117))],
+                           dtype="uint8")
+    x, _ = first_batch(loader)
+    ref, _ = torchvision_batch(photos, tv, 6)
+    assert torch.equal(x, ref)
+
+
+def test_random_resized_crop_flip_equal_torchvision_with_same_params(photos):
+    """Each sample's crop box and flip, as stoker drew them, applied by torchvision."""
+    transforms = [stoker.RandomResizedCrop(224), stoker.RandomHorizontalFlip(), stoker.Normalize(MEAN, STD)]
+    seed, n = 5, 24
+    loader = stoker.Loader(photos, batch_size=n, seed=seed, transforms=transforms)
+    loader.set_epoch(3)
+    x, y = first_batch(loader)
+    ds = torchvision.datasets.ImageFolder(photos)
+    flips = 0
+    for i in range(n):
+        img, label = ds[i]
+        plan = stoker._stoker._plan(transforms, seed, 3, i, img.width, img.height)
+        rx, ry, rw, rh = plan["decode_region"]
+        ref = F.resized_crop(img, ry, rx, rh, rw, [224, 224], T.InterpolationMode.BILINEAR)
+        if plan["mirror"]:
+            ref = F.hflip(ref)
+            flips += 1
+        ref = F.normalize(F.to_tensor(ref), MEAN, STD)
+        assert y[i].item() == label
+        assert (x[i] - ref).abs().max().item() <= 1e-6, i
+    assert 0 < flips < n
+
+
+def test_flip_before_crop_is_respected(photos):
+    """RandomHorizontalFlip(p=1) before a crop: crop coordinates are in the flipped image."""
+    st = [stoker.RandomHorizontalFlip(p=1.0), stoker.Resize((90, 120)), stoker.CenterCrop((50, 70))]
+    tv = T.Compose([T.RandomHorizontalFlip(p=1.0), T.Resize((90, 120)), T.CenterCrop((50, 70)), T.PILToTensor()])
+    x, _ = first_batch(stoker.Loader(photos, batch_size=5, transforms=st, dtype="uint8"))
+    ref, _ = torchvision_batch(photos, tv, 5)
+    assert torch.equal(x, ref)
+
+
+def expected_rrc_fallback(width, height, ratio=(3 / 4, 4 / 3)):
+    in_ratio = width / height
+    if in_ratio < min(ratio):
+        w, h = width, int(round(width / min(ratio)))
+    elif in_ratio > max(ratio):
+        h, w = height, int(round(height * max(ratio)))
+    else:
+        w, h = width, height
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+@pytest.mark.parametrize("width,height", [(500, 375), (300, 500), (64, 64)])
+def test_random_resized_crop_boxes_follow_torchvision_rules(width, height):
+    t = stoker.RandomResizedCrop(224)
+    boxes = stoker._stoker._random_resized_crop_boxes(t, width, height, 1, 20000)
+    area = width * height
+    fracs = [h * w / area for _, _, h, w in boxes]
+    for top, left, h, w in boxes:
+        assert 0 < w <= width and 0 < h <= height
+        assert 0 <= top <= height - h and 0 <= left <= width - w
+        if (top, left, h, w) == expected_rrc_fallback(width, height):
+            continue
+        # Rounded from a box with area in scale and aspect in ratio.
+        assert (math.sqrt(0.08 * area) - 1.5) ** 2 <= w * h <= area
+        assert 3 / 4 * 0.9 <= w / h <= 4 / 3 * 1.1 or min(w, h) < 20
+    # Compare the area distribution with torchvision's own get_params.
+    torch.manual_seed(0)
+    img = Image.new("RGB", (width, height))
+    ref = [T.RandomResizedCrop.get_params(img, (0.08, 1.0), (3 / 4, 4 / 3)) for _ in range(20000)]
+    ref_fracs = [h * w / area for _, _, h, w in ref]
+    assert abs(np.mean(fracs) - np.mean(ref_fracs)) < 0.02
+    assert abs(np.median(fracs) - np.median(ref_fracs)) < 0.03
+
+
+@pytest.mark.parametrize("width,height", [(1000, 10), (10, 1000), (40, 30)])
+def test_random_resized_crop_fallback(width, height):
+    t = stoker.RandomResizedCrop(224, scale=(0.99, 1.0), ratio=(3 / 4, 4 / 3))
+    boxes = stoker._stoker._random_resized_crop_boxes(t, width, height, 3, 200)
+    if width / height > 4 / 3 or width / height < 3 / 4:
+        # No box of that aspect fits: every draw falls back to torchvision's central crop.
+        assert all(b == expected_rrc_fallback(width, height) for b in boxes)
+    else:
+        assert all(b[2] * b[3] >= 0.9 * width * height for b in boxes)
+
+
+def test_bad_transform_arguments_raise_value_error(photos):
+    with pytest.raises(ValueError, match="scale"):
+        stoker.Loader(photos, transforms=[stoker.RandomResizedCrop(224, scale=(0.9, 0.1))])
+    with pytest.raises(ValueError, match="same size"):
+        stoker.Loader(photos, transforms=[stoker.Resize(256)])
+    with pytest.raises(ValueError, match="last"):
+        stoker.Loader(photos, transforms=[stoker.Normalize(MEAN, STD), stoker.CenterCrop(8)])
+    with pytest.raises(ValueError, match="float32"):
+        stoker.Loader(photos, transforms=[stoker.CenterCrop(8), stoker.Normalize(MEAN, STD)], dtype="uint8")
+    with pytest.raises(ValueError, match="p must be"):
+        stoker.Loader(photos, transforms=[stoker.RandomHorizontalFlip(2.0), stoker.CenterCrop(8)])
+    with pytest.raises(ValueError, match="std"):
+        stoker.Loader(photos, transforms=[stoker.CenterCrop(8), stoker.Normalize(MEAN, [1, 0, 1])])

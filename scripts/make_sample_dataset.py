@@ -103,6 +103,8 @@ def main():
     with multiprocessing.Pool(min(args.jobs, len(jobs))) as pool:
         for n in pool.imap_unordered(make_class, jobs):
             print(f"make_sample_dataset: {n} done", flush=True)
+    with open(os.path.join(args.out, ".stoker-sample-complete"), "w") as f:  # make's "already there" marker
+        f.write(f"seed={args.seed} per_class={args.per_class} classes={len(names)}\n")
     print(f"make_sample_dataset: {len(names) * args.per_class} images in {len(names)} classes under {args.out}")
 
 

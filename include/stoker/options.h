@@ -28,9 +28,10 @@ struct LoaderOptions {
   bool drop_last = false;
   // Worker threads; 0 = one per available core.
   int threads = 0;
-  // Batches decoded ahead of the consumer (ring depth); 0 = 2 per thread, at
-  // least 2. Memory for batches is prefetch x batch bytes, plus batches the
-  // consumer still holds.
+  // Batches decoded ahead of the consumer (ring depth); 0 = one per thread,
+  // at least 2 (threads share batches sample by sample, so a deeper ring
+  // buys no throughput). Memory for batches is at most prefetch x batch
+  // bytes, plus the batches the consumer still holds.
   int prefetch = 0;
   // This process's part of the epoch: rank in [0, world_size). Every rank
   // gets the same number of batches; without drop_last the epoch is padded

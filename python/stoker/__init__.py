@@ -66,7 +66,7 @@ class Loader:
         RandomHorizontalFlip, Normalize, with torchvision's semantics on PIL
         images followed by ToTensor. The result must have a fixed size.
     threads: worker threads, 0 = one per core. prefetch: batches made ahead
-        (0 = 2 per thread).
+        (0 = one per thread, at least 2).
     rank, world_size: this process's share of each epoch; None = from
         torch.distributed when initialised, else RANK / WORLD_SIZE, else 0 / 1.
     on_corrupt: "skip" (count it and use the next sample) or "raise"

@@ -77,7 +77,7 @@ class Loader::Impl {
     num_samples_ = detail::samples_per_rank(order_);
     num_batches_ = detail::batches_per_rank(order_);
     threads_ = opt_.threads > 0 ? opt_.threads : available_cores();
-    prefetch_ = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, 2 * threads_);
+    prefetch_ = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
     pool_ = std::make_shared<SlotPool>(pipeline_.sample_bytes() * opt_.batch_size, opt_.batch_size);
     ring_.resize(static_cast<std::size_t>(prefetch_));
     counters_.reserve(static_cast<std::size_t>(threads_));

@@ -1,5 +1,6 @@
 #include "decode/jpeg.h"
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -96,7 +97,16 @@ bool read_region(jpeg_decompress_struct* cinfo, ErrorManager* err, const Box* r,
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo->dct_method = JDCT_ISLOW;  // PIL's default; exact
   jpeg_start_decompress(cinfo);
-  JDIMENSION xoff = static_cast<JDIMENSION>(r->x), w = static_cast<JDIMENSION>(r->width);
+  int x0 = r->x, x1 = r->x + r->width;
+  if (cinfo->max_h_samp_factor > 1) {
+    // NOTE: fancy upsampling treats a cropped edge as the image edge, which
+    // changes the chroma of the outermost columns; one extra iMCU on each
+    // side keeps every pixel of the region identical to a full decode.
+    const int imcu = cinfo->max_h_samp_factor * DCTSIZE;
+    x0 = std::max(0, x0 - imcu);
+    x1 = std::min(static_cast<int>(cinfo->output_width), x1 + imcu);
+  }
+  JDIMENSION xoff = static_cast<JDIMENSION>(x0), w = static_cast<JDIMENSION>(x1 - x0);
   if (xoff > 0 || w < cinfo->output_width) {
     // Widens to iMCU boundaries: xoff moves left, w grows.
     jpeg_crop_scanline(cinfo, &xoff, &w);
@@ -144,6 +154,9 @@ Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width,
   s_->size = size;
   if (!read_header(&s_->cinfo, &s_->err, data, size)) {
     jpeg_abort_decompress(&s_->cinfo);
+    if (s_->err.data_warning == JWRN_JPEG_EOF) {
+      return Status::Corrupt("JPEG truncated in its header (" + std::to_string(size) + " bytes): " + s_->err.message);
+    }
     return Status::Corrupt(std::string("JPEG header: ") + s_->err.message);
   }
   s_->open = true;

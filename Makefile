@@ -1,0 +1,40 @@
+# stoker: the two commands a newcomer needs are `make demo` and `make test`.
+BUILD ?= build
+DATA ?= data/sample
+PYTHON := /usr/bin/python3
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build data demo bench test test-cpp test-python clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTOKER_WERROR=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j$(JOBS)
+
+$(DATA)/.stoker-sample-complete:
+	$(PYTHON) scripts/make_sample_dataset.py --out $(DATA)
+
+data: deps
+	@$(MAKE) --no-print-directory $(DATA)/.stoker-sample-complete
+
+# The main job: stoker against torch's DataLoader, with the decode ceiling.
+demo: build data bench
+
+bench:
+	$(PYTHON) bench/loader_bench.py $(DATA) --build $(BUILD)
+
+test: build test-cpp test-python
+
+test-cpp:
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-python:
+	STOKER_BUILD=$(abspath $(BUILD)) PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
+
+clean:
+	rm -rf $(BUILD) python/stoker/_stoker*.so

@@ -1,0 +1,248 @@
+#include "stoker/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <dirent.h>
+#include <numeric>
+
+#include "test_util.h"
+
+namespace stoker {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+
+// N JPEGs of varied sizes listed with label = record index.
+std::string numbered_list(const TempDir& d, int n, const std::vector<int>& corrupt = {}) {
+  std::string list = "path,label\n";
+  for (int i = 0; i < n; ++i) {
+    const int w = 24 + (i * 7) % 50, h = 20 + (i * 13) % 40;
+    std::string name = "img" + std::to_string(i) + ".jpg";
+    auto bytes = testing::encode_jpeg(testing::test_pixels(w, h, static_cast<std::uint32_t>(i)), w, h);
+    if (std::find(corrupt.begin(), corrupt.end(), i) != corrupt.end()) bytes.resize(bytes.size() / 2);
+    write_file(d.file(name), bytes);
+    list += name + "," + std::to_string(i) + "\n";
+  }
+  write_file(d.file("list.csv"), list);
+  return d.file("list.csv");
+}
+
+LoaderOptions small(std::size_t batch, int threads = 2) {
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.threads = threads;
+  o.transforms = {RandomResizedCrop{16, 16}, RandomHorizontalFlip{}};
+  return o;
+}
+
+std::vector<std::int64_t> epoch_ids(Loader& l) {
+  std::vector<std::int64_t> ids;
+  for (const Batch& b : l) ids.insert(ids.end(), b.labels(), b.labels() + b.size());
+  return ids;
+}
+
+std::vector<std::vector<float>> epoch_pixels(Loader& l) {
+  std::vector<std::vector<float>> out;
+  for (const Batch& b : l) {
+    auto* p = static_cast<const float*>(b.images());
+    out.emplace_back(p, p + b.image_bytes() / sizeof(float));
+  }
+  return out;
+}
+
+TEST(LoaderTest, BatchesInOrderWithShapes) {
+  TempDir d;
+  Loader l(numbered_list(d, 21), small(/*batch=*/8));
+  EXPECT_EQ(l.num_batches(), 3u);
+  EXPECT_EQ(l.num_samples(), 21u);
+  std::vector<std::size_t> sizes;
+  std::vector<std::int64_t> ids;
+  for (const Batch& b : l) {
+    sizes.push_back(b.size());
+    EXPECT_EQ(b.shape(), (std::array<std::int64_t, 4>{static_cast<std::int64_t>(b.size()), 3, 16, 16}));
+    ids.insert(ids.end(), b.labels(), b.labels() + b.size());
+  }
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{8, 8, 5}));
+  std::vector<std::int64_t> want(21);
+  std::iota(want.begin(), want.end(), 0);
+  EXPECT_EQ(ids, want);
+}
+
+TEST(LoaderTest, ShuffledEpochsArePermutations) {
+  TempDir d;
+  auto o = small(4);
+  o.shuffle = true;
+  o.seed = 9;
+  Loader l(numbered_list(d, 30), o);
+  std::vector<std::vector<std::int64_t>> epochs;
+  for (int e = 0; e < 3; ++e) {
+    auto ids = epoch_ids(l);  // the epoch advances by itself
+    auto sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::int64_t i = 0; i < 30; ++i) ASSERT_EQ(sorted[static_cast<std::size_t>(i)], i);
+    epochs.push_back(ids);
+  }
+  EXPECT_NE(epochs[0], epochs[1]);
+  l.set_epoch(1);
+  EXPECT_EQ(epoch_ids(l), epochs[1]);
+}
+
+TEST(LoaderTest, SameSeedSameBatchesWithOneTwoAndFourThreads) {
+  TempDir d;
+  auto list = numbered_list(d, 40);
+  std::vector<std::vector<std::vector<float>>> runs;
+  for (int threads : {1, 2, 4}) {
+    auto o = small(6, threads);
+    o.shuffle = true;
+    o.seed = 5;
+    Loader l(list, o);
+    l.set_epoch(2);
+    runs.push_back(epoch_pixels(l));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
+}
+
+TEST(LoaderTest, HeldBatchIsNeverOverwritten) {
+  TempDir d;
+  auto o = small(3);
+  o.prefetch = 2;
+  o.shuffle = true;
+  Loader l(numbered_list(d, 30), o);
+  l.start_epoch();
+  Batch held = *l.next();
+  std::vector<std::uint8_t> copy(static_cast<const std::uint8_t*>(held.images()),
+                                 static_cast<const std::uint8_t*>(held.images()) + held.image_bytes());
+  std::vector<Batch> all;
+  while (auto b = l.next()) all.push_back(*b);
+  EXPECT_EQ(all.size(), 9u);
+  EXPECT_EQ(std::memcmp(copy.data(), held.images(), copy.size()), 0);
+}
+
+TEST(LoaderTest, BatchOutlivesLoader) {
+  TempDir d;
+  std::optional<Batch> b;
+  std::vector<std::int64_t> ids;
+  {
+    Loader l(numbered_list(d, 10), small(4));
+    b = l.next();
+    ids.assign(b->labels(), b->labels() + b->size());
+  }
+  EXPECT_EQ(std::vector<std::int64_t>(b->labels(), b->labels() + b->size()), ids);
+}
+
+int thread_count() {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/task");
+  while (dirent* e = readdir(dir)) n += e->d_name[0] != '.';
+  closedir(dir);
+  return n;
+}
+
+TEST(LoaderTest, DestroyMidEpochJoinsEveryThread) {
+  TempDir d;
+  auto list = numbered_list(d, 50);
+  const int before = thread_count();
+  for (int i = 0; i < 10; ++i) {
+    auto o = small(2, 4);
+    Loader l(list, o);
+    auto b = l.next();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(thread_count(), before + 4);
+  }
+  EXPECT_EQ(thread_count(), before);
+}
+
+TEST(LoaderTest, RestartMidEpoch) {
+  TempDir d;
+  Loader l(numbered_list(d, 20), small(3));
+  l.start_epoch();
+  (void)l.next();
+  l.set_epoch(0);
+  auto ids = epoch_ids(l);
+  EXPECT_EQ(ids.size(), 20u);
+  EXPECT_EQ(ids.front(), 0);
+}
+
+TEST(LoaderTest, CorruptSkippedAndCounted) {
+  TempDir d;
+  auto o = small(4);
+  o.on_corrupt = OnCorrupt::kSkip;
+  Loader l(numbered_list(d, 12, /*corrupt=*/{1, 6}), o);
+  auto ids = epoch_ids(l);
+  EXPECT_EQ(ids, (std::vector<std::int64_t>{0, 2, 2, 3, 4, 5, 7, 7, 8, 9, 10, 11}));
+  Stats s = l.stats();
+  EXPECT_EQ(s.corrupt, 2u);
+  EXPECT_EQ(s.corrupt_by_reason.at("corrupt"), 2u);
+  ASSERT_EQ(s.corrupt_examples.size(), 2u);
+  EXPECT_NE(s.corrupt_examples[0].find("img1.jpg"), std::string::npos);
+  EXPECT_NE(s.corrupt_examples[0].find("truncated"), std::string::npos) << s.corrupt_examples[0];
+}
+
+TEST(LoaderTest, CorruptRaisedInOrder) {
+  TempDir d;
+  auto o = small(4);
+  o.on_corrupt = OnCorrupt::kRaise;
+  Loader l(numbered_list(d, 12, {6}), o);
+  l.start_epoch();
+  EXPECT_TRUE(l.next().has_value());
+  try {
+    (void)l.next();
+    FAIL() << "batch 1 holds record 6";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kCorrupt);
+    EXPECT_NE(std::string(e.what()).find("img6.jpg"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(l.next().has_value());  // iteration continues after the error
+  EXPECT_FALSE(l.next().has_value());
+  EXPECT_EQ(l.stats().corrupt, 1u);
+}
+
+TEST(LoaderTest, SkipGivesUpWhenEverythingIsCorrupt) {
+  TempDir d;
+  auto o = small(2);
+  o.max_consecutive_corrupt = 5;
+  Loader l(numbered_list(d, 6, {0, 1, 2, 3, 4, 5}), o);
+  EXPECT_THROW((void)l.next(), Error);
+}
+
+TEST(LoaderTest, BadOptionsThrowInvalidArgument) {
+  TempDir d;
+  auto list = numbered_list(d, 3);
+  auto expect_invalid = [&](LoaderOptions o, const char* what) {
+    try {
+      Loader l(list, o);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  auto o = small(0);
+  expect_invalid(o, "batch_size must be > 0, got 0");
+  o = small(1);
+  o.rank = 3;
+  o.world_size = 2;
+  expect_invalid(o, "rank");
+  o = small(1);
+  o.transforms = {Resize{32, 0, 0}};
+  expect_invalid(o, "same size");
+}
+
+TEST(LoaderTest, StatsCountStages) {
+  TempDir d;
+  Loader l(numbered_list(d, 10), small(4));
+  (void)epoch_ids(l);
+  Stats s = l.stats();
+  EXPECT_EQ(s.samples, 10u);
+  EXPECT_EQ(s.batches, 3u);
+  EXPECT_GT(s.decode_s, 0);
+  EXPECT_GE(s.time_to_first_batch_s, 0);
+  EXPECT_NE(s.to_json().find("\"samples\":10"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stoker

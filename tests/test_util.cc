@@ -1,0 +1,86 @@
+#include "test_util.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <jpeglib.h>
+
+namespace stoker::testing {
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "stoker-test-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<std::uint8_t> test_pixels(int width, int height, std::uint32_t seed) {
+  std::vector<std::uint8_t> p(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
+  std::uint32_t s = seed * 2654435761u + 1;
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      s = s * 1664525u + 1013904223u;
+      int noise = static_cast<int>(s >> 28) - 8;
+      std::size_t i = (static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x)) * 3;
+      p[i + 0] = static_cast<std::uint8_t>(std::clamp(x * 255 / std::max(1, width - 1) + noise, 0, 255));
+      p[i + 1] = static_cast<std::uint8_t>(std::clamp(y * 255 / std::max(1, height - 1) + noise, 0, 255));
+      p[i + 2] = static_cast<std::uint8_t>(std::clamp(static_cast<int>((seed * 37 + static_cast<unsigned>(x + y)) % 256), 0, 255));
+    }
+  }
+  return p;
+}
+
+std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height, int quality,
+                                      int subsampling, int channels, bool progressive) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &out, &size);
+  c.image_width = static_cast<JDIMENSION>(width);
+  c.image_height = static_cast<JDIMENSION>(height);
+  c.input_components = channels;
+  c.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, quality, TRUE);
+  if (channels == 3) {
+    c.comp_info[0].h_samp_factor = subsampling == 444 ? 1 : 2;
+    c.comp_info[0].v_samp_factor = subsampling == 420 ? 2 : 1;
+  }
+  if (progressive) jpeg_simple_progression(&c);
+  jpeg_start_compress(&c, TRUE);
+  std::vector<std::uint8_t> row;
+  while (c.next_scanline < c.image_height) {
+    const std::uint8_t* src = pixels.data() + static_cast<std::size_t>(c.next_scanline) * static_cast<std::size_t>(width) * static_cast<std::size_t>(channels);
+    row.assign(src, src + static_cast<std::size_t>(width) * static_cast<std::size_t>(channels));
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<std::uint8_t> bytes(out, out + size);
+  std::free(out);
+  jpeg_destroy_compress(&c);
+  return bytes;
+}
+
+void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  write_file(path, std::vector<std::uint8_t>(text.begin(), text.end()));
+}
+
+}  // namespace stoker::testing

@@ -1,0 +1,161 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "order/rng.h"
+#include "stoker/status.h"
+#include "transform/pipeline.h"
+#include "transform/resize.h"
+
+namespace stoker::detail {
+namespace {
+
+TEST(ResizeTest, WeightsAreNormalisedFixedPoint) {
+  for (auto [in, out] : {std::pair{500, 224}, {224, 500}, {3, 1}, {1, 7}, {1000, 10}}) {
+    ResampleAxis ax;
+    compute_axis(in, out, &ax);
+    ASSERT_EQ(ax.first.size(), static_cast<std::size_t>(out));
+    for (int i = 0; i < out; ++i) {
+      const std::int32_t* k = &ax.weights[static_cast<std::size_t>(i * ax.ksize)];
+      long sum = std::accumulate(k, k + ax.count[static_cast<std::size_t>(i)], 0L);
+      EXPECT_NEAR(sum, 1L << 22, 4) << in << "->" << out << " output " << i;
+      EXPECT_GE(ax.first[static_cast<std::size_t>(i)], 0);
+      EXPECT_LE(ax.first[static_cast<std::size_t>(i)] + ax.count[static_cast<std::size_t>(i)], in);
+    }
+  }
+}
+
+TEST(ResizeTest, ConstantImageStaysConstant) {
+  ImageBuffer src;
+  src.reset(317, 211);
+  for (std::size_t i = 0; i < src.pixels.size(); ++i) src.pixels[i] = static_cast<std::uint8_t>(i % 3 == 0 ? 200 : 17);
+  ResizeScratch scratch;
+  ImageBuffer dst;
+  for (auto [w, h] : {std::pair{224, 224}, {640, 100}, {1, 1}, {317, 50}}) {
+    resize_bilinear(src.view(), w, h, &scratch, &dst);
+    ASSERT_EQ(dst.width, w);
+    ASSERT_EQ(dst.height, h);
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) {
+        ASSERT_EQ(dst.row(y)[3 * x], 200);
+        ASSERT_EQ(dst.row(y)[3 * x + 1], 17);
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, SameSizeIsACopy) {
+  ImageBuffer src;
+  src.reset(5, 4);
+  std::iota(src.pixels.begin(), src.pixels.end(), 0);
+  ResizeScratch scratch;
+  ImageBuffer dst;
+  resize_bilinear(src.view(), 5, 4, &scratch, &dst);
+  EXPECT_TRUE(std::equal(src.pixels.begin(), src.pixels.begin() + 60, dst.pixels.begin()));
+}
+
+TEST(TransformParamsTest, RandomResizedCropBoxesFollowTheRules) {
+  Rng rng(7);
+  const int W = 500, H = 375;
+  double mean_frac = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    Box b = random_resized_crop_box(W, H, {0.08, 1.0}, {3.0 / 4, 4.0 / 3}, &rng);
+    ASSERT_GT(b.width, 0);
+    ASSERT_GT(b.height, 0);
+    ASSERT_GE(b.x, 0);
+    ASSERT_GE(b.y, 0);
+    ASSERT_LE(b.x + b.width, W);
+    ASSERT_LE(b.y + b.height, H);
+    mean_frac += static_cast<double>(b.width) * b.height / (W * H);
+  }
+  // torchvision's get_params gives a mean area fraction of 0.434 on a 500x375
+  // image (measured over 40,000 draws): 0.54 before boxes that do not fit
+  // are redrawn.
+  EXPECT_NEAR(mean_frac / n, 0.434, 0.01);
+}
+
+TEST(TransformParamsTest, RandomResizedCropFallsBackToTheCentre) {
+  Rng rng(1);
+  // Too wide for any box of aspect <= 4/3 and area >= 0.99: torchvision's fallback.
+  Box b = random_resized_crop_box(1000, 10, {0.99, 1.0}, {3.0 / 4, 4.0 / 3}, &rng);
+  EXPECT_EQ(b.height, 10);
+  EXPECT_EQ(b.width, 13);  // round(10 * 4/3)
+  EXPECT_EQ(b.x, (1000 - 13) / 2);
+  EXPECT_EQ(b.y, 0);
+  b = random_resized_crop_box(10, 1000, {0.99, 1.0}, {3.0 / 4, 4.0 / 3}, &rng);
+  EXPECT_EQ(b.width, 10);
+  EXPECT_EQ(b.height, 13);  // round(10 / (3/4))
+}
+
+TEST(TransformParamsTest, ResizeOutputSizeAsTorchvision) {
+  int w, h;
+  resize_output_size(Resize{256, 0, 0}, 500, 375, &w, &h);
+  EXPECT_EQ(w, 341);  // int(256 * 500 / 375)
+  EXPECT_EQ(h, 256);
+  resize_output_size(Resize{256, 0, 0}, 375, 500, &w, &h);
+  EXPECT_EQ(w, 256);
+  EXPECT_EQ(h, 341);
+  resize_output_size(Resize{256, 0, 300}, 1000, 100, &w, &h);
+  EXPECT_EQ(w, 300);
+  EXPECT_EQ(h, 30);  // int(300 * 256 / 2560)
+  resize_output_size(Resize{10, 20, 0}, 1000, 100, &w, &h);
+  EXPECT_EQ(w, 20);
+  EXPECT_EQ(h, 10);
+}
+
+TEST(TransformParamsTest, CenterCropBoxAsTorchvision) {
+  Box b = center_crop_box(256, 341, 224, 224);
+  EXPECT_EQ(b.x, 16);
+  EXPECT_EQ(b.y, 58);  // round(117 / 2) = 58 (half to even)
+  b = center_crop_box(100, 50, 117, 150);  // padded: left 8, top 50
+  EXPECT_EQ(b.x, -8);
+  EXPECT_EQ(b.y, -50);
+}
+
+TEST(PipelineTest, RejectsVariableOutputSizeAndBadParameters) {
+  EXPECT_THROW(Pipeline({Resize{256, 0, 0}}, DType::kFloat32, Layout::kNCHW), Error);
+  EXPECT_THROW(Pipeline({}, DType::kFloat32, Layout::kNCHW), Error);
+  EXPECT_THROW(Pipeline({CenterCrop{0, 5}}, DType::kFloat32, Layout::kNCHW), Error);
+  EXPECT_THROW(Pipeline({CenterCrop{8, 8}, Normalize{{0.5f}, {0.5f}}}, DType::kUInt8, Layout::kNCHW), Error);
+  try {
+    Pipeline({RandomResizedCrop{224, 224, {0.5, 0.1}, {0.75, 1.33}}}, DType::kFloat32, Layout::kNCHW);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("scale"), std::string::npos);
+  }
+}
+
+TEST(PipelineTest, PlanDecodesOnlyTheFirstCrop) {
+  Pipeline p({RandomResizedCrop{224, 224}, RandomHorizontalFlip{1.0}}, DType::kFloat32, Layout::kNCHW);
+  Rng rng(3);
+  SamplePlan plan;
+  p.plan(500, 375, &rng, &plan);
+  EXPECT_TRUE(plan.mirror);
+  ASSERT_EQ(plan.steps.size(), 1u);  // the crop became the decode region
+  EXPECT_EQ(plan.steps[0].kind, Step::kResize);
+  EXPECT_LE(plan.decode_region.x + plan.decode_region.width, 500);
+  EXPECT_LE(plan.decode_region.y + plan.decode_region.height, 375);
+}
+
+TEST(PipelineTest, NormalizeLutMatchesTorchArithmetic) {
+  Pipeline p({CenterCrop{1, 1}, Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}}, DType::kFloat32,
+             Layout::kNCHW);
+  ImageBuffer img;
+  img.reset(1, 1);
+  img.pixels = {0, 128, 255};
+  SamplePlan plan;
+  Rng rng(0);
+  p.plan(1, 1, &rng, &plan);
+  Workspace ws;
+  float out[3];
+  p.run(plan, img.view(), &ws, out);
+  EXPECT_EQ(out[0], (0.0f / 255.0f - 0.485f) / 0.229f);
+  EXPECT_EQ(out[1], (128.0f / 255.0f - 0.456f) / 0.224f);
+  EXPECT_EQ(out[2], (255.0f / 255.0f - 0.406f) / 0.225f);
+}
+
+}  // namespace
+}  // namespace stoker::detail

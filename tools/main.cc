@@ -1,0 +1,22 @@
+// stoker: command-line tools around the loader.
+#include <cstdio>
+
+#include "commands.h"
+#include "stoker/status.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: info, bench."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "stoker 0.1.0");
+  stoker::cli::add_info_command(app);
+  stoker::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const stoker::Error& e) {
+    std::fprintf(stderr, "stoker: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -18,6 +18,7 @@ struct ImageView {
 
 // An owning RGB8 buffer whose capacity is reused across samples.
 struct ImageBuffer {
+  static constexpr std::size_t kSlack = 16;
   std::vector<std::uint8_t> pixels;
   int width = 0;
   int height = 0;
@@ -26,7 +27,9 @@ struct ImageBuffer {
     width = w;
     height = h;
     stride = static_cast<std::ptrdiff_t>(w) * channels;
-    std::size_t need = static_cast<std::size_t>(stride) * static_cast<std::size_t>(h);
+    // NOTE: kSlack bytes past the last pixel let SIMD kernels load and store
+    // 4 bytes for a 3-byte pixel at the very end of the buffer.
+    std::size_t need = static_cast<std::size_t>(stride) * static_cast<std::size_t>(h) + kSlack;
     if (pixels.size() < need) pixels.resize(need);
   }
   std::uint8_t* row(int y) { return pixels.data() + y * stride; }

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace stoker::detail {
 namespace {
 
@@ -19,7 +23,7 @@ inline std::uint8_t clip8(std::int32_t v) {
   return static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
 }
 
-void horizontal_pass(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out) {
+void horizontal_pass_scalar(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out) {
   const int out_w = static_cast<int>(ax.first.size());
   for (int y = 0; y < rows; ++y) {
     const std::uint8_t* in = src.row(y0 + y);
@@ -41,7 +45,60 @@ void horizontal_pass(const ImageView& src, int y0, int rows, const ResampleAxis&
   }
 }
 
+#if defined(__x86_64__)
+// One tap of all three channels per instruction: a pixel's 3 bytes (plus the
+// next pixel's first, ignored) widened to 4 x int32, times the weight. The
+// same integer arithmetic as the scalar pass, so the result is identical.
+// Reads and writes one byte past a pixel: ImageBuffer's slack covers the
+// buffer's end, and within a row the next pixel is written afterwards.
+__attribute__((target("sse4.1"))) void horizontal_pass_sse41(const ImageView& src, int y0, int rows,
+                                                              const ResampleAxis& ax, ImageBuffer* out) {
+  const int out_w = static_cast<int>(ax.first.size());
+  const __m128i half = _mm_set1_epi32(1 << (kPrecisionBits - 1));
+  for (int y = 0; y < rows; ++y) {
+    const std::uint8_t* in = src.row(y0 + y);
+    std::uint8_t* o = out->row(y);
+    for (int x = 0; x < out_w; ++x) {
+      const std::int32_t* k = &ax.weights[static_cast<std::size_t>(x) * static_cast<std::size_t>(ax.ksize)];
+      const std::uint8_t* p = in + ax.first[static_cast<std::size_t>(x)] * 3;
+      const int n = ax.count[static_cast<std::size_t>(x)];
+      __m128i acc = half;
+      int t = 0;
+      for (; t + 1 < n; t += 2, p += 6) {
+        std::int32_t a, b;
+        std::memcpy(&a, p, 4);
+        std::memcpy(&b, p + 3, 4);
+        acc = _mm_add_epi32(acc, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(a)), _mm_set1_epi32(k[t])));
+        acc = _mm_add_epi32(acc, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(b)), _mm_set1_epi32(k[t + 1])));
+      }
+      if (t < n) {
+        std::int32_t a;
+        std::memcpy(&a, p, 4);
+        acc = _mm_add_epi32(acc, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(a)), _mm_set1_epi32(k[t])));
+      }
+      acc = _mm_srai_epi32(acc, kPrecisionBits);
+      const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);  // clamps to [0, 255]
+      const std::int32_t v = _mm_cvtsi128_si32(packed);
+      std::memcpy(o + 3 * x, &v, 4);
+    }
+  }
+}
+#endif
+
+void horizontal_pass(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out, bool simd) {
+#if defined(__x86_64__)
+  static const bool kHasSse41 = __builtin_cpu_supports("sse4.1");
+  if (simd && kHasSse41) return horizontal_pass_sse41(src, y0, rows, ax, out);
+#else
+  (void)simd;
+#endif
+  horizontal_pass_scalar(src, y0, rows, ax, out);
+}
+
 // `src` row 0 is input row `row_offset` of the axis' coordinates.
+#if defined(__x86_64__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 void vertical_pass(const ImageView& src, int row_offset, const ResampleAxis& ax, std::vector<std::int32_t>* accum,
                    ImageBuffer* out) {
   const int out_h = static_cast<int>(ax.first.size());
@@ -99,7 +156,7 @@ void compute_axis(int in_size, int out_size, ResampleAxis* axis) {
   }
 }
 
-void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, ImageBuffer* dst) {
+void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, ImageBuffer* dst, bool simd) {
   const bool need_h = out_w != src.width;
   const bool need_v = out_h != src.height;
   dst->reset(out_w, out_h);
@@ -116,11 +173,11 @@ void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* 
       y1 = s->vertical.first.back() + s->vertical.count.back();
     }
     if (!need_v) {
-      horizontal_pass(src, 0, src.height, s->horizontal, dst);
+      horizontal_pass(src, 0, src.height, s->horizontal, dst, simd);
       return;
     }
     s->temp.reset(out_w, y1 - y0);
-    horizontal_pass(src, y0, y1 - y0, s->horizontal, &s->temp);
+    horizontal_pass(src, y0, y1 - y0, s->horizontal, &s->temp, simd);
     vertical_pass(s->temp.view(), y0, s->vertical, &s->accum, dst);
     return;
   }

@@ -32,6 +32,8 @@ struct ResizeScratch {
 };
 
 // Resizes `src` (RGB8) to out_w x out_h into *dst. REQUIRES: out_w, out_h > 0.
-void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* scratch, ImageBuffer* dst);
+// `simd` = false forces the portable kernels (tests compare the two).
+void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* scratch, ImageBuffer* dst,
+                     bool simd = true);
 
 }  // namespace stoker::detail

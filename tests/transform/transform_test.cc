@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "order/rng.h"
@@ -41,6 +42,25 @@ TEST(ResizeTest, ConstantImageStaysConstant) {
         ASSERT_EQ(dst.row(y)[3 * x], 200);
         ASSERT_EQ(dst.row(y)[3 * x + 1], 17);
       }
+    }
+  }
+}
+
+TEST(ResizeTest, SimdKernelsEqualPortableKernels) {
+  ImageBuffer src;
+  src.reset(331, 257);
+  std::uint32_t state = 1;
+  for (auto& b : src.pixels) {
+    state = state * 1664525u + 1013904223u;
+    b = static_cast<std::uint8_t>(state >> 24);
+  }
+  ResizeScratch s1, s2;
+  ImageBuffer a, b;
+  for (auto [w, h] : {std::pair{224, 224}, {17, 300}, {700, 90}, {1, 1}, {331, 100}, {100, 257}, {330, 256}}) {
+    resize_bilinear(src.view(), w, h, &s1, &a, /*simd=*/true);
+    resize_bilinear(src.view(), w, h, &s2, &b, /*simd=*/false);
+    for (int y = 0; y < h; ++y) {
+      ASSERT_EQ(std::memcmp(a.row(y), b.row(y), static_cast<std::size_t>(w) * 3), 0) << w << "x" << h << " row " << y;
     }
   }
 }

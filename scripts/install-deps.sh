@@ -10,7 +10,7 @@ PACKAGES=(
   # codecs
   libjpeg62-turbo-dev libpng-dev
   # C++ tests, benchmarks, CLI
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   # Python bindings and tests (Debian's python, never PyPI)
   python3 python3-dev pybind11-dev python3-numpy python3-pytest
   python3-pil python3-torch python3-torchvision

@@ -61,8 +61,11 @@ class Batch {
 // Not thread-safe: one consumer thread iterates a Loader.
 class Loader {
  public:
-  // `source`: a directory (ImageFolder) or a list file. Throws stoker::Error.
+  // `source`: a directory (ImageFolder), tar shards (a .tar path, a brace
+  // pattern or a glob; see open_shards) or a list file. Throws stoker::Error.
   Loader(const std::string& source, LoaderOptions options);
+  // Several tar shard specs.
+  Loader(const std::vector<std::string>& sources, LoaderOptions options);
   Loader(std::shared_ptr<const Source> source, LoaderOptions options);
   // Stops the workers promptly (they finish at most the sample in hand).
   ~Loader();

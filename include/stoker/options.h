@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "stoker/transforms.h"
@@ -52,6 +53,9 @@ struct LoaderOptions {
   // resource_exhausted) before any pixel memory is allocated. The default is
   // Pillow's decompression-bomb error threshold (2 x 89,478,485).
   std::uint64_t max_image_pixels = 178956970;
+  // Where tar shard samples take their label: "cls" (the .cls member) or
+  // "json:<field>" (an integer field of the .json member).
+  std::string labels = "cls";
 };
 
 }  // namespace stoker

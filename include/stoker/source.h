@@ -43,7 +43,23 @@ std::unique_ptr<Source> open_image_folder(const std::string& root);
 // file's directory. Throws stoker::Error naming the file and line.
 std::unique_ptr<Source> open_list_file(const std::string& path);
 
-// A directory opens as an image folder, a file as a list file.
-std::unique_ptr<Source> open_source(const std::string& spec);
+// WebDataset-style tar shards: each spec is a path, a brace pattern
+// ("train-{000000..000015}.tar") or a glob. Members are grouped into samples
+// by WebDataset's key rule ("dir/key.ext"); the image is the sample's .jpg,
+// .jpeg, .png or .npy member; the label comes from its .cls member
+// (labels = "cls") or an integer field of its .json member
+// (labels = "json:<field>"); -1 when the sample has neither. Each shard is
+// read through its index sidecar `<shard>.idx`, built when missing or stale
+// (and written next to the shard when the folder is writable). A sample
+// without an image member or with a bad label is a record whose read()
+// fails (counted by the loader). Throws stoker::Error naming the shard and
+// offset for a damaged tar.
+std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels = "cls");
+
+// A directory opens as an image folder; a .tar path or a brace/glob pattern
+// as shards; any other file as a list file.
+std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels = "cls");
+// One spec as open_source(); several must all be shard specs.
+std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels = "cls");
 
 }  // namespace stoker

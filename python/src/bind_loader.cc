@@ -58,10 +58,10 @@ E parse_enum(const char* arg, const std::string& v, std::initializer_list<std::p
 
 void bind_loader(py::module_& m) {
   py::class_<Loader>(m, "_Loader")
-      .def(py::init([](const std::string& source, long long batch_size, bool shuffle, std::uint64_t seed,
+      .def(py::init([](const std::vector<std::string>& sources, long long batch_size, bool shuffle, std::uint64_t seed,
                        bool drop_last, std::vector<Transform> transforms, int threads, int prefetch, int rank,
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
-                       const std::string& layout, std::uint64_t max_image_pixels) {
+                       const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels) {
              if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
              LoaderOptions o;
              o.batch_size = static_cast<std::size_t>(batch_size);
@@ -78,12 +78,14 @@ void bind_loader(py::module_& m) {
              o.dtype = parse_enum<DType>("dtype", dtype, {{"float32", DType::kFloat32}, {"uint8", DType::kUInt8}});
              o.layout = parse_enum<Layout>("layout", layout, {{"NCHW", Layout::kNCHW}, {"NHWC", Layout::kNHWC}});
              o.max_image_pixels = max_image_pixels;
-             py::gil_scoped_release release;  // scanning a large folder takes a while
-             return std::make_unique<Loader>(source, std::move(o));
+             o.labels = labels;
+             py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
+             return std::make_unique<Loader>(sources, std::move(o));
            }),
-           py::arg("source"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
+           py::arg("sources"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
-           py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"))
+           py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
+           py::arg("labels"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })

@@ -59,7 +59,10 @@ class Loader:
     """Batches of decoded, transformed images, made by C++ threads.
 
     source: an ImageFolder directory (class = sorted sub-directory names, as
-        torchvision) or a list file of `path,label` lines.
+        torchvision), WebDataset-style tar shards (a .tar path, a brace
+        pattern like "train-{000000..000015}.tar", a glob, or a list of
+        them), or a list file of `path,label` lines.
+    labels: for shards, "cls" (the .cls member) or "json:<field>".
     batch_size, shuffle, seed, drop_last: as torch.utils.data.DataLoader;
         the order of an epoch depends on (seed, epoch) only.
     transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
@@ -77,9 +80,14 @@ class Loader:
 
     def __init__(self, source, batch_size=64, shuffle=False, seed=0, drop_last=False, transforms=(),
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
-                 layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS):
-        if not isinstance(source, (str, os.PathLike)):
-            raise ValueError(f"source must be a path (str or os.PathLike), got {type(source).__name__}")
+                 layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls"):
+        if isinstance(source, (str, os.PathLike)):
+            sources = [os.fspath(source)]
+        elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
+            sources = [os.fspath(s) for s in source]
+        else:
+            raise ValueError(f"source must be a path (str or os.PathLike) or a non-empty list of shard paths, "
+                             f"got {source!r}")
         _check_int("batch_size", batch_size, 1)
         _check_int("threads", threads, 0)
         _check_int("prefetch", prefetch, 0)
@@ -95,9 +103,9 @@ class Loader:
                                  "(RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize)")
         rank, world_size = _resolve_distributed(rank, world_size)
         self.output = output
-        self._impl = _stoker._Loader(os.fspath(source), batch_size, bool(shuffle), seed, bool(drop_last),
+        self._impl = _stoker._Loader(sources, batch_size, bool(shuffle), seed, bool(drop_last),
                                      transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
-                                     layout, int(max_image_pixels))
+                                     layout, int(max_image_pixels), labels)
         self.batch_size = batch_size
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms

@@ -353,7 +353,9 @@ std::size_t Batch::image_bytes() const {
 
 // ---- Loader ----
 Loader::Loader(const std::string& source, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>(open_source(source)), std::move(options)) {}
+    : Loader(std::shared_ptr<const Source>(open_source(source, options.labels)), options) {}  // NOTE: a copy: argument order is unspecified
+Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
+    : Loader(std::shared_ptr<const Source>(open_sources(sources, options.labels)), options) {}
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
 Loader::~Loader() = default;

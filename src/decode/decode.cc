@@ -4,6 +4,7 @@
 #include <string>
 
 #include "decode/jpeg.h"
+#include "decode/npy.h"
 #include "decode/png.h"
 
 namespace stoker::detail {
@@ -12,6 +13,7 @@ Format sniff_format(const std::uint8_t* data, std::size_t size) {
   if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return Format::kJpeg;
   static const std::uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return Format::kPng;
+  if (size >= 6 && std::memcmp(data, "\x93NUMPY", 6) == 0) return Format::kNpy;
   return Format::kUnknown;
 }
 
@@ -28,7 +30,8 @@ std::string describe_magic(const std::uint8_t* data, std::size_t size) {
 }
 }  // namespace
 
-ImageDecoder::ImageDecoder() : jpeg_(std::make_unique<JpegDecoder>()), png_(std::make_unique<PngDecoder>()) {}
+ImageDecoder::ImageDecoder()
+    : jpeg_(std::make_unique<JpegDecoder>()), png_(std::make_unique<PngDecoder>()), npy_(std::make_unique<NpyDecoder>()) {}
 ImageDecoder::~ImageDecoder() = default;
 
 Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels) {
@@ -39,8 +42,9 @@ Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint6
   switch (format_) {
     case Format::kJpeg: s = jpeg_->open(data, size, &width_, &height_); break;
     case Format::kPng: s = png_->open(data, size, &width_, &height_); break;
+    case Format::kNpy: s = npy_->open(data, size, &width_, &height_); break;
     case Format::kUnknown:
-      return Status::Unsupported("not a JPEG or PNG image (first bytes: " + describe_magic(data, size) + ")");
+      return Status::Unsupported("not a JPEG, PNG or .npy image (first bytes: " + describe_magic(data, size) + ")");
   }
   if (!s.ok()) return s;
   std::uint64_t pixels = static_cast<std::uint64_t>(width_) * static_cast<std::uint64_t>(height_);
@@ -54,6 +58,7 @@ Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint6
 
 Status ImageDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
   if (format_ == Format::kJpeg) return jpeg_->decode(region, buf, view);
+  if (format_ == Format::kNpy) return npy_->decode(region, buf, view);
   return png_->decode(region, buf, view);
 }
 

@@ -10,13 +10,14 @@
 
 namespace stoker::detail {
 
-enum class Format { kUnknown, kJpeg, kPng };
+enum class Format { kUnknown, kJpeg, kPng, kNpy };
 
 // Identifies the format from magic bytes (never from the file name).
 Format sniff_format(const std::uint8_t* data, std::size_t size);
 
 class JpegDecoder;
 class PngDecoder;
+class NpyDecoder;
 
 // Decodes one image at a time, in two steps: open() parses the header and
 // gives the size; decode() produces RGB8 pixels of a region of the image,
@@ -49,6 +50,7 @@ class ImageDecoder {
   int height_ = 0;
   std::unique_ptr<JpegDecoder> jpeg_;
   std::unique_ptr<PngDecoder> png_;
+  std::unique_ptr<NpyDecoder> npy_;
 };
 
 }  // namespace stoker::detail

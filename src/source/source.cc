@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "source/file_reader.h"
+#include "source/shard_source.h"
 #include "stoker/source.h"
 
 namespace stoker {
@@ -48,7 +49,8 @@ Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
 
 }  // namespace detail
 
-std::unique_ptr<Source> open_source(const std::string& spec) {
+std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels) {
+  if (detail::looks_like_shards(spec)) return open_shards({spec}, labels);
   std::error_code ec;
   auto st = std::filesystem::status(spec, ec);
   if (ec || !std::filesystem::exists(st)) {
@@ -56,6 +58,18 @@ std::unique_ptr<Source> open_source(const std::string& spec) {
   }
   if (std::filesystem::is_directory(st)) return open_image_folder(spec);
   return open_list_file(spec);
+}
+
+std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels) {
+  if (specs.empty()) throw Error(Code::kInvalidArgument, "source: no path given");
+  if (specs.size() == 1) return open_source(specs[0], labels);
+  for (const auto& s : specs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(s, ec)) {
+      throw Error(Code::kInvalidArgument, "source: a list of paths must name tar shards, got directory '" + s + "'");
+    }
+  }
+  return open_shards(specs, labels);
 }
 
 }  // namespace stoker

@@ -105,7 +105,7 @@ TEST(DecodeTest, CorruptInputsAreNamedByReason) {
   const std::string text = "just some text\n";
   s = dec.open(reinterpret_cast<const std::uint8_t*>(text.data()), text.size(), 1u << 30);
   EXPECT_EQ(s.code(), Code::kUnsupported);
-  EXPECT_NE(s.message().find("not a JPEG or PNG"), std::string::npos);
+  EXPECT_NE(s.message().find("not a JPEG, PNG or .npy"), std::string::npos);
 
   for (std::size_t cut : {good.size() / 2, good.size() - 2, std::size_t{4}, std::size_t{200}}) {
     s = dec.open(good.data(), cut, 1u << 30);

@@ -87,7 +87,7 @@ def test_rejects_bad_bytes(photo):
     good = encode(photo, "JPEG", quality=90)
     with pytest.raises(stoker.SampleError, match="empty file"):
         stoker.decode_image(b"")
-    with pytest.raises(stoker.SampleError, match="not a JPEG or PNG"):
+    with pytest.raises(stoker.SampleError, match="not a JPEG, PNG or .npy"):
         stoker.decode_image(b"hello, I am a text file named .jpg\n")
     with pytest.raises(stoker.SampleError, match="truncated"):
         stoker.decode_image(good[: len(good) // 2])

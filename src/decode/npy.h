@@ -1,0 +1,40 @@
+// .npy arrays (NumPy format versions 1-3): header parsing and uint8 images.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "decode/image.h"
+#include "stoker/status.h"
+
+namespace stoker::detail {
+
+struct NpyHeader {
+  std::string descr;               // e.g. "|u1", "<f4"
+  bool fortran_order = false;
+  std::vector<std::uint64_t> shape;
+  std::size_t data_offset = 0;     // bytes before the array data
+  std::size_t item_size = 0;
+};
+
+// Parses the header of `data`; checks that the array data fits in `size`.
+// Refuses more than 8 dimensions and element counts that overflow.
+Status parse_npy_header(const std::uint8_t* data, std::size_t size, NpyHeader* h);
+
+// A uint8 image: (H, W), (H, W, C) with C in {1, 3, 4}, or (C, H, W) with C
+// in {1, 3}. Gets its size; then decode copies a region as RGB8 (gray
+// replicated, alpha dropped), like PIL's convert("RGB").
+class NpyDecoder {
+ public:
+  Status open(const std::uint8_t* data, std::size_t size, int* width, int* height);
+  Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+
+ private:
+  const std::uint8_t* pixels_ = nullptr;
+  int width_ = 0, height_ = 0, channels_ = 3;
+  bool planar_ = false;
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,259 @@
+// WebDataset-style tar shards, read through their index sidecars.
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "source/shard_index.h"
+#include "source/shard_source.h"
+#include "source/tar.h"
+#include "stoker/source.h"
+
+namespace stoker {
+namespace detail {
+
+std::vector<std::string> expand_braces(const std::string& pattern) {
+  std::size_t open = pattern.find('{');
+  if (open == std::string::npos) return {pattern};
+  std::size_t close = pattern.find('}', open);
+  if (close == std::string::npos) throw Error(Code::kInvalidArgument, "shard pattern '" + pattern + "': unmatched '{'");
+  const std::string head = pattern.substr(0, open), tail = pattern.substr(close + 1);
+  const std::string body = pattern.substr(open + 1, close - open - 1);
+  std::vector<std::string> items;
+  std::size_t dots = body.find("..");
+  if (dots != std::string::npos) {
+    std::string a = body.substr(0, dots), b = body.substr(dots + 2);
+    long long lo = 0, hi = 0;
+    try {
+      std::size_t pa = 0, pb = 0;
+      lo = std::stoll(a, &pa);
+      hi = std::stoll(b, &pb);
+      if (pa != a.size() || pb != b.size()) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw Error(Code::kInvalidArgument, "shard pattern '" + pattern + "': bad range {" + body + "}");
+    }
+    if (hi < lo || hi - lo > 10000000) {
+      throw Error(Code::kInvalidArgument, "shard pattern '" + pattern + "': bad range {" + body + "}");
+    }
+    const int width = (a.size() > 1 && a[0] == '0') ? static_cast<int>(a.size()) : 0;
+    for (long long v = lo; v <= hi; ++v) {
+      std::string s = std::to_string(v);
+      if (static_cast<int>(s.size()) < width) s.insert(0, static_cast<std::size_t>(width) - s.size(), '0');
+      items.push_back(s);
+    }
+  } else {
+    std::size_t start = 0;
+    for (;;) {
+      std::size_t c = body.find(',', start);
+      items.push_back(body.substr(start, c == std::string::npos ? std::string::npos : c - start));
+      if (c == std::string::npos) break;
+      start = c + 1;
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    for (auto& rest : expand_braces(tail)) out.push_back(head + item + rest);
+  }
+  return out;
+}
+
+std::vector<std::string> expand_shard_spec(const std::string& spec) {
+  std::vector<std::string> out;
+  for (const auto& p : expand_braces(spec)) {
+    if (p.find_first_of("*?[") == std::string::npos) {
+      out.push_back(p);
+      continue;
+    }
+    glob_t g;
+    int rc = ::glob(p.c_str(), 0, nullptr, &g);
+    if (rc == GLOB_NOMATCH) throw Error(Code::kNotFound, "shard pattern '" + p + "' matches no file");
+    if (rc != 0) throw Error(Code::kIOError, "shard pattern '" + p + "': glob failed");
+    std::vector<std::string> found(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    ::globfree(&g);
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+bool looks_like_shards(const std::string& spec) {
+  auto ends_with = [&](const char* s) {
+    std::size_t n = std::strlen(s);
+    return spec.size() >= n && spec.compare(spec.size() - n, n, s) == 0;
+  };
+  return ends_with(".tar") || spec.find('{') != std::string::npos || spec.find_first_of("*?[") != std::string::npos;
+}
+
+namespace {
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index,
+                           IndexOutcome* outcome) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::IOError(shard + ": cannot stat: " + std::strerror(errno));
+  const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+  const std::string idx_path = shard + ".idx";
+  *outcome = IndexOutcome::kLoaded;
+  {
+    std::ifstream in(idx_path, std::ios::binary);
+    if (in) {
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      Status s = parse_index(text, index);
+      if (s.ok() && index->shard_size == size && index->shard_mtime_ns == mtime_ns(st) && index->labels == opt.labels) {
+        return Status::Ok();
+      }
+      *outcome = IndexOutcome::kRebuiltStale;
+    } else {
+      *outcome = IndexOutcome::kBuiltMissing;
+    }
+  }
+  auto read_at = [fd](std::uint8_t* buf, std::size_t n, std::uint64_t off) -> long long {
+    std::size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(off + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      done += static_cast<std::size_t>(r);
+    }
+    return static_cast<long long>(done);
+  };
+  Status s = build_index(read_at, size, shard, opt.labels, index);
+  if (!s.ok()) return s;
+  index->shard_mtime_ns = mtime_ns(st);
+  // Written next to the shard when the folder is writable; else kept in memory.
+  const std::string tmp = idx_path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (out) out << serialize_index(*index);
+    if (!out || !out.flush()) {
+      std::remove(tmp.c_str());
+      if (*outcome != IndexOutcome::kRebuiltStale) *outcome = IndexOutcome::kInMemory;
+      return Status::Ok();
+    }
+  }
+  if (std::rename(tmp.c_str(), idx_path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    *outcome = IndexOutcome::kInMemory;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+class ShardSource final : public Source {
+ public:
+  ShardSource(const std::vector<std::string>& shards, const ShardOptions& opt) {
+    for (const auto& path : shards) {
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        int e = errno;
+        close_all();
+        throw Error(e == ENOENT ? Code::kNotFound : Code::kIOError, "shard '" + path + "': " + std::strerror(e));
+      }
+      shards_.push_back({path, fd});
+      ShardIndex index;
+      IndexOutcome outcome;
+      Status s = load_or_build_index(path, fd, opt, &index, &outcome);
+      if (!s.ok()) {
+        close_all();
+        throw Error(s);
+      }
+      outcomes_.push_back(outcome);
+      const std::string name = std::filesystem::path(path).filename().string();
+      for (auto& r : index.records) {
+        records_.push_back({static_cast<std::uint32_t>(shards_.size() - 1), r.offset, r.size, r.label,
+                            std::move(r.error), name + ":" + r.key});
+      }
+    }
+    if (records_.empty()) {
+      close_all();
+      throw Error(Code::kNotFound, "shards (" + std::to_string(shards.size()) + " files) hold no samples");
+    }
+  }
+  ~ShardSource() override { close_all(); }
+
+  std::size_t size() const override { return records_.size(); }
+  const std::string& key(std::size_t i) const override { return records_[i].key; }
+  std::int64_t label(std::size_t i) const override { return records_[i].label; }
+  Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
+    const Record& r = records_[i];
+    if (!r.error.empty()) return Status::Corrupt(r.error);
+    out->resize(static_cast<std::size_t>(r.size));
+    std::size_t done = 0;
+    const int fd = shards_[r.shard].fd;
+    while (done < out->size()) {
+      ssize_t n = ::pread(fd, out->data() + done, out->size() - done, static_cast<off_t>(r.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::IOError(shards_[r.shard].path + ": read failed: " + std::strerror(errno));
+      if (n == 0) {
+        return Status::IOError(shards_[r.shard].path + ": shard shrank: offset " + std::to_string(r.offset + done) +
+                               " is past its end");
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return Status::Ok();
+  }
+  const std::vector<std::string>& classes() const override { return classes_; }
+  std::string describe() const override {
+    return std::to_string(shards_.size()) + " tar shard" + (shards_.size() == 1 ? "" : "s") + " ('" +
+           shards_.front().path + "'" + (shards_.size() > 1 ? ", ..." : "") + "; " + std::to_string(records_.size()) +
+           " records)";
+  }
+
+ private:
+  struct Shard {
+    std::string path;
+    int fd;
+  };
+  struct Record {
+    std::uint32_t shard;
+    std::uint64_t offset;
+    std::uint64_t size;
+    std::int64_t label;
+    std::string error;
+    std::string key;
+  };
+  void close_all() {
+    for (auto& s : shards_) {
+      if (s.fd >= 0) ::close(s.fd);
+      s.fd = -1;
+    }
+  }
+
+  std::vector<Shard> shards_;
+  std::vector<Record> records_;
+  std::vector<IndexOutcome> outcomes_;
+  std::vector<std::string> classes_;
+};
+
+}  // namespace
+}  // namespace detail
+
+std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels) {
+  detail::ShardOptions opt;
+  opt.labels = labels;
+  if (labels != "cls" && labels.rfind("json:", 0) != 0) {
+    throw Error(Code::kInvalidArgument, "labels must be 'cls' or 'json:<field>', got '" + labels + "'");
+  }
+  std::vector<std::string> paths;
+  for (const auto& s : specs) {
+    auto e = detail::expand_shard_spec(s);
+    paths.insert(paths.end(), e.begin(), e.end());
+  }
+  if (paths.empty()) throw Error(Code::kInvalidArgument, "no shards given");
+  return std::make_unique<detail::ShardSource>(paths, opt);
+}
+
+}  // namespace stoker

@@ -1,0 +1,31 @@
+// Internals of the tar shard source, exposed for the CLI and tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "source/shard_index.h"
+#include "stoker/status.h"
+
+namespace stoker::detail {
+
+struct ShardOptions {
+  std::string labels = "cls";  // "cls" or "json:<field>"
+};
+
+enum class IndexOutcome { kLoaded, kBuiltMissing, kRebuiltStale, kInMemory };
+
+// Loads `<shard>.idx` when it matches the shard (size, mtime, labels,
+// checksum); otherwise builds it from the tar and writes it next to the shard
+// (atomically) when the folder is writable.
+Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index,
+                           IndexOutcome* outcome);
+
+// "a-{000..003}.tar" -> a-000.tar ... a-003.tar; "{a,b}" lists. Throws Error.
+std::vector<std::string> expand_braces(const std::string& pattern);
+// Braces, then globs (sorted). Throws Error when a glob matches nothing.
+std::vector<std::string> expand_shard_spec(const std::string& spec);
+// A path ending in .tar, or a brace or glob pattern.
+bool looks_like_shards(const std::string& spec);
+
+}  // namespace stoker::detail

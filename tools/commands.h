@@ -4,6 +4,15 @@
 #include <CLI/CLI.hpp>
 
 namespace stoker::cli {
+
+// Thrown by a subcommand to exit with a status after printing its report.
+struct ExitCode {
+  int code;
+};
+
 void add_info_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_pack_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
 }  // namespace stoker::cli

@@ -133,19 +133,28 @@ Status load_or_build_index(const std::string& shard, int fd, const ShardOptions&
   if (!s.ok()) return s;
   index->shard_mtime_ns = mtime_ns(st);
   // Written next to the shard when the folder is writable; else kept in memory.
+  if (!write_index_file(shard, index).ok()) *outcome = IndexOutcome::kInMemory;
+  return Status::Ok();
+}
+
+Status write_index_file(const std::string& shard, ShardIndex* index) {
+  struct stat st;
+  if (::stat(shard.c_str(), &st) != 0) return Status::IOError(shard + ": cannot stat: " + std::strerror(errno));
+  index->shard_size = static_cast<std::uint64_t>(st.st_size);
+  index->shard_mtime_ns = mtime_ns(st);
+  const std::string idx_path = shard + ".idx";
   const std::string tmp = idx_path + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (out) out << serialize_index(*index);
     if (!out || !out.flush()) {
       std::remove(tmp.c_str());
-      if (*outcome != IndexOutcome::kRebuiltStale) *outcome = IndexOutcome::kInMemory;
-      return Status::Ok();
+      return Status::IOError(idx_path + ": cannot write");
     }
   }
   if (std::rename(tmp.c_str(), idx_path.c_str()) != 0) {
     std::remove(tmp.c_str());
-    *outcome = IndexOutcome::kInMemory;
+    return Status::IOError(idx_path + ": cannot rename into place");
   }
   return Status::Ok();
 }

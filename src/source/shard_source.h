@@ -21,6 +21,10 @@ enum class IndexOutcome { kLoaded, kBuiltMissing, kRebuiltStale, kInMemory };
 Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index,
                            IndexOutcome* outcome);
 
+// Writes `<shard>.idx` for `index` atomically, taking the shard's current
+// size and mtime. Returns an error when the folder is not writable.
+Status write_index_file(const std::string& shard, ShardIndex* index);
+
 // "a-{000..003}.tar" -> a-000.tar ... a-003.tar; "{a,b}" lists. Throws Error.
 std::vector<std::string> expand_braces(const std::string& pattern);
 // Braces, then globs (sorted). Throws Error when a glob matches nothing.

@@ -1,0 +1,70 @@
+// Offline preparation: an image folder or list file packed into
+// WebDataset-style tar shards, optionally downscaled and re-encoded once, so
+// that no epoch pays for it again.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stoker {
+
+struct PackOptions {
+  // Output shard names: a printf pattern with one integer conversion,
+  // e.g. "out/train-%06d.tar".
+  std::string out_pattern;
+  // Start a new shard when the current one reaches this many bytes...
+  std::uint64_t shard_size = 256ull << 20;
+  // ...or, when > 0, split the records evenly into this many shards.
+  int shard_count = 0;
+  // Downscale so the shorter side is at most this (torchvision's Resize(int)
+  // rule and PIL's antialiased bilinear); never upscale. 0: keep the size.
+  int max_side = 0;
+  // JPEG re-encoding settings.
+  int quality = 95;
+  int subsampling = 444;  // 444 or 420
+  // Copy the original bytes when no resize is needed (lossless pack).
+  bool keep = false;
+  // Store decoded uint8 HWC pixels as .npy (decode once, never again).
+  bool raw = false;
+  // Shuffle the record order across shards with this seed (< 0: keep order).
+  std::int64_t shuffle_seed = -1;
+  // Worker threads; 0 = one per core.
+  int threads = 0;
+  // Where bad inputs are listed (path, reason); "" = next to the shards as
+  // pack-report.tsv. Written only when some input is bad.
+  std::string report_path;
+  // Called about every 0.2 s and at the end, from the writing thread.
+  std::function<void(const struct PackProgress&)> on_progress;
+};
+
+struct PackProgress {
+  std::uint64_t records_total = 0;
+  std::uint64_t records_done = 0;   // written or skipped
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  double seconds = 0;
+};
+
+struct PackResult {
+  std::uint64_t records_in = 0;
+  std::uint64_t records_written = 0;
+  std::map<std::string, std::uint64_t> skipped_by_reason;  // code name -> count
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;  // shard bytes, tar framing included
+  std::uint64_t resized = 0;
+  std::uint64_t kept = 0;       // original bytes copied
+  std::vector<std::string> shards;
+  std::string report_path;      // "" when every input was good
+  double seconds = 0;
+};
+
+// Packs `source` (an image folder or a list file). Throws stoker::Error for
+// bad options or an unwritable output; bad inputs are skipped, counted and
+// listed in the report. Shards appear under their final names only when
+// complete; a rerun after an interruption rewrites them all.
+PackResult pack(const std::string& source, const PackOptions& options);
+
+}  // namespace stoker

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "source/file_reader.h"
 #include "source/shard_index.h"
 #include "source/shard_source.h"
 #include "source/tar.h"
@@ -107,9 +108,9 @@ Status load_or_build_index(const std::string& shard, int fd, const ShardOptions&
   const std::string idx_path = shard + ".idx";
   *outcome = IndexOutcome::kLoaded;
   {
-    std::ifstream in(idx_path, std::ios::binary);
-    if (in) {
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::uint8_t> bytes;
+    if (read_file(idx_path, &bytes).ok()) {  // refuses anything but a regular file
+      std::string text(bytes.begin(), bytes.end());
       Status s = parse_index(text, index);
       if (s.ok() && index->shard_size == size && index->shard_mtime_ns == mtime_ns(st) && index->labels == opt.labels) {
         return Status::Ok();

@@ -1,0 +1,149 @@
+#include "source/tar.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "source/shard_index.h"
+#include "source/shard_source.h"
+#include "test_util.h"
+
+namespace stoker::detail {
+namespace {
+
+// A tar written by TarWriter, read back into memory.
+std::vector<std::uint8_t> make_tar(const std::vector<std::pair<std::string, std::string>>& files) {
+  testing::TempDir d;
+  TarWriter w(d.file("t.tar"));
+  EXPECT_TRUE(w.open().ok());
+  for (const auto& [name, data] : files) {
+    EXPECT_TRUE(w.add(name, reinterpret_cast<const std::uint8_t*>(data.data()), data.size(), 0).ok());
+  }
+  EXPECT_TRUE(w.finish().ok());
+  std::vector<std::uint8_t> bytes;
+  FILE* f = std::fopen(d.file("t.tar").c_str(), "rb");
+  int c;
+  while ((c = std::fgetc(f)) != EOF) bytes.push_back(static_cast<std::uint8_t>(c));
+  std::fclose(f);
+  return bytes;
+}
+
+Status scan(const std::vector<std::uint8_t>& tar, std::vector<TarMember>* out) {
+  auto read_at = [&](std::uint8_t* b, std::size_t n, std::uint64_t off) -> long long {
+    if (off >= tar.size()) return 0;
+    n = std::min<std::size_t>(n, tar.size() - off);
+    std::memcpy(b, tar.data() + off, n);
+    return static_cast<long long>(n);
+  };
+  return scan_tar(read_at, tar.size(), "t.tar", out);
+}
+
+TEST(TarTest, WriterOutputScansBack) {
+  const std::string long_name = "dir/" + std::string(150, 'k') + ".jpg";
+  auto tar = make_tar({{"a.jpg", "hello"}, {"a.cls", "3"}, {long_name, std::string(1000, 'z')}, {"empty.txt", ""}});
+  EXPECT_EQ(tar.size() % 512, 0u);
+  std::vector<TarMember> m;
+  ASSERT_TRUE(scan(tar, &m).ok());
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0].name, "a.jpg");
+  EXPECT_EQ(std::string(tar.begin() + static_cast<long>(m[0].offset), tar.begin() + static_cast<long>(m[0].offset + m[0].size)), "hello");
+  EXPECT_EQ(m[2].name, long_name);  // via a pax header
+  EXPECT_EQ(m[2].size, 1000u);
+  EXPECT_EQ(m[3].size, 0u);
+}
+
+TEST(TarTest, DamageIsNamedWithOffset) {
+  auto tar = make_tar({{"a.jpg", std::string(2000, 'x')}, {"b.jpg", "y"}});
+  std::vector<TarMember> m;
+  auto cut = tar;
+  cut.resize(1024);  // header + part of a's data
+  Status s = scan(cut, &m);
+  EXPECT_EQ(s.code(), Code::kCorrupt);
+  EXPECT_NE(s.message().find("t.tar: offset 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("runs past the end"), std::string::npos);
+
+  cut = tar;
+  cut.resize(512 * 7);  // both members, no end blocks
+  s = scan(cut, &m);
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s.message();
+
+  auto garbage = tar;
+  garbage[10] ^= 0x55;
+  s = scan(garbage, &m);
+  EXPECT_NE(s.message().find("garbage tar header"), std::string::npos) << s.message();
+}
+
+TEST(TarTest, PaxRecords) {
+  std::string path;
+  std::uint64_t size = UINT64_MAX;
+  EXPECT_TRUE(parse_pax("16 path=abc.jpg\n13 size=1234\n", &path, &size));
+  EXPECT_EQ(path, "abc.jpg");
+  EXPECT_EQ(size, 1234u);
+  EXPECT_FALSE(parse_pax("99 path=x\n", &path, &size));    // length past the data
+  EXPECT_FALSE(parse_pax("5 path=x\n", &path, &size));     // length too short
+  EXPECT_FALSE(parse_pax("x path=y\n", &path, &size));
+  EXPECT_FALSE(parse_pax("13 size=12a4\n", &path, &size));
+}
+
+TEST(TarTest, WebDatasetKeyRule) {
+  std::string key, suffix;
+  ASSERT_TRUE(split_key("dir/n01440764_10026.JPEG", &key, &suffix));
+  EXPECT_EQ(key, "dir/n01440764_10026");
+  EXPECT_EQ(suffix, "jpeg");
+  ASSERT_TRUE(split_key("a.seg.png", &key, &suffix));
+  EXPECT_EQ(key, "a");
+  EXPECT_EQ(suffix, "seg.png");
+  EXPECT_FALSE(split_key("dir/README", &key, &suffix));
+  EXPECT_FALSE(split_key("dir/.hidden", &key, &suffix));
+}
+
+TEST(ShardSpecTest, BraceExpansion) {
+  EXPECT_EQ(expand_braces("t-{000..002}.tar"), (std::vector<std::string>{"t-000.tar", "t-001.tar", "t-002.tar"}));
+  EXPECT_EQ(expand_braces("{a,b}-{1..2}"), (std::vector<std::string>{"a-1", "a-2", "b-1", "b-2"}));
+  EXPECT_EQ(expand_braces("plain.tar"), (std::vector<std::string>{"plain.tar"}));
+  EXPECT_THROW(expand_braces("t-{3..1}.tar"), Error);
+  EXPECT_THROW(expand_braces("t-{1..x}.tar"), Error);
+  EXPECT_THROW(expand_braces("t-{1..2.tar"), Error);
+}
+
+TEST(IndexTest, RoundTripAndTamperDetection) {
+  ShardIndex idx;
+  idx.shard_size = 10000;
+  idx.shard_mtime_ns = 42;
+  idx.records.push_back({"dir/a\tb", "jpg", 512, 100, 7, ""});
+  idx.records.push_back({"c", "", 0, 0, -1, "sample has no image member"});
+  std::string text = serialize_index(idx);
+  ShardIndex back;
+  ASSERT_TRUE(parse_index(text, &back).ok());
+  ASSERT_EQ(back.records.size(), 2u);
+  EXPECT_EQ(back.records[0].key, "dir/a\tb");
+  EXPECT_EQ(back.records[0].label, 7);
+  EXPECT_EQ(back.records[1].error, "sample has no image member");
+  for (std::size_t i = 0; i < text.size(); i += 7) {  // any flipped byte is caught
+    std::string bad = text;
+    bad[i] ^= 1;
+    EXPECT_FALSE(parse_index(bad, &back).ok()) << "byte " << i;
+  }
+  EXPECT_FALSE(parse_index(text.substr(0, text.size() / 2), &back).ok());
+}
+
+TEST(IndexTest, BuildGroupsMembersIntoSamples) {
+  auto tar = make_tar({{"k1.jpg", "J"}, {"k1.cls", "4"}, {"k1.json", "{}"}, {"k2.txt", "t"}, {"k3.png", "P"},
+                       {"k3.cls", "x"}, {"k4.npy", "N"}});
+  auto read_at = [&](std::uint8_t* b, std::size_t n, std::uint64_t off) -> long long {
+    std::memcpy(b, tar.data() + off, n);
+    return static_cast<long long>(n);
+  };
+  ShardIndex idx;
+  ASSERT_TRUE(build_index(read_at, tar.size(), "t.tar", "cls", &idx).ok());
+  ASSERT_EQ(idx.records.size(), 4u);
+  EXPECT_EQ(idx.records[0].label, 4);
+  EXPECT_EQ(idx.records[0].suffix, "jpg");
+  EXPECT_NE(idx.records[1].error.find("no image member"), std::string::npos);
+  EXPECT_NE(idx.records[2].error.find("not an integer"), std::string::npos);
+  EXPECT_EQ(idx.records[3].label, -1);  // no label member
+  EXPECT_TRUE(idx.records[3].error.empty());
+}
+
+}  // namespace
+}  // namespace stoker::detail

@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench test test-cpp test-python test-asan test-tsan clean
+.PHONY: all deps build data demo bench bench-pack test test-cpp test-python test-asan test-tsan fuzz clean
 
 all: build
 
@@ -51,3 +51,18 @@ test-tsan: deps
 	  -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
 	cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j$(JOBS)
+
+# libFuzzer targets (clang): each runs FUZZ_SECONDS on its seed corpus.
+FUZZ_SECONDS ?= 60
+fuzz: deps build
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_BUILD_FUZZ=ON \
+	  -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
+	cmake --build build-fuzz -j$(JOBS) --target tar_fuzz index_fuzz image_fuzz
+	PYTHONPATH=python $(PYTHON) scripts/make_fuzz_corpus.py build-fuzz/corpus
+	for t in tar index image; do mkdir -p build-fuzz/found/$$t; \
+	  build-fuzz/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build-fuzz/found/$$t/ build-fuzz/found/$$t build-fuzz/corpus/$$t || exit 1; done
+
+# What offline preparation buys (issue: pack).
+bench-pack: build data
+	$(PYTHON) bench/pack_bench.py $(DATA) --build $(BUILD)

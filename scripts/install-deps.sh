@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain
-  build-essential cmake make pkg-config
+  build-essential cmake make pkg-config clang libclang-rt-14-dev
   # codecs
   libjpeg62-turbo-dev libpng-dev
   # C++ tests, benchmarks, CLI

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Seed corpora for the fuzz targets: small tars (stoker, GNU, pax, ustar
+layouts), index sidecars, and small JPEG/PNG/.npy images.
+
+    python3 scripts/make_fuzz_corpus.py OUT_DIR
+"""
+import io
+import os
+import sys
+import tarfile
+
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+
+
+def main(out):
+    for d in ("tar", "index", "image"):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    rng = np.random.default_rng(0)
+    images = {}
+    for i, (w, h) in enumerate([(1, 1), (8, 8), (17, 9), (33, 20)]):
+        im = Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+        for fmt, kw in (("JPEG", {"quality": 90}), ("JPEG", {"quality": 80, "subsampling": 2, "progressive": True}),
+                        ("PNG", {})):
+            b = io.BytesIO()
+            im.save(b, fmt, **kw)
+            images[f"{i}_{fmt}_{len(images)}"] = b.getvalue()
+        b = io.BytesIO()
+        np.save(b, np.asarray(im))
+        images[f"{i}_npy"] = b.getvalue()
+    for name, data in images.items():
+        open(os.path.join(out, "image", name), "wb").write(data)
+    for fmt, fname in ((tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax")):
+        path = os.path.join(out, "tar", fname + ".tar")
+        with tarfile.open(path, "w", format=fmt) as t:
+            for k, (name, data) in enumerate(list(images.items())[:4]):
+                key = f"dir/{'long' * (40 if fmt != tarfile.USTAR_FORMAT else 1)}{k}"
+                for ext, payload in (("jpg", data[:200]), ("cls", str(k).encode()), ("json", b'{"label": 1}')):
+                    info = tarfile.TarInfo(f"{key}.{ext}")
+                    info.size = len(payload)
+                    t.addfile(info, io.BytesIO(payload))
+        # The loader writes the index sidecar next to the tar.
+        import stoker
+        try:
+            stoker.Loader(path, batch_size=1, transforms=[stoker.CenterCrop(1)])
+        except Exception:
+            pass
+        if os.path.exists(path + ".idx"):
+            os.replace(path + ".idx", os.path.join(out, "index", fname + ".idx"))
+    print(f"make_fuzz_corpus: seeds under {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "build-fuzz/corpus")

@@ -44,10 +44,14 @@ class Batch {
   const std::int64_t* labels() const;
   std::size_t size() const { return size_; }
   std::size_t index() const { return index_; }  // batch index within the epoch
-  // {size, C, H, W} or {size, H, W, C} according to the layout.
+  // Images: {size, C, H, W} or {size, H, W, C} according to the layout.
   std::array<std::int64_t, 4> shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   std::size_t image_bytes() const;  // bytes of images()
+  // The batch's shape and NumPy dtype string ("<f4", "|u1", ...), for images
+  // and for .npy arrays (SampleKind::kArray) alike: {size, dims of a sample...}.
+  const std::vector<std::int64_t>& dims() const { return dims_; }
+  const std::string& descr() const { return descr_; }
 
  private:
   friend class Loader;
@@ -56,6 +60,9 @@ class Batch {
   std::size_t index_ = 0;
   std::array<std::int64_t, 4> shape_{};
   DType dtype_ = DType::kFloat32;
+  std::vector<std::int64_t> dims_;
+  std::string descr_;
+  std::size_t bytes_ = 0;
 };
 
 // Not thread-safe: one consumer thread iterates a Loader.
@@ -78,8 +85,12 @@ class Loader {
   std::size_t num_samples() const;
   const Source& source() const;
   const LoaderOptions& options() const;
-  // Shape of one sample in the output layout ({C, H, W} or {H, W, C}).
+  // Shape of one image sample in the output layout ({C, H, W} or {H, W, C}).
   std::array<std::int64_t, 3> sample_shape() const;
+  // Shape of one sample, images or arrays, and its NumPy dtype string.
+  std::vector<std::int64_t> sample_dims() const;
+  std::string sample_descr() const;
+  bool arrays() const;  // samples are .npy arrays, not images
 
   // The epoch the next start_epoch() runs; it advances by one after each
   // epoch that was started (finished or not), unless set_epoch() is called.

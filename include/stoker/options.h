@@ -16,6 +16,12 @@ enum class OnCorrupt {
   kRaise,  // count it; Loader::next() throws when its batch is reached
 };
 enum class DType { kFloat32, kUInt8 };
+enum class SampleKind {
+  kAuto,   // arrays when record 0 is a .npy that is not a uint8 image, else images
+  kImage,  // JPEG, PNG or uint8 .npy images, through the transforms
+  kArray,  // .npy arrays of any numeric dtype, batched as they are (no transforms);
+           // every sample must have record 0's dtype and shape
+};
 enum class Layout { kNCHW, kNHWC };
 
 struct LoaderOptions {
@@ -43,8 +49,9 @@ struct LoaderOptions {
   // Under kSkip, consecutive corrupt samples tolerated in one place before
   // the batch fails anyway (the data set is then mostly broken).
   int max_consecutive_corrupt = 64;
-  DType dtype = DType::kFloat32;
+  DType dtype = DType::kFloat32;  // images only; arrays keep their own dtype
   Layout layout = Layout::kNCHW;
+  SampleKind kind = SampleKind::kAuto;
   // Applied in order. The result must have a fixed size: the last
   // size-setting transform must be RandomResizedCrop, CenterCrop or a
   // Resize with both sides given.

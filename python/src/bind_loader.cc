@@ -61,7 +61,8 @@ void bind_loader(py::module_& m) {
       .def(py::init([](const std::vector<std::string>& sources, long long batch_size, bool shuffle, std::uint64_t seed,
                        bool drop_last, std::vector<Transform> transforms, int threads, int prefetch, int rank,
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
-                       const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels) {
+                       const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels,
+                       const std::string& kind) {
              if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
              LoaderOptions o;
              o.batch_size = static_cast<std::size_t>(batch_size);
@@ -79,18 +80,22 @@ void bind_loader(py::module_& m) {
              o.layout = parse_enum<Layout>("layout", layout, {{"NCHW", Layout::kNCHW}, {"NHWC", Layout::kNHWC}});
              o.max_image_pixels = max_image_pixels;
              o.labels = labels;
+             o.kind = parse_enum<SampleKind>("kind", kind, {{"auto", SampleKind::kAuto},
+                                                            {"image", SampleKind::kImage},
+                                                            {"array", SampleKind::kArray}});
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
              return std::make_unique<Loader>(sources, std::move(o));
            }),
            py::arg("sources"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
            py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
-           py::arg("labels"))
+           py::arg("labels"), py::arg("kind"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })
       .def_property_readonly("classes", [](const Loader& l) { return l.source().classes(); })
-      .def_property_readonly("sample_shape", &Loader::sample_shape)
+      .def_property_readonly("sample_shape", &Loader::sample_dims)
+      .def_property_readonly("arrays", &Loader::arrays)
       .def_property_readonly("threads", [](const Loader& l) { return l.stats().threads; })
       .def("key", [](const Loader& l, std::size_t i) { return l.source().key(i); })
       .def("label", [](const Loader& l, std::size_t i) { return l.source().label(i); })
@@ -105,10 +110,9 @@ void bind_loader(py::module_& m) {
                b = l.next();
              }
              if (!b) return py::none();
-             auto s = b->shape();
-             py::dtype dt = b->dtype() == DType::kFloat32 ? py::dtype::of<float>() : py::dtype::of<std::uint8_t>();
-             py::array images = view_of(*b, dt, {s[0], s[1], s[2], s[3]}, b->mutable_images());
-             py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {s[0]},
+             std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());
+             py::array images = view_of(*b, py::dtype(b->descr()), dims, b->mutable_images());
+             py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {dims[0]},
                                         const_cast<std::int64_t*>(b->labels()));
              return py::make_tuple(images, labels);
            })

@@ -63,6 +63,11 @@ class Loader:
         pattern like "train-{000000..000015}.tar", a glob, or a list of
         them), or a list file of `path,label` lines.
     labels: for shards, "cls" (the .cls member) or "json:<field>".
+    kind: "auto" (default), "image", or "array": .npy samples of any
+        numeric dtype (3D scans, features) batched as they are, without
+        transforms, when every sample has the dtype and shape of the first;
+        "auto" picks arrays when the first sample is a .npy that is not a
+        uint8 image.
     batch_size, shuffle, seed, drop_last: as torch.utils.data.DataLoader;
         the order of an epoch depends on (seed, epoch) only.
     transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
@@ -80,7 +85,8 @@ class Loader:
 
     def __init__(self, source, batch_size=64, shuffle=False, seed=0, drop_last=False, transforms=(),
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
-                 layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls"):
+                 layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
+                 kind="auto"):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -105,7 +111,7 @@ class Loader:
         self.output = output
         self._impl = _stoker._Loader(sources, batch_size, bool(shuffle), seed, bool(drop_last),
                                      transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
-                                     layout, int(max_image_pixels), labels)
+                                     layout, int(max_image_pixels), labels, kind)
         self.batch_size = batch_size
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms

@@ -7,11 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "batch/slot_pool.h"
 #include "decode/decode.h"
+#include "decode/npy.h"
 #include "order/order.h"
 #include "order/rng.h"
 #include "stats/counters.h"
@@ -63,9 +65,16 @@ class Loader::Impl {
   Impl(std::shared_ptr<const Source> source, LoaderOptions opt)
       : source_(std::move(source)),
         opt_((validate(opt), std::move(opt))),
-        pipeline_(opt_.transforms, opt_.dtype, opt_.layout),
         created_ns_(now_ns()) {
     if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
+    probe_kind();
+    if (!arrays_) {
+      pipeline_.emplace(opt_.transforms, opt_.dtype, opt_.layout);
+      sample_bytes_ = pipeline_->sample_bytes();
+      const std::int64_t h = pipeline_->out_height(), w = pipeline_->out_width();
+      sample_dims_ = opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
+      descr_ = opt_.dtype == DType::kFloat32 ? "<f4" : "|u1";
+    }
     if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
     order_.dataset_size = source_->size();
     order_.batch_size = opt_.batch_size;
@@ -78,7 +87,7 @@ class Loader::Impl {
     num_batches_ = detail::batches_per_rank(order_);
     threads_ = opt_.threads > 0 ? opt_.threads : available_cores();
     prefetch_ = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
-    pool_ = std::make_shared<SlotPool>(pipeline_.sample_bytes() * opt_.batch_size, opt_.batch_size);
+    pool_ = std::make_shared<SlotPool>(sample_bytes_ * opt_.batch_size, opt_.batch_size);
     ring_.resize(static_cast<std::size_t>(prefetch_));
     counters_.reserve(static_cast<std::size_t>(threads_));
     for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
@@ -156,15 +165,53 @@ class Loader::Impl {
     batch.size_ = batch_len(b);
     batch.index_ = b;
     batch.dtype_ = opt_.dtype;
-    auto s = sample_shape();
-    batch.shape_ = {static_cast<std::int64_t>(batch.size_), s[0], s[1], s[2]};
+    batch.descr_ = descr_;
+    batch.bytes_ = batch.size_ * sample_bytes_;
+    batch.dims_ = {static_cast<std::int64_t>(batch.size_)};
+    batch.dims_.insert(batch.dims_.end(), sample_dims_.begin(), sample_dims_.end());
+    if (!arrays_) {
+      batch.shape_ = {static_cast<std::int64_t>(batch.size_), sample_dims_[0], sample_dims_[1], sample_dims_[2]};
+    }
     return batch;
   }
 
   std::array<std::int64_t, 3> sample_shape() const {
-    const std::int64_t h = pipeline_.out_height(), w = pipeline_.out_width();
-    if (opt_.layout == Layout::kNCHW) return {3, h, w};
-    return {h, w, 3};
+    if (arrays_) return {0, 0, 0};
+    return {sample_dims_[0], sample_dims_[1], sample_dims_[2]};
+  }
+
+  // kAuto/kArray: record 0 decides. An array sample is a .npy that is not a
+  // uint8 image (or any .npy under kArray).
+  void probe_kind() {
+    if (opt_.kind == SampleKind::kImage) return;
+    std::vector<std::uint8_t> bytes;
+    detail::NpyHeader h;
+    const bool npy = source_->read(0, &bytes).ok() &&
+                     detail::sniff_format(bytes.data(), bytes.size()) == detail::Format::kNpy &&
+                     detail::parse_npy_header(bytes.data(), bytes.size(), &h).ok();
+    if (!npy) {
+      if (opt_.kind == SampleKind::kArray) {
+        throw Error(Code::kInvalidArgument, "kind=array: record 0 '" + source_->key(0) + "' is not a readable .npy");
+      }
+      return;
+    }
+    const bool image_like = (h.descr == "|u1" || h.descr == "<u1") && !h.fortran_order &&
+                            (h.shape.size() == 2 || (h.shape.size() == 3 && (h.shape[2] == 1 || h.shape[2] == 3 ||
+                                                                              h.shape[2] == 4 || h.shape[0] == 1 ||
+                                                                              h.shape[0] == 3)));
+    if (opt_.kind == SampleKind::kAuto && image_like) return;
+    if (h.fortran_order) invalid("kind=array: record 0 '" + source_->key(0) + "' is in Fortran order");
+    if (!opt_.transforms.empty()) {
+      invalid("transforms apply to images; the samples are .npy arrays (dtype " + h.descr +
+              ") batched as they are: pass transforms=[] (or kind='image' for uint8 image arrays)");
+    }
+    arrays_ = true;
+    descr_ = h.descr;
+    sample_bytes_ = h.item_size;
+    for (auto d : h.shape) {
+      sample_dims_.push_back(static_cast<std::int64_t>(d));
+      sample_bytes_ *= static_cast<std::size_t>(d);
+    }
   }
 
   Stats stats() const {
@@ -196,7 +243,11 @@ class Loader::Impl {
 
   std::shared_ptr<const Source> source_;
   LoaderOptions opt_;
-  detail::Pipeline pipeline_;
+  std::optional<detail::Pipeline> pipeline_;  // images only
+  bool arrays_ = false;
+  std::size_t sample_bytes_ = 0;
+  std::vector<std::int64_t> sample_dims_;
+  std::string descr_;
   detail::OrderParams order_;
   std::size_t num_samples_ = 0;
   std::size_t num_batches_ = 0;
@@ -269,7 +320,7 @@ class Loader::Impl {
   // under kSkip with the next good sample of the epoch.
   Status make_sample(std::size_t t, std::uint64_t epoch, Slot* slot, std::size_t pos, WorkerState* ws,
                      detail::StageCounters* counters) {
-    void* out = slot->images.get() + pos * pipeline_.sample_bytes();
+    void* out = slot->images.get() + pos * sample_bytes_;
     std::size_t p = t;
     for (int attempt = 1;; ++attempt) {
       const std::uint32_t rec = seq_[p];
@@ -300,19 +351,43 @@ class Loader::Impl {
     const std::int64_t t1 = now_ns();
     counters->add_read(t1 - t0, ws->file.size());
     if (!st.ok()) return st;
+    if (arrays_) return copy_array(ws->file, out, counters, t1);
     st = ws->decoder.open(ws->file.data(), ws->file.size(), opt_.max_image_pixels);
     detail::ImageView view;
     if (st.ok()) {
       detail::Rng rng(detail::mix_key(opt_.seed, epoch, rec, detail::kStreamTransform));
-      pipeline_.plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan);
+      pipeline_->plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan);
       st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view);
     }
     const std::int64_t t2 = now_ns();
     counters->add_decode(t2 - t1);
     if (!st.ok()) return st;
-    pipeline_.run(ws->plan, view, &ws->workspace, out);
+    pipeline_->run(ws->plan, view, &ws->workspace, out);
     counters->add_transform(now_ns() - t2);
     return Status::Ok();
+  }
+
+  // An array sample: checked against record 0's dtype and shape, copied as is.
+  Status copy_array(const std::vector<std::uint8_t>& file, void* out, detail::StageCounters* counters,
+                    std::int64_t t1) {
+    detail::NpyHeader h;
+    Status st = detail::sniff_format(file.data(), file.size()) == detail::Format::kNpy
+                    ? detail::parse_npy_header(file.data(), file.size(), &h)
+                    : Status::Corrupt("not a .npy array (the samples are arrays)");
+    if (st.ok() && (h.descr != descr_ || h.fortran_order ||
+                    !std::equal(h.shape.begin(), h.shape.end(), sample_dims_.begin(), sample_dims_.end(),
+                                [](std::uint64_t a, std::int64_t b) { return static_cast<std::int64_t>(a) == b; }))) {
+      std::string want = "(", got = "(";
+      for (auto d : sample_dims_) want += std::to_string(d) + ",";
+      for (auto d : h.shape) got += std::to_string(d) + ",";
+      st = Status::Unsupported("array of dtype " + h.descr + " shape " + got + ") differs from the batch's dtype " +
+                               descr_ + " shape " + want + ")");
+    }
+    if (st.ok()) std::memcpy(out, file.data() + h.data_offset, sample_bytes_);
+    const std::int64_t t2 = now_ns();
+    counters->add_decode(t2 - t1);
+    counters->add_transform(0);
+    return st;
   }
 
   std::shared_ptr<SlotPool> pool_;
@@ -345,11 +420,7 @@ class Loader::Impl {
 const void* Batch::images() const { return lease_ ? lease_->slot->images.get() : nullptr; }
 void* Batch::mutable_images() { return lease_ ? lease_->slot->images.get() : nullptr; }
 const std::int64_t* Batch::labels() const { return lease_ ? lease_->slot->labels.data() : nullptr; }
-std::size_t Batch::image_bytes() const {
-  std::size_t n = size_;
-  for (int i = 1; i < 4; ++i) n *= static_cast<std::size_t>(shape_[static_cast<std::size_t>(i)]);
-  return n * (dtype_ == DType::kFloat32 ? sizeof(float) : 1);
-}
+std::size_t Batch::image_bytes() const { return bytes_; }
 
 // ---- Loader ----
 Loader::Loader(const std::string& source, LoaderOptions options)
@@ -365,6 +436,9 @@ std::size_t Loader::num_samples() const { return impl_->num_samples_; }
 const Source& Loader::source() const { return *impl_->source_; }
 const LoaderOptions& Loader::options() const { return impl_->opt_; }
 std::array<std::int64_t, 3> Loader::sample_shape() const { return impl_->sample_shape(); }
+std::vector<std::int64_t> Loader::sample_dims() const { return impl_->sample_dims_; }
+std::string Loader::sample_descr() const { return impl_->descr_; }
+bool Loader::arrays() const { return impl_->arrays_; }
 void Loader::set_epoch(std::uint64_t epoch) { impl_->set_epoch(epoch); }
 std::uint64_t Loader::epoch() const { return impl_->epoch(); }
 void Loader::start_epoch() { impl_->start_epoch(); }

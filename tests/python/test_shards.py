@@ -310,3 +310,41 @@ def test_inspect_and_verify(packed, tmp_path):
         t.addfile(info, io.BytesIO(b"\xff\xd8\xff" + b"0" * 7))
     out = run_cli("verify", bad, check=False)
     assert out.returncode == 1 and "BAD record 0 'bad.tar:x'" in out.stdout
+
+
+# ---- .npy samples that are not images ----
+
+def write_npy_shard(path, arrays, labels):
+    with tarfile.open(path, "w") as t:
+        for i, (a, y) in enumerate(zip(arrays, labels)):
+            b = io.BytesIO()
+            np.save(b, a)
+            for name, data in ((f"scan{i:04d}.npy", b.getvalue()), (f"scan{i:04d}.cls", str(y).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16, np.float64])
+def test_numeric_arrays_are_batched_as_they_are(tmp_path, dtype):
+    rng = np.random.default_rng(1)
+    arrays = [rng.normal(size=(4, 5, 6)).astype(dtype) * 100 for _ in range(10)]
+    write_npy_shard(tmp_path / "scans.tar", arrays, range(10))
+    loader = stoker.Loader(str(tmp_path / "scans.tar"), batch_size=4)
+    got = [(x.clone(), y.clone()) for x, y in loader]
+    assert [tuple(x.shape) for x, _ in got] == [(4, 4, 5, 6), (4, 4, 5, 6), (2, 4, 5, 6)]
+    assert got[0][0].dtype == torch.from_numpy(arrays[0]).dtype
+    assert torch.equal(torch.cat([x for x, _ in got]), torch.from_numpy(np.stack(arrays)))
+    assert torch.cat([y for _, y in got]).tolist() == list(range(10))
+    with pytest.raises(ValueError, match="transforms"):
+        stoker.Loader(str(tmp_path / "scans.tar"), batch_size=4, transforms=[stoker.CenterCrop(2)])
+
+
+def test_array_of_another_shape_is_counted(tmp_path):
+    arrays = [np.zeros((3, 3), np.float32), np.ones((2, 3), np.float32), np.full((3, 3), 2, np.float32)]
+    write_npy_shard(tmp_path / "mixed.tar", arrays, [0, 1, 2])
+    loader = stoker.Loader(str(tmp_path / "mixed.tar"), batch_size=2)
+    x, y = next(iter(loader))
+    assert y.tolist() == [0, 2]
+    s = loader.stats()
+    assert s["corrupt_by_reason"] == {"unsupported": 1} and "differs from the batch" in s["corrupt_examples"][0]

@@ -1,5 +1,7 @@
 #include "decode/jpeg.h"
 
+#include "decode/libjpeg_error.h"
+
 #include <algorithm>
 #include <csetjmp>
 #include <cstdio>
@@ -14,24 +16,9 @@
 namespace stoker::detail {
 namespace {
 
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-  // First warning that means pixels are missing (truncation, lost sync).
-  int data_warning;
-  char warning[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  cinfo->err->format_message(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
 void on_message(j_common_ptr cinfo, int level) {
   if (level != -1) return;  // trace messages
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  auto* err = reinterpret_cast<LibjpegError*>(cinfo->err);
   int code = cinfo->err->msg_code;
   // NOTE: these warnings mean libjpeg filled missing data with gray; PIL
   // raises "image file is truncated" for the same files. Other warnings
@@ -53,9 +40,20 @@ inline std::uint8_t cmyk_channel(int c_stored, int k_stored) {
 
 }  // namespace
 
+jpeg_error_mgr* install_libjpeg_error(LibjpegError* err) {
+  jpeg_error_mgr* pub = jpeg_std_error(&err->pub);
+  err->pub.error_exit = [](j_common_ptr cinfo) {
+    auto* e = reinterpret_cast<LibjpegError*>(cinfo->err);
+    cinfo->err->format_message(cinfo, e->message);
+    std::longjmp(e->jump, 1);
+  };
+  err->data_warning = 0;
+  return pub;
+}
+
 struct JpegDecoder::State {
   jpeg_decompress_struct cinfo;
-  ErrorManager err;
+  LibjpegError err;
   bool open = false;
   const std::uint8_t* data = nullptr;
   std::size_t size = 0;
@@ -66,8 +64,7 @@ struct JpegDecoder::State {
 JpegDecoder::JpegDecoder() : s_(std::make_unique<State>()) {
   std::memset(&s_->cinfo, 0, sizeof(s_->cinfo));
   std::memset(&s_->err, 0, sizeof(s_->err));
-  s_->cinfo.err = jpeg_std_error(&s_->err.pub);
-  s_->err.pub.error_exit = on_error;
+  s_->cinfo.err = install_libjpeg_error(&s_->err);
   s_->err.pub.emit_message = on_message;
   jpeg_create_decompress(&s_->cinfo);
 }
@@ -83,14 +80,14 @@ namespace {
 
 // Returns false after a libjpeg error (message in err->message). Only
 // trivially destructible locals live here: libjpeg errors longjmp out.
-bool read_header(jpeg_decompress_struct* cinfo, ErrorManager* err, const std::uint8_t* data, std::size_t size) {
+bool read_header(jpeg_decompress_struct* cinfo, LibjpegError* err, const std::uint8_t* data, std::size_t size) {
   if (setjmp(err->jump)) return false;
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(cinfo, TRUE);
   return true;
 }
 
-bool read_region(jpeg_decompress_struct* cinfo, ErrorManager* err, const Box* r, ImageBuffer* buf,
+bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r, ImageBuffer* buf,
                  std::vector<std::uint8_t>* cmyk_row, int* x_shift) {
   if (setjmp(err->jump)) return false;
   const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;

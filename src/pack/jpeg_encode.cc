@@ -1,5 +1,7 @@
 #include "pack/jpeg_encode.h"
 
+#include "decode/libjpeg_error.h"
+
 #include <csetjmp>
 #include <cstddef>
 #include <cstdio>
@@ -12,19 +14,7 @@
 namespace stoker::detail {
 namespace {
 
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  cinfo->err->format_message(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-bool compress(jpeg_compress_struct* c, ErrorManager* err, const ImageView* img, int quality, int subsampling,
+bool compress(jpeg_compress_struct* c, LibjpegError* err, const ImageView* img, int quality, int subsampling,
               unsigned char** out, unsigned long* size) {
   if (setjmp(err->jump)) return false;
   jpeg_mem_dest(c, out, size);
@@ -50,13 +40,12 @@ bool compress(jpeg_compress_struct* c, ErrorManager* err, const ImageView* img, 
 
 struct JpegEncoder::State {
   jpeg_compress_struct cinfo;
-  ErrorManager err;
+  LibjpegError err;
 };
 
 JpegEncoder::JpegEncoder() : s_(std::make_unique<State>()) {
   std::memset(&s_->cinfo, 0, sizeof(s_->cinfo));
-  s_->cinfo.err = jpeg_std_error(&s_->err.pub);
-  s_->err.pub.error_exit = on_error;
+  s_->cinfo.err = install_libjpeg_error(&s_->err);
   jpeg_create_compress(&s_->cinfo);
 }
 

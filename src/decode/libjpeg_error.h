@@ -1,0 +1,26 @@
+// The libjpeg error manager shared by the decoder and pack's encoder:
+// errors longjmp back to the caller's setjmp with the message kept.
+#pragma once
+
+// clang-format off
+#include <csetjmp>
+#include <cstddef>
+#include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+
+namespace stoker::detail {
+
+struct LibjpegError {
+  jpeg_error_mgr pub;  // first: libjpeg sees a jpeg_error_mgr*
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  // Decoder only: the first warning that means pixels are missing.
+  int data_warning;
+  char warning[JMSG_LENGTH_MAX];
+};
+
+// Installs LibjpegError's handlers; returns the pointer for cinfo->err.
+jpeg_error_mgr* install_libjpeg_error(LibjpegError* err);
+
+}  // namespace stoker::detail

@@ -107,6 +107,29 @@ class Loader {
 
   Stats stats() const;
 
+  // Where iteration stands, for exact resume: the epoch in progress and the
+  // batches of it already handed out (or the next epoch and 0 between
+  // epochs), with the settings that define the order. Restoring it into a
+  // loader over the same data with the same batch_size, drop_last, shuffle
+  // and world_size makes the next iteration yield exactly the remaining
+  // batches of the uninterrupted run (any thread count or ring depth). The
+  // seed is taken from the state. Throws Error(kInvalidArgument) naming the
+  // setting that differs.
+  struct State {
+    int version = 1;
+    std::uint64_t seed = 0;
+    std::uint64_t epoch = 0;
+    std::uint64_t batches_done = 0;
+    std::uint64_t dataset_size = 0;
+    std::uint64_t batch_size = 0;
+    bool shuffle = false;
+    bool drop_last = false;
+    int rank = 0;
+    int world_size = 1;
+  };
+  State state() const;
+  void restore(const State& state);
+
   // Input iteration over one epoch: `for (const Batch& b : loader)`.
   class Iterator {
    public:

@@ -30,6 +30,11 @@ class Source {
   virtual const std::vector<std::string>& classes() const = 0;
   // "image folder 'data/train' (2040 records, 12 classes)"
   virtual std::string describe() const = 0;
+  // For sources stored in several files read sequentially (tar shards): the
+  // first record of each file, records of a file being contiguous. Ranks then
+  // split the epoch by file when there are at least as many files as ranks.
+  // Empty: split by record.
+  virtual std::vector<std::size_t> shard_starts() const { return {}; }
 };
 
 // A torchvision ImageFolder tree: root/<class>/**/<file>. Classes are the

@@ -116,6 +116,44 @@ void bind_loader(py::module_& m) {
                                         const_cast<std::int64_t*>(b->labels()));
              return py::make_tuple(images, labels);
            })
+      .def("state_dict",
+           [](const Loader& l) {
+             Loader::State st = l.state();
+             py::dict d;
+             d["version"] = st.version;
+             d["seed"] = st.seed;
+             d["epoch"] = st.epoch;
+             d["batches_done"] = st.batches_done;
+             d["dataset_size"] = st.dataset_size;
+             d["batch_size"] = st.batch_size;
+             d["shuffle"] = st.shuffle;
+             d["drop_last"] = st.drop_last;
+             d["rank"] = st.rank;
+             d["world_size"] = st.world_size;
+             return d;
+           })
+      .def(
+          "load_state_dict",
+          [](Loader& l, const py::dict& d) {
+            Loader::State st;
+            auto get = [&](const char* k) {
+              if (!d.contains(k)) throw py::value_error(std::string("load_state_dict: the state has no '") + k + "'");
+              return d[k];
+            };
+            st.version = get("version").cast<int>();
+            st.seed = get("seed").cast<std::uint64_t>();
+            st.epoch = get("epoch").cast<std::uint64_t>();
+            st.batches_done = get("batches_done").cast<std::uint64_t>();
+            st.dataset_size = get("dataset_size").cast<std::uint64_t>();
+            st.batch_size = get("batch_size").cast<std::uint64_t>();
+            st.shuffle = get("shuffle").cast<bool>();
+            st.drop_last = get("drop_last").cast<bool>();
+            st.rank = get("rank").cast<int>();
+            st.world_size = get("world_size").cast<int>();
+            py::gil_scoped_release release;
+            l.restore(st);
+          },
+          py::arg("state"))
       .def("stats", [](const Loader& l) { return stats_dict(l.stats()); })
       .def("stats_json", [](const Loader& l) { return l.stats().to_json(); });
 

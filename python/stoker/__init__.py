@@ -142,6 +142,20 @@ class Loader:
     def epoch(self):
         return self._impl.epoch
 
+    def state_dict(self):
+        """Where iteration stands, as a small JSON-serialisable dict: the epoch in
+        progress and the batches of it already handed out, plus the settings that
+        define the order. Save it with the model's checkpoint."""
+        return dict(self._impl.state_dict())
+
+    def load_state_dict(self, state):
+        """Resume: the next iteration yields exactly the batches an uninterrupted
+        run would have yielded after the saved point (any thread count). Raises
+        ValueError when a setting that defines the order differs."""
+        if not isinstance(state, dict):
+            raise ValueError(f"load_state_dict: state must be a dict, got {type(state).__name__}")
+        self._impl.load_state_dict(state)
+
     def stats(self):
         """Per-stage busy seconds, counts, consumer wait, corrupt samples by reason."""
         return self._impl.stats()

@@ -83,6 +83,7 @@ class Loader::Impl {
     order_.drop_last = opt_.drop_last;
     order_.rank = opt_.rank;
     order_.world_size = opt_.world_size;
+    order_.shard_starts = source_->shard_starts();
     num_samples_ = detail::samples_per_rank(order_);
     num_batches_ = detail::batches_per_rank(order_);
     threads_ = opt_.threads > 0 ? opt_.threads : available_cores();
@@ -125,8 +126,12 @@ class Loader::Impl {
     seq_ = std::move(seq);
     run_epoch_ = epoch;
     next_epoch_ = epoch + 1;
-    next_task_ = 0;
-    deliver_ = 0;
+    // NOTE: a restored state starts the epoch at its first batch not yet
+    // handed out; the order and every sample's randomness are functions of
+    // (seed, epoch, record), so the rest of the epoch is as it would have been.
+    deliver_ = std::min<std::size_t>(resume_batches_, num_batches_);
+    next_task_ = deliver_ * opt_.batch_size;
+    resume_batches_ = 0;
     running_ = true;
     lock.unlock();
     work_cv_.notify_all();
@@ -233,6 +238,71 @@ class Loader::Impl {
   void set_epoch(std::uint64_t e) {
     std::lock_guard<std::mutex> lock(mu_);
     next_epoch_ = e;
+    resume_batches_ = 0;
+  }
+
+  Loader::State state() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    Loader::State st;
+    st.seed = opt_.seed;
+    if (running_ && deliver_ < num_batches_) {
+      st.epoch = run_epoch_;
+      st.batches_done = deliver_;
+    } else {
+      st.epoch = next_epoch_;
+      st.batches_done = resume_batches_;
+    }
+    st.dataset_size = source_->size();
+    st.batch_size = opt_.batch_size;
+    st.shuffle = opt_.shuffle;
+    st.drop_last = opt_.drop_last;
+    st.rank = opt_.rank;
+    st.world_size = opt_.world_size;
+    return st;
+  }
+
+  void restore(const Loader::State& st) {
+    auto differs = [](const char* what, const std::string& saved, const std::string& now, const char* why) {
+      throw Error(Code::kInvalidArgument, std::string("load_state_dict: ") + what + " was " + saved + " when saved, is " +
+                                              now + " now; " + why);
+    };
+    if (st.version != 1) differs("version", std::to_string(st.version), "1", "unknown state format");
+    if (st.dataset_size != source_->size()) {
+      differs("dataset_size", std::to_string(st.dataset_size), std::to_string(source_->size()),
+              "the data changed, so the saved order does not apply");
+    }
+    if (st.batch_size != opt_.batch_size) {
+      differs("batch_size", std::to_string(st.batch_size), std::to_string(opt_.batch_size),
+              "the position is counted in batches");
+    }
+    if (st.shuffle != opt_.shuffle) differs("shuffle", st.shuffle ? "True" : "False", opt_.shuffle ? "True" : "False", "the order differs");
+    if (st.drop_last != opt_.drop_last) {
+      differs("drop_last", st.drop_last ? "True" : "False", opt_.drop_last ? "True" : "False", "the epoch length differs");
+    }
+    if (st.world_size != opt_.world_size) {
+      differs("world_size", std::to_string(st.world_size), std::to_string(opt_.world_size),
+              "each rank's share of the epoch depends on it; finish the epoch with the old world size or restart "
+              "the epoch (set batches_done to 0)");
+    }
+    if (st.batches_done > num_batches_) {
+      differs("batches_done", std::to_string(st.batches_done), "at most " + std::to_string(num_batches_),
+              "the position is past the end of the epoch");
+    }
+    // Stop the epoch in flight (if any) before changing what defines the order.
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++generation_;
+      running_ = false;
+      idle_cv_.wait(lock, [&] { return inflight_ == 0; });
+      for (auto& e : ring_) {
+        if (e.slot) pool_->release(e.slot);
+        e = RingEntry{};
+      }
+      opt_.seed = st.seed;
+      order_.seed = st.seed;
+      next_epoch_ = st.epoch;
+      resume_batches_ = static_cast<std::size_t>(st.batches_done);
+    }
   }
   std::uint64_t epoch() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -405,6 +475,7 @@ class Loader::Impl {
   std::vector<std::uint32_t> seq_;
   std::size_t next_task_ = 0;
   std::size_t deliver_ = 0;
+  std::size_t resume_batches_ = 0;  // where the next start_epoch() begins
   int inflight_ = 0;
   std::vector<RingEntry> ring_;
 
@@ -444,5 +515,7 @@ std::uint64_t Loader::epoch() const { return impl_->epoch(); }
 void Loader::start_epoch() { impl_->start_epoch(); }
 std::optional<Batch> Loader::next() { return impl_->next(); }
 Stats Loader::stats() const { return impl_->stats(); }
+Loader::State Loader::state() const { return impl_->state(); }
+void Loader::restore(const State& state) { impl_->restore(state); }
 
 }  // namespace stoker

@@ -17,7 +17,60 @@ std::size_t batches_per_rank(const OrderParams& p) {
   return (samples_per_rank(p) + p.batch_size - 1) / p.batch_size;
 }
 
+bool split_by_shard(const OrderParams& p) {
+  return p.world_size > 1 && p.shard_starts.size() >= static_cast<std::size_t>(p.world_size);
+}
+
+namespace {
+
+std::vector<std::uint32_t> by_shard(const OrderParams& p, std::uint64_t epoch) {
+  const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size), S = p.shard_starts.size();
+  std::vector<std::size_t> shards(S);
+  std::iota(shards.begin(), shards.end(), std::size_t{0});
+  if (p.shuffle) {
+    Rng rng(mix_key(p.seed, epoch, kStreamOrder, 1));
+    for (std::size_t i = S; i-- > 1;) std::swap(shards[i], shards[rng.below(i + 1)]);
+  }
+  std::vector<std::vector<std::uint32_t>> lists(w);
+  for (std::size_t k = 0; k < S; ++k) {
+    const std::size_t s = shards[k];
+    const std::size_t begin = p.shard_starts[s], end = s + 1 < S ? p.shard_starts[s + 1] : n;
+    for (std::size_t i = begin; i < end; ++i) lists[k % w].push_back(static_cast<std::uint32_t>(i));
+  }
+  if (p.shuffle) {
+    for (std::size_t r = 0; r < w; ++r) {
+      Rng rng(mix_key(p.seed, epoch, kStreamOrder, 2 + r));
+      auto& l = lists[r];
+      for (std::size_t i = l.size(); i-- > 1;) std::swap(l[i], l[rng.below(i + 1)]);
+    }
+  }
+  const std::size_t share = p.drop_last ? n / w : (n + w - 1) / w;
+  std::vector<std::uint32_t> surplus;
+  for (auto& l : lists) {
+    if (l.size() > share) {
+      surplus.insert(surplus.end(), l.begin() + static_cast<std::ptrdiff_t>(share), l.end());
+      l.resize(share);
+    }
+  }
+  std::size_t next = 0;
+  for (auto& l : lists) {
+    while (l.size() < share && next < surplus.size()) l.push_back(surplus[next++]);
+  }
+  // Padding (no drop_last): the first records of the epoch again, as
+  // DistributedSampler pads.
+  std::size_t pad = 0;
+  for (auto& l : lists) {
+    while (l.size() < share) l.push_back(lists[0].empty() ? 0u : lists[0][pad++ % lists[0].size()]);
+  }
+  auto out = std::move(lists[static_cast<std::size_t>(p.rank)]);
+  out.resize(samples_per_rank(p));
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch) {
+  if (split_by_shard(p)) return by_shard(p, epoch);
   const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size);
   std::vector<std::uint32_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0u);

@@ -181,6 +181,7 @@ class ShardSource final : public Source {
         throw Error(s);
       }
       outcomes_.push_back(outcome);
+      starts_.push_back(records_.size());
       const std::string name = std::filesystem::path(path).filename().string();
       for (auto& r : index.records) {
         records_.push_back({static_cast<std::uint32_t>(shards_.size() - 1), r.offset, r.size, r.label,
@@ -216,6 +217,7 @@ class ShardSource final : public Source {
     return Status::Ok();
   }
   const std::vector<std::string>& classes() const override { return classes_; }
+  std::vector<std::size_t> shard_starts() const override { return starts_; }
   std::string describe() const override {
     return std::to_string(shards_.size()) + " tar shard" + (shards_.size() == 1 ? "" : "s") + " ('" +
            shards_.front().path + "'" + (shards_.size() > 1 ? ", ..." : "") + "; " + std::to_string(records_.size()) +
@@ -246,6 +248,7 @@ class ShardSource final : public Source {
   std::vector<Record> records_;
   std::vector<IndexOutcome> outcomes_;
   std::vector<std::string> classes_;
+  std::vector<std::size_t> starts_;
 };
 
 }  // namespace

@@ -94,3 +94,68 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ShardTest,
 
 }  // namespace
 }  // namespace stoker::detail
+
+namespace stoker::detail {
+namespace {
+
+// Shard layouts: uneven sizes; (dataset size, shard sizes...).
+class ByShardTest : public ::testing::TestWithParam<std::tuple<std::vector<std::size_t>, std::size_t, int, bool>> {};
+
+TEST_P(ByShardTest, RanksSplitByShardWithTheSameGuarantees) {
+  auto [sizes, batch, world, drop_last] = GetParam();
+  OrderParams p;
+  p.batch_size = batch;
+  p.shuffle = true;
+  p.seed = 9;
+  p.drop_last = drop_last;
+  p.world_size = world;
+  for (std::size_t s : sizes) {
+    p.shard_starts.push_back(p.dataset_size);
+    p.dataset_size += s;
+  }
+  ASSERT_EQ(split_by_shard(p), sizes.size() >= static_cast<std::size_t>(world) && world > 1);
+  std::vector<int> count(p.dataset_size, 0);
+  std::set<std::size_t> lens;
+  std::size_t total = 0;
+  for (int r = 0; r < world; ++r) {
+    p.rank = r;
+    auto seq = epoch_order(p, 4);
+    lens.insert(seq.size());
+    EXPECT_EQ(seq, epoch_order(p, 4));
+    for (auto i : seq) count[i]++;
+    total += seq.size();
+  }
+  EXPECT_EQ(lens.size(), 1u);
+  if (drop_last) {
+    for (int c : count) EXPECT_LE(c, 1);
+  } else {
+    for (int c : count) EXPECT_GE(c, 1);
+    EXPECT_LT(total - p.dataset_size, static_cast<std::size_t>(world));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ByShardTest,
+    ::testing::Combine(::testing::Values(std::vector<std::size_t>{10, 10, 10, 10}, std::vector<std::size_t>{50, 3, 7},
+                                         std::vector<std::size_t>{1, 1, 1, 1, 1, 30}, std::vector<std::size_t>{5}),
+                       ::testing::Values(1, 4), ::testing::Values(1, 2, 3), ::testing::Bool()));
+
+TEST(ByShardTest, RanksReadMostlyTheirOwnShards) {
+  OrderParams p;
+  p.batch_size = 8;
+  p.shuffle = true;
+  p.world_size = 2;
+  for (int s = 0; s < 8; ++s) {
+    p.shard_starts.push_back(p.dataset_size);
+    p.dataset_size += 100;
+  }
+  for (int r = 0; r < 2; ++r) {
+    p.rank = r;
+    std::set<std::size_t> shards;
+    for (auto i : epoch_order(p, 0)) shards.insert(i / 100);
+    EXPECT_EQ(shards.size(), 4u) << "rank " << r << " reads 4 of the 8 shards";
+  }
+}
+
+}  // namespace
+}  // namespace stoker::detail

@@ -48,6 +48,28 @@ def _resolve_distributed(rank, world_size):
     return (int(rank) if rank is not None else r), (int(world_size) if world_size is not None else w)
 
 
+def _check_device(device, pin_memory, output):
+    if device is None and not pin_memory:
+        return None
+    if output != "torch":
+        raise ValueError("device and pin_memory need output='torch'")
+    import torch
+    try:
+        dev = torch.device(device) if device is not None else None
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be None, 'cpu' or 'cuda[:N]', got {device!r}") from None
+    if dev is not None and dev.type == "cpu":
+        return None if not pin_memory else dev
+    if dev is not None and dev.type != "cuda":
+        raise ValueError(f"device must be None, 'cpu' or 'cuda[:N]', got {device!r}")
+    if not torch.cuda.is_available():
+        what = f"device={device!r}" if dev is not None else "pin_memory=True"
+        raise ValueError(f"{what} needs CUDA, but torch.cuda.is_available() is False "
+                         f"(torch {torch.__version__} {'without' if torch.version.cuda is None else 'with'} "
+                         f"CUDA support, no usable GPU); use device=None")
+    return dev
+
+
 def _check_int(name, value, minimum):
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an int, got {value!r}")
@@ -81,12 +103,18 @@ class Loader:
         (stoker.SampleError, an OSError, naming file and reason, in order).
     dtype: "float32" (ToTensor scale, then Normalize) or "uint8".
     layout: "NCHW" or "NHWC". output: "torch" or "numpy".
+    device: None (CPU tensors viewing the loader's buffers, no copy) or
+        "cuda" / "cuda:N": each batch is copied through pinned memory to the
+        device on a side CUDA stream, one batch ahead, so it is there when
+        the step asks. pin_memory=True: CPU tensors in page-locked memory
+        (one copy), for users who copy to the device themselves. Both need
+        torch with CUDA; otherwise they raise ValueError.
     """
 
     def __init__(self, source, batch_size=64, shuffle=False, seed=0, drop_last=False, transforms=(),
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
-                 kind="auto"):
+                 kind="auto", device=None, pin_memory=False):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -102,6 +130,8 @@ class Loader:
             raise ValueError(f"output must be 'torch' or 'numpy', got {output!r}")
         if output == "torch":
             import torch  # noqa: F401  (fail here, not at the first batch)
+        self.device = _check_device(device, pin_memory, output)
+        self.pin_memory = bool(pin_memory)
         transforms = list(transforms)
         for t in transforms:
             if not isinstance(t, (RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize)):
@@ -175,6 +205,17 @@ class _Iterator:
             self._convert = torch.from_numpy
         else:
             self._convert = None
+        self._device = loader.device if loader.device is not None and loader.device.type == "cuda" else None
+        self._pin = loader.pin_memory
+        if self._device is not None or self._pin:
+            import torch
+            self._torch = torch
+            self._staging = [None, None]  # pinned buffers, used alternately
+            self._staging_events = [None, None]
+            self._turn = 0
+            if self._device is not None:
+                self._stream = torch.cuda.Stream(device=self._device)
+                self._pending = self._start(self._fetch())
 
     def __iter__(self):
         return self
@@ -182,14 +223,71 @@ class _Iterator:
     def __len__(self):
         return len(self._impl)
 
-    def __next__(self):
+    def _fetch(self):
+        """The next CPU batch, or None at the end, or the exception it raised."""
         if self._done:
-            raise StopIteration
-        batch = self._impl.next()
+            return None
+        try:
+            batch = self._impl.next()
+        except Exception as e:  # raised in order, when its batch is due
+            return e
         if batch is None:
             self._done = True
-            raise StopIteration
+            return None
         images, labels = batch
         if self._convert is not None:
             return self._convert(images), self._convert(labels)
         return images, labels
+
+    def _pinned(self, x, y):
+        torch = self._torch
+        k = self._turn
+        self._turn ^= 1
+        if self._staging_events[k] is not None:
+            self._staging_events[k].synchronize()  # its last copy to the device is done
+        buf = self._staging[k]
+        if buf is None or buf[0].shape != x.shape or buf[0].dtype != x.dtype:
+            buf = (torch.empty(x.shape, dtype=x.dtype, pin_memory=True),
+                   torch.empty(y.shape, dtype=y.dtype, pin_memory=True))
+            self._staging[k] = buf
+        buf[0].copy_(x)
+        buf[1].copy_(y)
+        return buf[0], buf[1], k
+
+    def _start(self, item):
+        """Starts the batch's copy to the device on the side stream."""
+        if item is None or isinstance(item, Exception):
+            return item
+        torch = self._torch
+        xs, ys, k = self._pinned(*item)
+        with torch.cuda.stream(self._stream):
+            xg = xs.to(self._device, non_blocking=True)
+            yg = ys.to(self._device, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self._stream)
+        self._staging_events[k] = event
+        return xg, yg, event
+
+    def __next__(self):
+        if self._device is None:
+            item = self._fetch()
+            if item is None:
+                raise StopIteration
+            if isinstance(item, Exception):
+                raise item
+            if self._pin:
+                xs, ys, _ = self._pinned(*item)
+                return xs.clone(), ys.clone()  # NOTE: clones stay pinned; the staging pair is reused
+            return item
+        current = self._pending
+        if current is None:
+            raise StopIteration
+        self._pending = self._start(self._fetch())  # overlaps with the caller's step
+        if isinstance(current, Exception):
+            raise current
+        xg, yg, event = current
+        stream = self._torch.cuda.current_stream(self._device)
+        stream.wait_event(event)
+        xg.record_stream(stream)
+        yg.record_stream(stream)
+        return xg, yg

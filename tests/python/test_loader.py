@@ -218,6 +218,7 @@ def thread_count():
 
 
 def test_destroy_mid_epoch_releases_threads(photos):
+    gc.collect()  # loaders of earlier tests still waiting for the collector
     base = thread_count()
     for _ in range(5):
         loader = stoker.Loader(photos, batch_size=2, shuffle=True, transforms=[stoker.RandomResizedCrop(64)],
@@ -303,3 +304,25 @@ def test_stats_report_stages(photos):
     assert s["bytes_read"] == sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(photos) for f in fs
                                   if f.endswith(".jpg"))
     assert 0 <= s["time_to_first_batch_s"] <= s["wall_s"]
+
+
+def test_device_options_on_a_cpu_only_machine(numbered):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: covered by the device check")
+    with pytest.raises(ValueError, match="needs CUDA"):
+        stoker.Loader(numbered, transforms=SMALL, device="cuda")
+    with pytest.raises(ValueError, match="needs CUDA"):
+        stoker.Loader(numbered, transforms=SMALL, pin_memory=True)
+    with pytest.raises(ValueError, match="device must be"):
+        stoker.Loader(numbered, transforms=SMALL, device="tpu")
+    loader = stoker.Loader(numbered, batch_size=8, transforms=SMALL, device="cpu")
+    assert ids(loader) == list(range(37))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_device_batches_equal_cpu_batches(numbered):
+    cpu = batches(stoker.Loader(numbered, batch_size=8, transforms=SMALL))
+    gpu = [(x.cpu(), y.cpu()) for x, y in stoker.Loader(numbered, batch_size=8, transforms=SMALL, device="cuda")]
+    assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(cpu, gpu))
+    pinned = [(x, y) for x, y in stoker.Loader(numbered, batch_size=8, transforms=SMALL, pin_memory=True)]
+    assert all(x.is_pinned() for x, _ in pinned)

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 
 def main(out):
-    for d in ("tar", "index", "image"):
+    for d in ("tar", "index", "image", "list"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
     rng = np.random.default_rng(0)
     images = {}
@@ -49,6 +49,8 @@ def main(out):
             pass
         if os.path.exists(path + ".idx"):
             os.replace(path + ".idx", os.path.join(out, "index", fname + ".idx"))
+    open(os.path.join(out, "list", "plain.csv"), "w").write("a/b.jpg,1\n/abs/c.png,0\n")
+    open(os.path.join(out, "list", "header.csv"), "w").write("path,label\n# comment\n\n x.jpg , 3 \r\n")
     print(f"make_fuzz_corpus: seeds under {out}")
 
 

@@ -1,9 +1,9 @@
 // A list file: `path,label` per line.
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 
 #include "source/file_reader.h"
+#include "source/list_file.h"
 #include "stoker/source.h"
 
 namespace fs = std::filesystem;
@@ -21,38 +21,12 @@ std::string trim(const std::string& s) {
 class ListFileSource final : public Source {
  public:
   explicit ListFileSource(const std::string& list) : list_(list) {
-    std::ifstream in(list);
-    if (!in) throw Error(Code::kNotFound, "list file '" + list + "' cannot be opened");
-    fs::path base = fs::path(list).parent_path();
-    std::string line;
-    std::size_t lineno = 0;
-    while (std::getline(in, line)) {
-      ++lineno;
-      std::string t = trim(line);
-      if (t.empty() || t[0] == '#') continue;
-      std::size_t comma = t.rfind(',');
-      if (comma == std::string::npos) {
-        throw Error(Code::kInvalidArgument,
-                    list + ":" + std::to_string(lineno) + ": expected 'path,label', got '" + t + "'");
-      }
-      std::string path = trim(t.substr(0, comma));
-      std::string lab = trim(t.substr(comma + 1));
-      std::int64_t label = 0;
-      auto [p, ec] = std::from_chars(lab.data(), lab.data() + lab.size(), label);
-      if (ec != std::errc() || p != lab.data() + lab.size() || label < 0) {
-        if (paths_.empty() && lineno == first_line(lineno)) {  // a header line such as "path,label"
-          header_seen_ = true;
-          continue;
-        }
-        throw Error(Code::kInvalidArgument, list + ":" + std::to_string(lineno) +
-                                                ": label must be a non-negative integer, got '" + lab + "'");
-      }
-      if (path.empty()) throw Error(Code::kInvalidArgument, list + ":" + std::to_string(lineno) + ": empty path");
-      fs::path fp(path);
-      paths_.push_back(fp.is_absolute() ? path : (base / fp).string());
-      labels_.push_back(label);
-    }
-    if (paths_.empty()) throw Error(Code::kNotFound, "list file '" + list + "' lists no records");
+    std::vector<std::uint8_t> bytes;
+    Status st = detail::read_file(list, &bytes);
+    if (!st.ok()) throw Error(Code::kNotFound, "list file '" + list + "' cannot be read: " + st.message());
+    st = detail::parse_list(std::string(bytes.begin(), bytes.end()), list, fs::path(list).parent_path().string(),
+                            &paths_, &labels_);
+    if (!st.ok()) throw Error(st);
   }
 
   std::size_t size() const override { return paths_.size(); }
@@ -67,21 +41,51 @@ class ListFileSource final : public Source {
   }
 
  private:
-  // The first non-comment line may be a header, once.
-  std::size_t first_line(std::size_t lineno) {
-    if (!first_data_line_) first_data_line_ = lineno;
-    return header_seen_ ? 0 : first_data_line_;
-  }
-
   std::string list_;
   std::vector<std::string> paths_;
   std::vector<std::int64_t> labels_;
   std::vector<std::string> classes_;
-  bool header_seen_ = false;
-  std::size_t first_data_line_ = 0;
 };
 
 }  // namespace
+
+namespace detail {
+
+Status parse_list(const std::string& text, const std::string& name, const std::string& base,
+                  std::vector<std::string>* paths, std::vector<std::int64_t>* labels) {
+  std::size_t lineno = 0, start = 0;
+  bool header_allowed = true;
+  auto where = [&] { return name + ":" + std::to_string(lineno) + ": "; };
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string t = trim(text.substr(start, end - start));
+    start = end + 1;
+    ++lineno;
+    if (t.empty() || t[0] == '#') continue;
+    const std::size_t comma = t.rfind(',');
+    if (comma == std::string::npos) return Status::InvalidArgument(where() + "expected 'path,label', got '" + t.substr(0, 80) + "'");
+    const std::string path = trim(t.substr(0, comma));
+    const std::string lab = trim(t.substr(comma + 1));
+    std::int64_t label = 0;
+    auto [p, ec] = std::from_chars(lab.data(), lab.data() + lab.size(), label);
+    const bool is_int = ec == std::errc() && p == lab.data() + lab.size() && label >= 0;
+    if (!is_int && header_allowed) {  // a header line such as "path,label"
+      header_allowed = false;
+      continue;
+    }
+    header_allowed = false;
+    if (!is_int) return Status::InvalidArgument(where() + "label must be a non-negative integer, got '" + lab.substr(0, 40) + "'");
+    if (path.empty()) return Status::InvalidArgument(where() + "empty path");
+    fs::path fp(path);
+    paths->push_back(fp.is_absolute() || base.empty() ? path : (fs::path(base) / fp).string());
+    labels->push_back(label);
+  }
+  if (paths->empty()) return Status::NotFound("list file '" + name + "' lists no records");
+  return Status::Ok();
+}
+
+}  // namespace detail
 
 std::unique_ptr<Source> open_list_file(const std::string& path) { return std::make_unique<ListFileSource>(path); }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -74,7 +75,8 @@ class Loader {
   // Several tar shard specs.
   Loader(const std::vector<std::string>& sources, LoaderOptions options);
   Loader(std::shared_ptr<const Source> source, LoaderOptions options);
-  // Stops the workers promptly (they finish at most the sample in hand).
+  // Stops the workers promptly (they finish at most the sample in hand). In a
+  // child process of fork(), leaves the inherited copy untouched.
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -104,6 +106,10 @@ class Loader {
   // corrupt sample under OnCorrupt::kRaise (naming file and reason);
   // iteration may continue after it. Starts the epoch if none is running.
   std::optional<Batch> next();
+  // next() waiting at most `timeout`: on a timeout returns nullopt with
+  // *timed_out = true, and a later call continues with the same batch (so a
+  // caller can check for interrupts while it waits).
+  std::optional<Batch> next_for(std::chrono::nanoseconds timeout, bool* timed_out);
 
   Stats stats() const;
 

@@ -105,9 +105,16 @@ void bind_loader(py::module_& m) {
       .def("next",
            [](Loader& l) -> py::object {
              std::optional<Batch> b;
-             {
-               py::gil_scoped_release release;
-               b = l.next();
+             // NOTE: wait in slices so that Ctrl-C (KeyboardInterrupt) and other
+             // signals are handled while a slow batch is being made.
+             for (;;) {
+               bool timed_out = false;
+               {
+                 py::gil_scoped_release release;
+                 b = l.next_for(std::chrono::milliseconds(50), &timed_out);
+               }
+               if (!timed_out) break;
+               if (PyErr_CheckSignals() != 0) throw py::error_already_set();
              }
              if (!b) return py::none();
              std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());

@@ -2,6 +2,7 @@
 #include "stoker/loader.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -109,7 +110,19 @@ class Loader::Impl {
     }
   }
 
+  // NOTE: after fork() the child has none of the worker threads; a loader
+  // inherited that way must not be used (or joined) there.
+  bool forked() const { return ::getpid() != creator_pid_; }
+  void check_process() const {
+    if (forked()) {
+      throw Error(Code::kInvalidArgument, "this loader was created in process " + std::to_string(creator_pid_) +
+                                              " and cannot be used after fork() in process " +
+                                              std::to_string(::getpid()) + "; create a new loader in the child");
+    }
+  }
+
   void start_epoch() {
+    check_process();
     std::vector<std::uint32_t> seq;
     std::unique_lock<std::mutex> lock(mu_);
     const std::uint64_t epoch = next_epoch_;
@@ -137,7 +150,11 @@ class Loader::Impl {
     work_cv_.notify_all();
   }
 
-  std::optional<Batch> next() {
+  // timeout_ns < 0: wait as long as it takes. On a timeout returns nullopt
+  // with *timed_out set; calling again continues the wait.
+  std::optional<Batch> next(std::int64_t timeout_ns = -1, bool* timed_out = nullptr) {
+    check_process();
+    if (timed_out) *timed_out = false;
     std::unique_lock<std::mutex> lock(mu_);
     if (!running_) {
       lock.unlock();
@@ -151,7 +168,14 @@ class Loader::Impl {
     const std::size_t b = deliver_;
     RingEntry& e = ring_[b % ring_.size()];
     const std::int64_t t0 = now_ns();
-    ready_cv_.wait(lock, [&] { return stop_ || (e.batch == static_cast<std::int64_t>(b) && e.ready); });
+    auto ready = [&] { return stop_ || (e.batch == static_cast<std::int64_t>(b) && e.ready); };
+    if (timeout_ns < 0) {
+      ready_cv_.wait(lock, ready);
+    } else if (!ready_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), ready)) {
+      consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+      if (timed_out) *timed_out = true;
+      return std::nullopt;
+    }
     const std::int64_t t1 = now_ns();
     if (stop_) throw Error(Code::kCancelled, "loader stopped");
     consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
@@ -462,6 +486,7 @@ class Loader::Impl {
 
   std::shared_ptr<SlotPool> pool_;
   const std::int64_t created_ns_;
+  const pid_t creator_pid_ = ::getpid();
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // workers: a task may be available
@@ -500,7 +525,12 @@ Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
     : Loader(std::shared_ptr<const Source>(open_sources(sources, options.labels)), options) {}
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
-Loader::~Loader() = default;
+Loader::~Loader() {
+  // NOTE: in a child of fork() the worker threads do not exist and the
+  // locks may have been held by them at the fork: leave it all untouched
+  // (the child's copy of the memory is released when the child exits).
+  if (impl_ && impl_->forked()) (void)impl_.release();
+}
 
 std::size_t Loader::num_batches() const { return impl_->num_batches_; }
 std::size_t Loader::num_samples() const { return impl_->num_samples_; }
@@ -514,6 +544,9 @@ void Loader::set_epoch(std::uint64_t epoch) { impl_->set_epoch(epoch); }
 std::uint64_t Loader::epoch() const { return impl_->epoch(); }
 void Loader::start_epoch() { impl_->start_epoch(); }
 std::optional<Batch> Loader::next() { return impl_->next(); }
+std::optional<Batch> Loader::next_for(std::chrono::nanoseconds timeout, bool* timed_out) {
+  return impl_->next(std::max<std::int64_t>(0, timeout.count()), timed_out);
+}
 Stats Loader::stats() const { return impl_->stats(); }
 Loader::State Loader::state() const { return impl_->state(); }
 void Loader::restore(const State& state) { impl_->restore(state); }

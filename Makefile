@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-pack test test-cpp test-python test-asan test-tsan fuzz clean
+.PHONY: all deps build data demo bench bench-pack test test-cpp test-python check-asan check-tsan fuzz clean
 
 all: build
 
@@ -39,18 +39,28 @@ test-python:
 clean:
 	rm -rf $(BUILD) python/stoker/_stoker*.so
 
-# Sanitizer builds of the C++ suite (not part of `make test`).
-test-asan: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSTOKER_SANITIZE=address,undefined \
-	  -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
+# Sanitizer builds: the C++ suite, then the Python tests that drive the
+# threads, with the sanitizer runtime preloaded into Debian's python.
+SAN_PYTESTS = tests/python/test_loader.py tests/python/test_shards.py tests/python/test_resume.py \
+  tests/python/test_shutdown.py tests/python/test_transforms.py tests/python/test_decode.py
+check-asan: deps build
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=ON \
+	  -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 STOKER_PYTHONPATH=build-asan/python \
+	  STOKER_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(SAN_PYTESTS)
 
-test-tsan: deps
-	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSTOKER_SANITIZE=thread \
-	  -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
+check-tsan: deps build
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSTOKER_SANITIZE=thread -DSTOKER_BUILD_PYTHON=ON \
+	  -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
 	cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j$(JOBS)
+	LD_PRELOAD="$$(gcc -print-file-name=libtsan.so) $$(gcc -print-file-name=libstdc++.so)" \
+	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath scripts/tsan-python.supp)" \
+	  STOKER_PYTHONPATH=build-tsan/python STOKER_BUILD=$(abspath $(BUILD)) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_loader.py tests/python/test_resume.py
 
 # libFuzzer targets (clang): each runs FUZZ_SECONDS on its seed corpus.
 FUZZ_SECONDS ?= 60

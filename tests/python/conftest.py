@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# STOKER_PYTHONPATH: a sanitizer build's copy of the package (make check-asan).
+sys.path.insert(0, os.environ.get("STOKER_PYTHONPATH", os.path.join(ROOT, "python")))
 
 
 @pytest.fixture(scope="session")

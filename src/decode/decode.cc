@@ -42,7 +42,7 @@ Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint6
   switch (format_) {
     case Format::kJpeg: s = jpeg_->open(data, size, &width_, &height_); break;
     case Format::kPng: s = png_->open(data, size, &width_, &height_); break;
-    case Format::kNpy: s = npy_->open(data, size, &width_, &height_); break;
+    case Format::kNpy: s = npy_->open(data, size, max_pixels, &width_, &height_); break;
     case Format::kUnknown:
       return Status::Unsupported("not a JPEG, PNG or .npy image (first bytes: " + describe_magic(data, size) + ")");
   }

@@ -25,7 +25,7 @@ bool find_value(const std::string& hdr, const std::string& key, std::size_t* pos
 
 }  // namespace
 
-Status parse_npy_header(const std::uint8_t* data, std::size_t size, NpyHeader* h) {
+Status parse_npy_header(const std::uint8_t* data, std::size_t size, NpyHeader* h, bool check_data) {
   if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) return Status::Corrupt("npy: bad magic");
   const int major = data[6];
   std::size_t len = 0, start = 0;
@@ -82,16 +82,18 @@ Status parse_npy_header(const std::uint8_t* data, std::size_t size, NpyHeader* h
     if (v != 0 && bytes > (1ULL << 48) / v) return Status::ResourceExhausted("npy: absurd shape in header");
     bytes *= v;
   }
-  if (bytes > size - h->data_offset) {
+  h->data_bytes = bytes;
+  if (check_data && bytes > size - h->data_offset) {
     return Status::Corrupt("npy: truncated: the array needs " + std::to_string(bytes) +
                            " bytes, the file has " + std::to_string(size - h->data_offset));
   }
   return Status::Ok();
 }
 
-Status NpyDecoder::open(const std::uint8_t* data, std::size_t size, int* width, int* height) {
+Status NpyDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width,
+                        int* height) {
   NpyHeader h;
-  Status s = parse_npy_header(data, size, &h);
+  Status s = parse_npy_header(data, size, &h, /*check_data=*/false);
   if (!s.ok()) return s;
   if (h.descr != "|u1" && h.descr != "<u1" && h.descr != ">u1" && h.descr != "=u1") {
     return Status::Unsupported("npy image must be uint8, got dtype '" + h.descr + "'");
@@ -110,7 +112,15 @@ Status NpyDecoder::open(const std::uint8_t* data, std::size_t size, int* width, 
   } else {
     return Status::Unsupported("npy array of this shape is not an image (want HxW, HxWxC or CxHxW)");
   }
-  if (H == 0 || W == 0 || H > 0x7fffffff || W > 0x7fffffff) return Status::Corrupt("npy image of zero or huge size");
+  if (H == 0 || W == 0) return Status::Corrupt("npy image of zero size");
+  if (H > 0x7fffffff || W > 0x7fffffff || H * W > max_pixels) {
+    return Status::ResourceExhausted("npy image of " + std::to_string(W) + "x" + std::to_string(H) +
+                                     " pixels exceeds max_image_pixels=" + std::to_string(max_pixels));
+  }
+  if (h.data_bytes > size - h.data_offset) {
+    return Status::Corrupt("npy: truncated: the array needs " + std::to_string(h.data_bytes) + " bytes, the file has " +
+                           std::to_string(size - h.data_offset));
+  }
   pixels_ = data + h.data_offset;
   width_ = static_cast<int>(W);
   height_ = static_cast<int>(H);

@@ -17,18 +17,20 @@ struct NpyHeader {
   std::vector<std::uint64_t> shape;
   std::size_t data_offset = 0;     // bytes before the array data
   std::size_t item_size = 0;
+  std::uint64_t data_bytes = 0;    // item_size x the shape's product
 };
 
-// Parses the header of `data`; checks that the array data fits in `size`.
-// Refuses more than 8 dimensions and element counts that overflow.
-Status parse_npy_header(const std::uint8_t* data, std::size_t size, NpyHeader* h);
+// Parses the header of `data`; with check_data, also that the array data
+// fits in `size`. Refuses more than 8 dimensions and sizes past 2^48 bytes.
+Status parse_npy_header(const std::uint8_t* data, std::size_t size, NpyHeader* h, bool check_data = true);
 
 // A uint8 image: (H, W), (H, W, C) with C in {1, 3, 4}, or (C, H, W) with C
 // in {1, 3}. Gets its size; then decode copies a region as RGB8 (gray
 // replicated, alpha dropped), like PIL's convert("RGB").
 class NpyDecoder {
  public:
-  Status open(const std::uint8_t* data, std::size_t size, int* width, int* height);
+  // Refuses images of more than max_pixels before looking at the data.
+  Status open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height);
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
 
  private:

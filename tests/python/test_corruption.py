@@ -1,0 +1,67 @@
+"""The loader over a mix of good and damaged inputs: every damaged one counted
+with the right reason, every good one delivered, nothing crashes."""
+import collections
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import stoker
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+@pytest.fixture(scope="module")
+def corpus(photo_files, tmp_path_factory):
+    out = tmp_path_factory.mktemp("corrupt")
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_corruption_corpus.py"), *photo_files[:3],
+                    "--out", str(out)], check=True, capture_output=True)
+    items = json.load(open(out / "manifest.json"))
+    lst = out / "all.csv"
+    lst.write_text("path,label\n" + "".join(f"{it['file']},{i}\n" for i, it in enumerate(items)))
+    return items, str(lst)
+
+
+def test_every_damaged_input_counted_with_its_reason(corpus):
+    items, lst = corpus
+    loader = stoker.Loader(lst, batch_size=1, on_corrupt="raise", transforms=[stoker.RandomResizedCrop(16)],
+                           max_image_pixels=50_000_000)
+    delivered, errors = set(), {}
+    it = iter(loader)
+    for i in range(len(items)):
+        try:
+            _, y = next(it)
+            delivered.add(int(y[0]))
+        except stoker.SampleError as e:
+            errors[i] = str(e)
+    with pytest.raises(StopIteration):
+        next(it)
+    want = collections.Counter()
+    for i, item in enumerate(items):
+        name = os.path.basename(item["file"])
+        if item["expect"] == "good":
+            assert i in delivered, f"{name} should be delivered: {errors.get(i)}"
+        elif item["expect"] == "any":
+            assert (i in delivered) != (i in errors), name
+            if i in errors:
+                want["corrupt"] += 1
+        else:
+            assert i in errors, f"{name} should fail with {item['expect']}"
+            assert name in errors[i], "the message names the file"
+            want[item["expect"]] += 1
+    stats = loader.stats()
+    assert stats["corrupt_by_reason"] == dict(want)
+    assert stats["corrupt"] == sum(want.values())
+    assert sum(1 for it in items if it["expect"] != "good") >= 60, "a real corpus"
+
+
+def test_skip_policy_over_the_corpus_delivers_only_good_data(corpus):
+    items, lst = corpus
+    loader = stoker.Loader(lst, batch_size=8, on_corrupt="skip", transforms=[stoker.RandomResizedCrop(16)],
+                           max_image_pixels=50_000_000, threads=2)
+    bad = {i for i, it in enumerate(items) if it["expect"] not in ("good", "any")}
+    got = [int(v) for _, y in loader for v in y]
+    assert len(got) == len(items), "batches stay full"
+    assert not set(got) & bad

@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-pack test test-cpp test-python check-asan check-tsan fuzz clean
+.PHONY: all deps build data demo bench bench-pack soak test test-cpp test-python check-asan check-tsan fuzz clean
 
 all: build
 
@@ -76,3 +76,7 @@ fuzz: deps build
 # What offline preparation buys (issue: pack).
 bench-pack: build data
 	$(PYTHON) bench/pack_bench.py $(DATA) --build $(BUILD)
+
+# Many epochs; RSS, fds and threads must stay flat (not part of `make test`).
+soak: build data
+	$(PYTHON) bench/soak.py $(DATA) --build $(BUILD)

@@ -23,6 +23,7 @@ enum class SampleKind {
            // every sample must have record 0's dtype and shape
 };
 enum class Layout { kNCHW, kNHWC };
+enum class DecodeScale { kExact, kAuto };
 
 struct LoaderOptions {
   // Samples per batch. REQUIRES: > 0.
@@ -52,6 +53,14 @@ struct LoaderOptions {
   DType dtype = DType::kFloat32;  // images only; arrays keep their own dtype
   Layout layout = Layout::kNCHW;
   SampleKind kind = SampleKind::kAuto;
+  // kExact: JPEGs decode at full resolution (only the crop's region), so the
+  // output is bit-exact with torchvision on PIL images. kAuto: when the first
+  // crop (or resize) shrinks the image 2x or more, libjpeg-turbo decodes it
+  // at 1/2, 1/4 or 1/8 scale, the smallest that keeps at least the output
+  // resolution: less IDCT and resize work, pixels within a small tolerance
+  // of torchvision's (a DCT-domain downscale instead of PIL's bilinear for
+  // that factor, and box edges rounded to the scaled pixel grid).
+  DecodeScale decode_scale = DecodeScale::kExact;
   // Applied in order. The result must have a fixed size: the last
   // size-setting transform must be RandomResizedCrop, CenterCrop or a
   // Resize with both sides given.

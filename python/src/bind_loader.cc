@@ -62,7 +62,7 @@ void bind_loader(py::module_& m) {
                        bool drop_last, std::vector<Transform> transforms, int threads, int prefetch, int rank,
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
                        const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels,
-                       const std::string& kind) {
+                       const std::string& kind, const std::string& decode_scale) {
              if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
              LoaderOptions o;
              o.batch_size = static_cast<std::size_t>(batch_size);
@@ -83,13 +83,15 @@ void bind_loader(py::module_& m) {
              o.kind = parse_enum<SampleKind>("kind", kind, {{"auto", SampleKind::kAuto},
                                                             {"image", SampleKind::kImage},
                                                             {"array", SampleKind::kArray}});
+             o.decode_scale = parse_enum<DecodeScale>("decode_scale", decode_scale,
+                                                      {{"exact", DecodeScale::kExact}, {"auto", DecodeScale::kAuto}});
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
              return std::make_unique<Loader>(sources, std::move(o));
            }),
            py::arg("sources"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
            py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
-           py::arg("labels"), py::arg("kind"))
+           py::arg("labels"), py::arg("kind"), py::arg("decode_scale"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })

@@ -103,6 +103,10 @@ class Loader:
         (stoker.SampleError, an OSError, naming file and reason, in order).
     dtype: "float32" (ToTensor scale, then Normalize) or "uint8".
     layout: "NCHW" or "NHWC". output: "torch" or "numpy".
+    decode_scale: "exact" (default: JPEGs decoded at full resolution, only the
+        crop's region; bit-exact with torchvision on PIL) or "auto": a crop
+        shrunk 2x or more is decoded at 1/2, 1/4 or 1/8 scale by libjpeg-turbo
+        (faster; pixels within a small tolerance of torchvision's).
     device: None (CPU tensors viewing the loader's buffers, no copy) or
         "cuda" / "cuda:N": each batch is copied through pinned memory to the
         device on a side CUDA stream, one batch ahead, so it is there when
@@ -114,7 +118,7 @@ class Loader:
     def __init__(self, source, batch_size=64, shuffle=False, seed=0, drop_last=False, transforms=(),
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
-                 kind="auto", device=None, pin_memory=False):
+                 kind="auto", device=None, pin_memory=False, decode_scale="exact"):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -141,7 +145,7 @@ class Loader:
         self.output = output
         self._impl = _stoker._Loader(sources, batch_size, bool(shuffle), seed, bool(drop_last),
                                      transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
-                                     layout, int(max_image_pixels), labels, kind)
+                                     layout, int(max_image_pixels), labels, kind, decode_scale)
         self.batch_size = batch_size
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms

@@ -450,8 +450,9 @@ class Loader::Impl {
     detail::ImageView view;
     if (st.ok()) {
       detail::Rng rng(detail::mix_key(opt_.seed, epoch, rec, detail::kStreamTransform));
-      pipeline_->plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan);
-      st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view);
+      const bool scale = opt_.decode_scale == DecodeScale::kAuto && ws->decoder.format() == detail::Format::kJpeg;
+      pipeline_->plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan, scale);
+      st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view, ws->plan.scale_denom);
     }
     const std::int64_t t2 = now_ns();
     counters->add_decode(t2 - t1);

@@ -87,9 +87,11 @@ bool read_header(jpeg_decompress_struct* cinfo, LibjpegError* err, const std::ui
   return true;
 }
 
-bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r, ImageBuffer* buf,
+bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r, int scale_denom, ImageBuffer* buf,
                  std::vector<std::uint8_t>* cmyk_row, int* x_shift) {
   if (setjmp(err->jump)) return false;
+  cinfo->scale_num = 1;
+  cinfo->scale_denom = static_cast<unsigned>(scale_denom);
   const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo->dct_method = JDCT_ISLOW;  // PIL's default; exact
@@ -99,7 +101,7 @@ bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r,
     // NOTE: fancy upsampling treats a cropped edge as the image edge, which
     // changes the chroma of the outermost columns; one extra iMCU on each
     // side keeps every pixel of the region identical to a full decode.
-    const int imcu = cinfo->max_h_samp_factor * DCTSIZE;
+    const int imcu = cinfo->max_h_samp_factor * cinfo->min_DCT_scaled_size;
     x0 = std::max(0, x0 - imcu);
     x1 = std::min(static_cast<int>(cinfo->output_width), x1 + imcu);
   }
@@ -171,9 +173,9 @@ Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width,
   return Status::Ok();
 }
 
-Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
+Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_denom) {
   int shift = 0;
-  bool ok = read_region(&s_->cinfo, &s_->err, &region, buf, &s_->cmyk_row, &shift);
+  bool ok = read_region(&s_->cinfo, &s_->err, &region, scale_denom, buf, &s_->cmyk_row, &shift);
   int warning = s_->err.data_warning;
   close();
   if (!ok) return Status::Corrupt(std::string("JPEG data: ") + s_->err.message);

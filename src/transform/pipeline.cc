@@ -110,9 +110,10 @@ std::size_t Pipeline::sample_bytes() const {
          (dtype_ == DType::kFloat32 ? sizeof(float) : 1);
 }
 
-void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan) const {
+void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allow_scale) const {
   plan->steps.clear();
   plan->mirror = false;
+  plan->scale_denom = 1;
   int w = width, h = height;
   auto add_crop = [&](Box box) {
     if (plan->mirror) box.x = w - box.x - box.width;  // same pixels, unflipped coordinates
@@ -138,6 +139,40 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan) const {
       add_crop(center_crop_box(w, h, cc->width, cc->height));
     } else if (const auto* flip = std::get_if<RandomHorizontalFlip>(&t)) {
       if (rng->uniform01() < flip->p) plan->mirror = !plan->mirror;
+    }
+  }
+  // DCT-scaled decode: the largest 1/k (k = 8, 4, 2) that keeps the first
+  // resize's input at least as large as its output.
+  if (allow_scale && !plan->steps.empty()) {
+    const bool crop_first = plan->steps[0].kind == Step::kCrop;
+    const std::size_t r = crop_first ? 1 : 0;
+    if (r < plan->steps.size() && plan->steps[r].kind == Step::kResize) {
+      Box box = crop_first ? plan->steps[0].box : Box{0, 0, width, height};
+      const bool inside = box.x >= 0 && box.y >= 0 && box.x + box.width <= width && box.y + box.height <= height;
+      const int ow = plan->steps[r].width, oh = plan->steps[r].height;
+      int k = 8;
+      while (k > 1 && (box.width / k < ow || box.height / k < oh)) k /= 2;
+      if (k > 1 && inside) {
+        // The box on the image decoded at 1/k (ceil(W/k) x ceil(H/k)) is
+        // fractional: resample exactly that region (Pillow's resize box), and
+        // decode it with a margin for the filter's support.
+        const int sw = (width + k - 1) / k, sh = (height + k - 1) / k;
+        const double fx0 = static_cast<double>(box.x) / k, fy0 = static_cast<double>(box.y) / k;
+        const double fx1 = std::min<double>(sw, static_cast<double>(box.x + box.width) / k);
+        const double fy1 = std::min<double>(sh, static_cast<double>(box.y + box.height) / k);
+        const int x0 = std::max(0, static_cast<int>(fx0) - 3), y0 = std::max(0, static_cast<int>(fy0) - 3);
+        const int x1 = std::min(sw, static_cast<int>(fx1) + 4), y1 = std::min(sh, static_cast<int>(fy1) + 4);
+        plan->scale_denom = k;
+        plan->decode_region = {x0, y0, x1 - x0, y1 - y0};
+        plan->steps.erase(plan->steps.begin(), plan->steps.begin() + static_cast<std::ptrdiff_t>(r));
+        Step& rs = plan->steps[0];
+        rs.has_src_box = true;
+        rs.src_box[0] = fx0 - x0;
+        rs.src_box[1] = fy0 - y0;
+        rs.src_box[2] = fx1 - x0;
+        rs.src_box[3] = fy1 - y0;
+        return;
+      }
     }
   }
   // Decode only what the first crop reads.
@@ -253,7 +288,7 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
       current = dst;
     } else {
       ImageBuffer* dst = spare();
-      resize_bilinear(view, s.width, s.height, &ws->resize, dst);
+      resize_bilinear(view, s.width, s.height, &ws->resize, dst, /*simd=*/true, s.has_src_box ? s.src_box : nullptr);
       view = dst->view();
       current = dst;
     }

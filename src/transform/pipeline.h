@@ -27,11 +27,14 @@ struct Step {
   enum Kind { kCrop, kResize } kind;
   Box box;               // kCrop: may extend past the image: zeros there
   int width, height;     // kResize: output size
+  bool has_src_box = false;
+  double src_box[4] = {0, 0, 0, 0};  // kResize: fractional source region (x0, y0, x1, y1)
 };
 
 // Everything one sample's transforms do, decided before decoding.
 struct SamplePlan {
-  Box decode_region;        // the part of the source image the steps read
+  Box decode_region;        // the part of the (scaled) source image the steps read
+  int scale_denom = 1;      // decode at 1/scale_denom (JPEG DCT scaling)
   std::vector<Step> steps;  // applied to the decoded region
   bool mirror = false;      // horizontal flip, applied while writing the output
 };
@@ -51,7 +54,9 @@ class Pipeline {
   std::size_t sample_bytes() const;
 
   // Draws the sample's random parameters (from `rng`) for a width x height source.
-  void plan(int width, int height, Rng* rng, SamplePlan* plan) const;
+  // With allow_scale, a first crop+resize (or resize) that shrinks 2x or more
+  // is planned as a DCT-scaled decode of the region (see DecodeScale::kAuto).
+  void plan(int width, int height, Rng* rng, SamplePlan* plan, bool allow_scale = false) const;
   // Runs the plan's steps on `decoded` (the decode_region's pixels) and writes
   // one sample into `out` (sample_bytes() bytes) in the output dtype/layout.
   void run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const;

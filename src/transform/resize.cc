@@ -146,8 +146,9 @@ void vertical_pass(const ImageView& src, int row_offset, const ResampleAxis& ax,
 
 }  // namespace
 
-void compute_axis(int in_size, int out_size, ResampleAxis* axis) {
-  const double scale = static_cast<double>(in_size) / out_size;
+void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, double in1) {
+  if (in1 < 0) in1 = in_size;
+  const double scale = (in1 - in0) / out_size;
   const double filterscale = std::max(scale, 1.0);
   const double support = 1.0 * filterscale;  // bilinear support is 1
   const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
@@ -158,7 +159,7 @@ void compute_axis(int in_size, int out_size, ResampleAxis* axis) {
   std::vector<double> k(static_cast<std::size_t>(ksize));
   const double ss = 1.0 / filterscale;
   for (int xx = 0; xx < out_size; ++xx) {
-    const double center = (xx + 0.5) * scale;
+    const double center = in0 + (xx + 0.5) * scale;
     int xmin = static_cast<int>(center - support + 0.5);
     if (xmin < 0) xmin = 0;
     int xmax = static_cast<int>(center + support + 0.5);
@@ -180,17 +181,19 @@ void compute_axis(int in_size, int out_size, ResampleAxis* axis) {
   }
 }
 
-void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, ImageBuffer* dst, bool simd) {
-  const bool need_h = out_w != src.width;
-  const bool need_v = out_h != src.height;
+void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, ImageBuffer* dst, bool simd,
+                     const double* box) {
+  // As Pillow: a pass is skipped only when its size is unchanged and the box spans the input.
+  const bool need_h = out_w != src.width || (box && (box[0] != 0 || box[2] != src.width));
+  const bool need_v = out_h != src.height || (box && (box[1] != 0 || box[3] != src.height));
   dst->reset(out_w, out_h);
   if (!need_h && !need_v) {
     for (int y = 0; y < out_h; ++y) std::memcpy(dst->row(y), src.row(y), static_cast<std::size_t>(out_w) * 3);
     return;
   }
-  if (need_v) compute_axis(src.height, out_h, &s->vertical);
+  if (need_v) compute_axis(src.height, out_h, &s->vertical, box ? box[1] : 0, box ? box[3] : -1);
   if (need_h) {
-    compute_axis(src.width, out_w, &s->horizontal);
+    compute_axis(src.width, out_w, &s->horizontal, box ? box[0] : 0, box ? box[2] : -1);
     int y0 = 0, y1 = src.height;
     if (need_v) {  // only the rows the vertical pass reads
       y0 = s->vertical.first.front();

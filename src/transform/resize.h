@@ -21,8 +21,9 @@ struct ResampleAxis {
   std::vector<std::int32_t> weights;
 };
 
-// Pillow's precompute_coeffs + normalize_coeffs_8bpc for the full input range.
-void compute_axis(int in_size, int out_size, ResampleAxis* axis);
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc, for the input range
+// [in0, in1) (Pillow's `box`; the whole input when in1 < 0).
+void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0 = 0, double in1 = -1);
 
 struct ResizeScratch {
   ResampleAxis horizontal;
@@ -33,7 +34,9 @@ struct ResizeScratch {
 
 // Resizes `src` (RGB8) to out_w x out_h into *dst. REQUIRES: out_w, out_h > 0.
 // `simd` = false forces the portable kernels (tests compare the two).
+// `box` (x0, y0, x1, y1), when given, is the source region to resample, in
+// fractional pixels, as Pillow's Image.resize(size, box=...).
 void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* scratch, ImageBuffer* dst,
-                     bool simd = true);
+                     bool simd = true, const double* box = nullptr);
 
 }  // namespace stoker::detail

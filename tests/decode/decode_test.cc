@@ -17,12 +17,12 @@ struct Decoded {
   int width = 0, height = 0;
 };
 
-Decoded decode_full(const std::vector<std::uint8_t>& bytes) {
+Decoded decode_full(const std::vector<std::uint8_t>& bytes, int scale = 1) {
   ImageDecoder dec;
   EXPECT_TRUE(dec.open(bytes.data(), bytes.size(), 1u << 30).ok());
   ImageBuffer buf;
   ImageView v;
-  Status s = dec.decode({0, 0, dec.width(), dec.height()}, &buf, &v);
+  Status s = dec.decode({0, 0, (dec.width() + scale - 1) / scale, (dec.height() + scale - 1) / scale}, &buf, &v, scale);
   EXPECT_TRUE(s.ok()) << s.to_string();
   Decoded d{{}, v.width, v.height};
   for (int y = 0; y < v.height; ++y) d.rgb.insert(d.rgb.end(), v.row(y), v.row(y) + v.width * 3);
@@ -62,20 +62,24 @@ TEST(DecodeTest, GrayscaleBecomesRgb) {
 
 // Region decoding (skip rows, crop columns, stop early) must give exactly the
 // pixels of a full decode, for every subsampling and for progressive files.
-class RegionTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+// With DCT scaling (1/2, 1/4, 1/8), the region is in scaled coordinates and
+// must equal the same region of the whole image decoded at that scale.
+class RegionTest : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
 
 TEST_P(RegionTest, RegionEqualsCropOfFullDecode) {
-  auto [subsampling, progressive] = GetParam();
-  const int w = 203, h = 157;
-  auto bytes = encode_jpeg(test_pixels(w, h, 9), w, h, 90, subsampling, 3, progressive);
-  Decoded full = decode_full(bytes);
+  auto [subsampling, progressive, scale] = GetParam();
+  const int W = 203 * scale, H = 157 * scale;
+  auto bytes = encode_jpeg(test_pixels(W, H, 9), W, H, 90, subsampling, 3, progressive);
+  Decoded full = decode_full(bytes, scale);
+  const int w = full.width, h = full.height;
+  ASSERT_EQ(w, (W + scale - 1) / scale);
   ImageDecoder dec;
   ImageBuffer buf;
-  for (Box r : {Box{0, 0, w, h}, Box{17, 33, 100, 50}, Box{0, 80, w, 77}, Box{150, 0, 53, 20}, Box{1, 1, 1, 1},
-                Box{64, 64, 32, 32}, Box{202, 156, 1, 1}}) {
+  for (Box r : {Box{0, 0, w, h}, Box{17, 33, 100, 50}, Box{0, 80, w, h - 80}, Box{150, 0, w - 150, 20}, Box{1, 1, 1, 1},
+                Box{64, 64, 32, 32}, Box{w - 1, h - 1, 1, 1}, Box{w - 9, 0, 9, h}}) {
     ASSERT_TRUE(dec.open(bytes.data(), bytes.size(), 1u << 30).ok());
     ImageView v;
-    Status s = dec.decode(r, &buf, &v);
+    Status s = dec.decode(r, &buf, &v, scale);
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_EQ(v.width, r.width);
     ASSERT_EQ(v.height, r.height);
@@ -90,7 +94,8 @@ TEST_P(RegionTest, RegionEqualsCropOfFullDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Subsampling, RegionTest,
-                         ::testing::Combine(::testing::Values(444, 422, 420), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(444, 422, 420), ::testing::Bool(),
+                                            ::testing::Values(1, 2, 4, 8)));
 
 TEST(DecodeTest, CorruptInputsAreNamedByReason) {
   auto good = encode_jpeg(test_pixels(64, 48, 2), 64, 48);

@@ -5,13 +5,15 @@ Truncations at every structural boundary of a JPEG (after each marker
 segment, inside the scan, one byte short of the end) and of a PNG (after each
 chunk), flipped bytes in headers (SOF size, marker codes, table ids, PNG CRC)
 and in entropy-coded data, wrong extensions, zero-length and text files,
-huge declared dimensions (JPEG SOF, PNG IHDR, .npy shape), truncated .npy.
+huge declared dimensions (JPEG SOF, PNG IHDR, .npy shape), truncated .npy, and damaged tar shards (a member past the end of the file,
+a cut header, no end-of-archive blocks, a garbage header, a bad size field).
 
     python3 scripts/make_corruption_corpus.py GOOD_JPEG... --out DIR
 writes DIR/<name> files and DIR/manifest.json: [{"file", "expect"}], expect
 being "good", a reason code ("corrupt", "unsupported", "resource_exhausted"),
-or "any" (flipped entropy-coded bytes: libjpeg may decode them to wrong
-pixels; either outcome is fine, a crash is not).
+"any" (flipped entropy-coded bytes: libjpeg may decode them to wrong
+pixels; either outcome is fine, a crash is not), or "open_error" (a tar that
+must fail to open, naming the shard and offset).
 """
 import argparse
 import io
@@ -115,6 +117,28 @@ def make(good_files, out):
     huge = huge[:10] + huge[10:].replace(b"   \n", b"\n", 1) if len(huge) != len(npy) else huge
     put("npy_huge.npy", huge, "resource_exhausted")
     put("npy_float.npy", _npy(np.zeros((4, 4, 3), np.float32)), "unsupported")
+    # Damaged tar shards: each must fail to open with an error naming the shard.
+    import tarfile
+    good_tar = io.BytesIO()
+    with tarfile.open(fileobj=good_tar, mode="w") as t:
+        for k, src in enumerate(good_files):
+            for name, payload in ((f"s{k}.jpg", open(src, "rb").read()), (f"s{k}.cls", str(k).encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(payload)
+                t.addfile(info, io.BytesIO(payload))
+    tar = good_tar.getvalue()
+    first = 512 + (len(open(good_files[0], "rb").read()) + 511) // 512 * 512  # second member's header
+    tars = {
+        "tar_member_past_eof.tar": tar[:first // 2],
+        "tar_cut_at_header.tar": tar[:first + 100],
+        "tar_no_end_blocks.tar": tar.rstrip(b"\0"),  # the end-of-archive blocks (and padding) removed
+        "tar_garbage_header.tar": tar[:first] + bytes(range(256)) * 2 + tar[first + 512:],
+        "tar_bad_size_field.tar": tar[:124] + b"zzzzzzzzzzz\0" + tar[136:],
+    }
+    for name, data in tars.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+        items.append({"file": os.path.join(out, name), "expect": "open_error"})
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(items, f, indent=1)
     return items

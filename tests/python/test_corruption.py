@@ -19,13 +19,15 @@ def corpus(photo_files, tmp_path_factory):
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_corruption_corpus.py"), *photo_files[:3],
                     "--out", str(out)], check=True, capture_output=True)
     items = json.load(open(out / "manifest.json"))
+    tars = [it for it in items if it["expect"] == "open_error"]
+    items = [it for it in items if it["expect"] != "open_error"]
     lst = out / "all.csv"
     lst.write_text("path,label\n" + "".join(f"{it['file']},{i}\n" for i, it in enumerate(items)))
-    return items, str(lst)
+    return items, str(lst), tars
 
 
 def test_every_damaged_input_counted_with_its_reason(corpus):
-    items, lst = corpus
+    items, lst, _ = corpus
     loader = stoker.Loader(lst, batch_size=1, on_corrupt="raise", transforms=[stoker.RandomResizedCrop(16)],
                            max_image_pixels=50_000_000)
     delivered, errors = set(), {}
@@ -58,10 +60,20 @@ def test_every_damaged_input_counted_with_its_reason(corpus):
 
 
 def test_skip_policy_over_the_corpus_delivers_only_good_data(corpus):
-    items, lst = corpus
+    items, lst, _ = corpus
     loader = stoker.Loader(lst, batch_size=8, on_corrupt="skip", transforms=[stoker.RandomResizedCrop(16)],
                            max_image_pixels=50_000_000, threads=2)
     bad = {i for i, it in enumerate(items) if it["expect"] not in ("good", "any")}
     got = [int(v) for _, y in loader for v in y]
     assert len(got) == len(items), "batches stay full"
     assert not set(got) & bad
+
+
+def test_damaged_tars_fail_to_open_naming_the_shard(corpus):
+    _, _, tars = corpus
+    assert len(tars) == 5
+    for item in tars:
+        name = os.path.basename(item["file"])
+        with pytest.raises(stoker.SampleError) as e:
+            stoker.Loader(item["file"], batch_size=1, transforms=[stoker.CenterCrop(8)])
+        assert name in str(e.value) and "offset" in str(e.value), str(e.value)

@@ -24,6 +24,11 @@ enum class SampleKind {
 };
 enum class Layout { kNCHW, kNHWC };
 enum class DecodeScale { kExact, kAuto };
+enum class Cache {
+  kMmap,     // read every epoch (the OS page cache keeps the files)
+  kRam,      // encoded bytes kept in the loader's memory after the first read
+  kDecoded,  // decoded pixels, downscaled to cache_max_side, kept after the first decode
+};
 
 struct LoaderOptions {
   // Samples per batch. REQUIRES: > 0.
@@ -61,6 +66,16 @@ struct LoaderOptions {
   // of torchvision's (a DCT-domain downscale instead of PIL's bilinear for
   // that factor, and box edges rounded to the scaled pixel grid).
   DecodeScale decode_scale = DecodeScale::kExact;
+  // What is kept in memory between epochs, under memory_budget bytes (0 =
+  // half of the available memory, never above the cgroup limit). When the
+  // data set does not fit, part of it is cached and the rest served by the
+  // slower path; stats() reports hits, misses and bytes.
+  Cache cache = Cache::kMmap;
+  std::uint64_t memory_budget = 0;
+  // cache=kDecoded: images are stored with their shorter side at most this
+  // (torchvision's Resize rule, PIL's bilinear), and every epoch, first or
+  // cached, transforms that stored image, so results do not depend on hits.
+  int cache_max_side = 320;
   // Applied in order. The result must have a fixed size: the last
   // size-setting transform must be RandomResizedCrop, CenterCrop or a
   // Resize with both sides given.

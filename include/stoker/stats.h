@@ -28,6 +28,13 @@ struct Stats {
   // Batch buffers allocated in all (ring depth plus batches the consumer held).
   std::uint64_t batch_buffers = 0;
   std::uint64_t batch_buffer_bytes = 0;
+  // cache="ram" / "decoded": lookups that found the sample, lookups that did
+  // not, samples and bytes held, the budget.
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_misses = 0;
+  std::uint64_t cache_records = 0;
+  std::uint64_t cache_bytes = 0;
+  std::uint64_t cache_budget_bytes = 0;
   // Corrupt or unreadable samples, by reason (code name), and the first few
   // messages, each naming the file and the reason.
   std::uint64_t corrupt = 0;

@@ -38,6 +38,11 @@ py::dict stats_dict(const Stats& s) {
   d["prefetch"] = s.prefetch;
   d["batch_buffers"] = s.batch_buffers;
   d["batch_buffer_bytes"] = s.batch_buffer_bytes;
+  d["cache_hits"] = s.cache_hits;
+  d["cache_misses"] = s.cache_misses;
+  d["cache_records"] = s.cache_records;
+  d["cache_bytes"] = s.cache_bytes;
+  d["cache_budget_bytes"] = s.cache_budget_bytes;
   d["corrupt"] = s.corrupt;
   d["corrupt_by_reason"] = s.corrupt_by_reason;
   d["corrupt_examples"] = s.corrupt_examples;
@@ -62,7 +67,8 @@ void bind_loader(py::module_& m) {
                        bool drop_last, std::vector<Transform> transforms, int threads, int prefetch, int rank,
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
                        const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels,
-                       const std::string& kind, const std::string& decode_scale) {
+                       const std::string& kind, const std::string& decode_scale, const std::string& cache,
+                       std::uint64_t memory_budget, int cache_max_side) {
              if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
              LoaderOptions o;
              o.batch_size = static_cast<std::size_t>(batch_size);
@@ -85,13 +91,18 @@ void bind_loader(py::module_& m) {
                                                             {"array", SampleKind::kArray}});
              o.decode_scale = parse_enum<DecodeScale>("decode_scale", decode_scale,
                                                       {{"exact", DecodeScale::kExact}, {"auto", DecodeScale::kAuto}});
+             o.cache = parse_enum<Cache>("cache", cache,
+                                         {{"mmap", Cache::kMmap}, {"ram", Cache::kRam}, {"decoded", Cache::kDecoded}});
+             o.memory_budget = memory_budget;
+             o.cache_max_side = cache_max_side;
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
              return std::make_unique<Loader>(sources, std::move(o));
            }),
            py::arg("sources"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
            py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
-           py::arg("labels"), py::arg("kind"), py::arg("decode_scale"))
+           py::arg("labels"), py::arg("kind"), py::arg("decode_scale"), py::arg("cache"), py::arg("memory_budget"),
+           py::arg("cache_max_side"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })

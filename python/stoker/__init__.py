@@ -107,6 +107,13 @@ class Loader:
         crop's region; bit-exact with torchvision on PIL) or "auto": a crop
         shrunk 2x or more is decoded at 1/2, 1/4 or 1/8 scale by libjpeg-turbo
         (faster; pixels within a small tolerance of torchvision's).
+    cache: "mmap" (read each epoch; the OS page cache keeps the files), "ram"
+        (encoded bytes kept after the first read) or "decoded" (pixels kept
+        after the first decode, shorter side downscaled to cache_max_side, and
+        every epoch transforms that stored image). memory_budget: bytes for the
+        cache (0 = half the available memory, never above the cgroup limit);
+        what does not fit is served by the slower path (stats(): cache_hits,
+        cache_misses, cache_bytes).
     device: None (CPU tensors viewing the loader's buffers, no copy) or
         "cuda" / "cuda:N": each batch is copied through pinned memory to the
         device on a side CUDA stream, one batch ahead, so it is there when
@@ -118,7 +125,8 @@ class Loader:
     def __init__(self, source, batch_size=64, shuffle=False, seed=0, drop_last=False, transforms=(),
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
-                 kind="auto", device=None, pin_memory=False, decode_scale="exact"):
+                 kind="auto", device=None, pin_memory=False, decode_scale="exact", cache="mmap",
+                 memory_budget=0, cache_max_side=320):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -145,7 +153,8 @@ class Loader:
         self.output = output
         self._impl = _stoker._Loader(sources, batch_size, bool(shuffle), seed, bool(drop_last),
                                      transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
-                                     layout, int(max_image_pixels), labels, kind, decode_scale)
+                                     layout, int(max_image_pixels), labels, kind, decode_scale, cache,
+                                     int(memory_budget), int(cache_max_side))
         self.batch_size = batch_size
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms

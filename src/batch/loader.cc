@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "batch/slot_pool.h"
+#include "cache/sample_cache.h"
+#include "transform/resize.h"
 #include "decode/decode.h"
 #include "decode/npy.h"
 #include "order/order.h"
@@ -57,6 +59,7 @@ void validate(const LoaderOptions& o) {
     invalid("max_consecutive_corrupt must be >= 1, got " + std::to_string(o.max_consecutive_corrupt));
   }
   if (o.max_image_pixels == 0) invalid("max_image_pixels must be > 0");
+  if (o.cache_max_side < 1) invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
 }
 
 }  // namespace
@@ -90,6 +93,11 @@ class Loader::Impl {
     threads_ = opt_.threads > 0 ? opt_.threads : available_cores();
     prefetch_ = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
     pool_ = std::make_shared<SlotPool>(sample_bytes_ * opt_.batch_size, opt_.batch_size);
+    if (opt_.cache != Cache::kMmap) {
+      if (arrays_ && opt_.cache == Cache::kDecoded) invalid("cache='decoded' applies to images; use cache='ram' for arrays");
+      cache_ = std::make_unique<detail::SampleCache>(
+          source_->size(), opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget());
+    }
     ring_.resize(static_cast<std::size_t>(prefetch_));
     counters_.reserve(static_cast<std::size_t>(threads_));
     for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
@@ -256,6 +264,13 @@ class Loader::Impl {
     s.batch_buffers = pool_->allocated();
     s.batch_buffer_bytes = s.batch_buffers * pool_->image_bytes();
     corrupt_.add_to(&s);
+    if (cache_) {
+      s.cache_hits = cache_->hits();
+      s.cache_misses = cache_->misses();
+      s.cache_records = cache_->records();
+      s.cache_bytes = cache_->bytes();
+      s.cache_budget_bytes = cache_->budget();
+    }
     return s;
   }
 
@@ -364,6 +379,7 @@ class Loader::Impl {
     detail::ImageBuffer decoded;
     detail::SamplePlan plan;
     detail::Workspace workspace;
+    detail::ImageBuffer stored;  // cache=kDecoded: the image at its stored size
   };
 
   void worker_main(int id) {
@@ -440,13 +456,26 @@ class Loader::Impl {
 
   Status process(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws,
                  detail::StageCounters* counters) {
+    if (opt_.cache == Cache::kDecoded) return process_decoded(rec, epoch, out, ws, counters);
     const std::int64_t t0 = now_ns();
-    Status st = source_->read(rec, &ws->file);
+    const std::uint8_t* bytes = nullptr;
+    std::size_t size = 0;
+    Status st;
+    const detail::SampleCache::Entry* hit = cache_ ? cache_->find(rec) : nullptr;
+    if (hit) {
+      bytes = hit->bytes.data();
+      size = hit->bytes.size();
+    } else {
+      st = source_->read(rec, &ws->file);
+      bytes = ws->file.data();
+      size = ws->file.size();
+      if (st.ok() && cache_) cache_->insert(rec, bytes, size);
+    }
     const std::int64_t t1 = now_ns();
-    counters->add_read(t1 - t0, ws->file.size());
+    counters->add_read(t1 - t0, size);
     if (!st.ok()) return st;
-    if (arrays_) return copy_array(ws->file, out, counters, t1);
-    st = ws->decoder.open(ws->file.data(), ws->file.size(), opt_.max_image_pixels);
+    if (arrays_) return copy_array(bytes, size, out, counters, t1);
+    st = ws->decoder.open(bytes, size, opt_.max_image_pixels);
     detail::ImageView view;
     if (st.ok()) {
       detail::Rng rng(detail::mix_key(opt_.seed, epoch, rec, detail::kStreamTransform));
@@ -462,12 +491,57 @@ class Loader::Impl {
     return Status::Ok();
   }
 
+  // cache=kDecoded: every sample is transformed from its stored-size image
+  // (shorter side at most cache_max_side), decoded once and kept when the
+  // budget allows; so the output does not depend on whether it was a hit.
+  Status process_decoded(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws,
+                         detail::StageCounters* counters) {
+    const std::int64_t t0 = now_ns();
+    detail::ImageView view;
+    if (const auto* hit = cache_->find(rec)) {
+      view = hit->view();
+      counters->add_read(0, 0);
+      counters->add_decode(now_ns() - t0);
+    } else {
+      Status st = source_->read(rec, &ws->file);
+      const std::int64_t t1 = now_ns();
+      counters->add_read(t1 - t0, ws->file.size());
+      if (!st.ok()) return st;
+      st = ws->decoder.open(ws->file.data(), ws->file.size(), opt_.max_image_pixels);
+      if (st.ok()) st = ws->decoder.decode({0, 0, ws->decoder.width(), ws->decoder.height()}, &ws->decoded, &view);
+      if (!st.ok()) {
+        counters->add_decode(now_ns() - t1);
+        return st;
+      }
+      if (std::min(view.width, view.height) > opt_.cache_max_side) {
+        int w, h;
+        detail::resize_output_size(Resize{opt_.cache_max_side, 0, 0}, view.width, view.height, &w, &h);
+        detail::resize_bilinear(view, w, h, &ws->workspace.resize, &ws->stored);
+        view = ws->stored.view();
+      }
+      if (view.stride == static_cast<std::ptrdiff_t>(view.width) * 3) {
+        cache_->insert(rec, view.data, static_cast<std::size_t>(view.stride) * static_cast<std::size_t>(view.height),
+                       view.width, view.height);
+      }
+      counters->add_decode(now_ns() - t1);
+    }
+    const std::int64_t t2 = now_ns();
+    detail::Rng rng(detail::mix_key(opt_.seed, epoch, rec, detail::kStreamTransform));
+    pipeline_->plan(view.width, view.height, &rng, &ws->plan);
+    // The plan's decode region is a crop of the stored image.
+    const auto& r = ws->plan.decode_region;
+    detail::ImageView region{view.row(r.y) + 3 * r.x, r.width, r.height, view.stride};
+    pipeline_->run(ws->plan, region, &ws->workspace, out);
+    counters->add_transform(now_ns() - t2);
+    return Status::Ok();
+  }
+
   // An array sample: checked against record 0's dtype and shape, copied as is.
-  Status copy_array(const std::vector<std::uint8_t>& file, void* out, detail::StageCounters* counters,
+  Status copy_array(const std::uint8_t* data, std::size_t size, void* out, detail::StageCounters* counters,
                     std::int64_t t1) {
     detail::NpyHeader h;
-    Status st = detail::sniff_format(file.data(), file.size()) == detail::Format::kNpy
-                    ? detail::parse_npy_header(file.data(), file.size(), &h)
+    Status st = detail::sniff_format(data, size) == detail::Format::kNpy
+                    ? detail::parse_npy_header(data, size, &h)
                     : Status::Corrupt("not a .npy array (the samples are arrays)");
     if (st.ok() && (h.descr != descr_ || h.fortran_order ||
                     !std::equal(h.shape.begin(), h.shape.end(), sample_dims_.begin(), sample_dims_.end(),
@@ -478,7 +552,7 @@ class Loader::Impl {
       st = Status::Unsupported("array of dtype " + h.descr + " shape " + got + ") differs from the batch's dtype " +
                                descr_ + " shape " + want + ")");
     }
-    if (st.ok()) std::memcpy(out, file.data() + h.data_offset, sample_bytes_);
+    if (st.ok()) std::memcpy(out, data + h.data_offset, sample_bytes_);
     const std::int64_t t2 = now_ns();
     counters->add_decode(t2 - t1);
     counters->add_transform(0);
@@ -486,6 +560,7 @@ class Loader::Impl {
   }
 
   std::shared_ptr<SlotPool> pool_;
+  std::unique_ptr<detail::SampleCache> cache_;
   const std::int64_t created_ns_;
   const pid_t creator_pid_ = ::getpid();
 

@@ -37,7 +37,9 @@ std::string Stats::to_json() const {
     << ",\"consumer_wait_s\":" << consumer_wait_s << ",\"time_to_first_batch_s\":" << time_to_first_batch_s
     << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"prefetch\":" << prefetch
     << ",\"batch_buffers\":" << batch_buffers << ",\"batch_buffer_bytes\":" << batch_buffer_bytes
-    << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
+    << ",\"cache_hits\":" << cache_hits << ",\"cache_misses\":" << cache_misses
+    << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
+    << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
   bool first = true;
   for (const auto& [k, v] : corrupt_by_reason) {
     o << (first ? "" : ",") << quote(k) << ":" << v;

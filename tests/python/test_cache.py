@@ -1,0 +1,70 @@
+"""cache="ram" and cache="decoded": same results as the uncached path, budget held."""
+import os
+
+import pytest
+import torch
+
+import stoker
+
+TF = [stoker.RandomResizedCrop(48), stoker.RandomHorizontalFlip()]
+
+
+def epoch_of(loader, e):
+    loader.set_epoch(e)
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(torch.equal(x, z) and torch.equal(y, w) for (x, y), (z, w) in zip(a, b))
+
+
+def test_ram_cache_gives_the_same_batches_and_hits(photos):
+    plain = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF)
+    ram = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="ram")
+    for e in range(3):
+        assert same(epoch_of(plain, e), epoch_of(ram, e))
+    s = ram.stats()
+    assert s["cache_records"] == 24 and s["cache_hits"] == 48 and s["cache_misses"] == 24
+    assert s["cache_bytes"] >= sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(photos) for f in fs
+                                   if f.endswith(".jpg"))
+
+
+def test_decoded_cache_results_do_not_depend_on_hits(photos):
+    full = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="decoded", cache_max_side=128)
+    none = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="decoded", cache_max_side=128,
+                         memory_budget=1)  # nothing fits: every sample decoded again
+    for e in range(3):
+        assert same(epoch_of(full, e), epoch_of(none, e)), "the cache returns exactly what it stored"
+    s, n = full.stats(), none.stats()
+    assert s["cache_hits"] == 48 and s["cache_records"] == 24
+    assert n["cache_records"] == 0 and n["cache_hits"] == 0
+    assert s["decode_s"] < n["decode_s"]
+
+
+def test_decoded_cache_stores_the_downscaled_image(photos):
+    # Resize((h, w)) of the stored image: compare with Resize(max_side) then Resize((h, w)) uncached.
+    a = stoker.Loader(photos, batch_size=24, transforms=[stoker.Resize((40, 40))], dtype="uint8", cache="decoded",
+                      cache_max_side=100)
+    b = stoker.Loader(photos, batch_size=24, transforms=[stoker.Resize(100), stoker.Resize((40, 40))], dtype="uint8")
+    assert same(epoch_of(a, 0), epoch_of(b, 0))
+    assert same(epoch_of(a, 1), epoch_of(b, 1))
+
+
+def test_partial_cache_under_a_small_budget(photos):
+    budget = 24 * 128 * 128 * 3 // 3  # about a third of the stored images
+    loader = stoker.Loader(photos, batch_size=6, shuffle=True, transforms=TF, cache="decoded", cache_max_side=128,
+                           memory_budget=budget)
+    for e in range(3):
+        epoch_of(loader, e)
+    s = loader.stats()
+    assert 0 < s["cache_records"] < 24
+    assert s["cache_bytes"] <= budget
+    hit_rate = s["cache_hits"] / (s["cache_hits"] + s["cache_misses"])
+    assert 0.1 < hit_rate < 0.6
+
+
+def test_bad_cache_arguments(photos):
+    with pytest.raises(ValueError, match="cache"):
+        stoker.Loader(photos, transforms=TF, cache="disk")
+    with pytest.raises(ValueError, match="cache_max_side"):
+        stoker.Loader(photos, transforms=TF, cache="decoded", cache_max_side=0)

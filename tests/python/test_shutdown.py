@@ -29,7 +29,10 @@ def slow_list(tmp_path_factory):
 
 def test_ctrl_c_interrupts_a_long_wait(slow_list):
     code = (
-        "import sys, time; sys.path.insert(0, sys.argv[1]); import stoker\n"
+        "import signal, sys, time; sys.path.insert(0, sys.argv[1]); import stoker\n"
+        # A shell's background job starts with SIGINT ignored; Python then keeps
+        # it ignored. Install Python's usual handler, as an interactive run has.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "l = stoker.Loader(sys.argv[2], batch_size=128, threads=1, transforms=[stoker.Resize((8, 8))])\n"
         "it = iter(l)\n"
         "print('waiting', flush=True)\n"

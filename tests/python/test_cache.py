@@ -68,3 +68,52 @@ def test_bad_cache_arguments(photos):
         stoker.Loader(photos, transforms=TF, cache="disk")
     with pytest.raises(ValueError, match="cache_max_side"):
         stoker.Loader(photos, transforms=TF, cache="decoded", cache_max_side=0)
+
+
+BUDGET_CHILD = r"""
+import sys, os
+sys.path.insert(0, sys.argv[1])
+import stoker
+
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+
+budget = int(sys.argv[3])
+loader = stoker.Loader(sys.argv[2], batch_size=8, shuffle=True, threads=2, cache="decoded", cache_max_side=600,
+                       memory_budget=budget, dtype="uint8", transforms=[stoker.RandomResizedCrop(64)])
+base = rss()
+peak = base
+for e in range(3):
+    loader.set_epoch(e)
+    for x, y in loader:
+        peak = max(peak, rss())
+s = loader.stats()
+print(base, peak, s["cache_bytes"], s["cache_records"], s["batch_buffer_bytes"])
+"""
+
+
+def test_memory_budget_bounds_peak_rss(tmp_path):
+    """A set whose decoded size (~75 MB) is far above the budget (16 MB): peak RSS
+    grows by at most the budget plus the stated overhead: batch buffers, and per
+    thread the decoded image, its stored copy and resize scratch (4 images of
+    at most 600x800), plus 16 MB for the allocator."""
+    from PIL import Image
+    import numpy as np
+    rng = np.random.default_rng(0)
+    d = tmp_path / "big"
+    (d / "c").mkdir(parents=True)
+    for i in range(52):
+        Image.fromarray(rng.integers(0, 256, (600, 800, 3), dtype=np.uint8)).save(d / "c" / f"{i}.jpg", quality=70)
+    budget = 16 << 20
+    pkg = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+    import subprocess, sys
+    out = subprocess.run([sys.executable, "-c", BUDGET_CHILD, pkg, str(d), str(budget)], capture_output=True,
+                         text=True, timeout=300, check=True).stdout.split()
+    base, peak, cache_bytes, records, ring = map(int, out)
+    assert cache_bytes <= budget and 0 < records < 52
+    overhead = ring + 2 * 4 * 600 * 800 * 3 + (16 << 20)
+    assert peak - base <= budget + overhead, (peak - base) / 2**20
+    print(f"budget test: RSS grew {(peak - base) / 2**20:.1f} MiB; cache {cache_bytes / 2**20:.1f} MiB "
+          f"({records} of 52 images); bound {(budget + overhead) / 2**20:.1f} MiB")

@@ -107,15 +107,11 @@ def make(good_files, out):
         put(f"{p}_png_huge.png", bytes(b), "resource_exhausted")
     put("empty.jpg", b"", "corrupt")
     put("text.jpg", b"this is a text file with a .jpg name\n", "unsupported")
-    arr = io.BytesIO()
-    np.save(arr, np.zeros((16, 16, 3), np.uint8))
-    npy = arr.getvalue()
+    npy = _npy(np.zeros((16, 16, 3), np.uint8))
     put("good.npy", npy, "good")
     put("npy_cut.npy", npy[:-10], "corrupt")
-    # The header keeps its length: NumPy pads it with spaces, which the new shape eats.
-    huge = npy.replace(b"'shape': (16, 16, 3), }", b"'shape': (99999999999, 9, 3), }")
-    huge = huge[:10] + huge[10:].replace(b"   \n", b"\n", 1) if len(huge) != len(npy) else huge
-    put("npy_huge.npy", huge, "resource_exhausted")
+    # A valid header declaring 99,999,999,999 x 9 x 3 bytes over 768 bytes of data.
+    put("npy_huge.npy", _npy_header("|u1", "(99999999999, 9, 3)") + bytes(768), "resource_exhausted")
     put("npy_float.npy", _npy(np.zeros((4, 4, 3), np.float32)), "unsupported")
     # Damaged tar shards: each must fail to open with an error naming the shard.
     import tarfile
@@ -148,6 +144,13 @@ def _npy(a):
     b = io.BytesIO()
     np.save(b, a)
     return b.getvalue()
+
+
+def _npy_header(descr, shape):
+    """A format 1.0 header as NumPy writes it (padded so the data is 64-aligned)."""
+    d = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}"
+    d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -113,8 +114,21 @@ class Loader::Impl {
     work_cv_.notify_all();
     ready_cv_.notify_all();
     for (auto& t : workers_) t.join();
+    release_ring();
+  }
+
+  // Ends the epoch in flight: in-flight work is made stale by the generation
+  // bump, workers finish the sample in hand, the ring's buffers go back.
+  void halt_locked(std::unique_lock<std::mutex>& lock) {
+    ++generation_;
+    running_ = false;
+    idle_cv_.wait(lock, [&] { return inflight_ == 0; });
+    release_ring();
+  }
+  void release_ring() {
     for (auto& e : ring_) {
       if (e.slot) pool_->release(e.slot);
+      e = RingEntry{};
     }
   }
 
@@ -137,13 +151,7 @@ class Loader::Impl {
     lock.unlock();
     seq = detail::epoch_order(order_, epoch);  // outside the lock: O(dataset)
     lock.lock();
-    ++generation_;
-    running_ = false;
-    idle_cv_.wait(lock, [&] { return inflight_ == 0; });  // workers finish the sample in hand
-    for (auto& e : ring_) {
-      if (e.slot) pool_->release(e.slot);
-      e = RingEntry{};
-    }
+    halt_locked(lock);
     seq_ = std::move(seq);
     run_epoch_ = epoch;
     next_epoch_ = epoch + 1;
@@ -221,6 +229,13 @@ class Loader::Impl {
   // uint8 image (or any .npy under kArray).
   void probe_kind() {
     if (opt_.kind == SampleKind::kImage) return;
+    if (opt_.kind == SampleKind::kAuto) {  // no read at start-up when the name says "image"
+      std::string k = source_->key(0);
+      std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
+      for (const char* ext : {".jpg", ".jpeg", ".png"}) {
+        if (k.size() > std::strlen(ext) && k.compare(k.size() - std::strlen(ext), std::string::npos, ext) == 0) return;
+      }
+    }
     std::vector<std::uint8_t> bytes;
     detail::NpyHeader h;
     const bool npy = source_->read(0, &bytes).ok() &&
@@ -283,7 +298,7 @@ class Loader::Impl {
   Loader::State state() const {
     std::lock_guard<std::mutex> lock(mu_);
     Loader::State st;
-    st.seed = opt_.seed;
+    st.seed = order_.seed;
     if (running_ && deliver_ < num_batches_) {
       st.epoch = run_epoch_;
       st.batches_done = deliver_;
@@ -291,12 +306,12 @@ class Loader::Impl {
       st.epoch = next_epoch_;
       st.batches_done = resume_batches_;
     }
-    st.dataset_size = source_->size();
-    st.batch_size = opt_.batch_size;
-    st.shuffle = opt_.shuffle;
-    st.drop_last = opt_.drop_last;
-    st.rank = opt_.rank;
-    st.world_size = opt_.world_size;
+    st.dataset_size = order_.dataset_size;
+    st.batch_size = order_.batch_size;
+    st.shuffle = order_.shuffle;
+    st.drop_last = order_.drop_last;
+    st.rank = order_.rank;
+    st.world_size = order_.world_size;
     return st;
   }
 
@@ -330,14 +345,8 @@ class Loader::Impl {
     // Stop the epoch in flight (if any) before changing what defines the order.
     {
       std::unique_lock<std::mutex> lock(mu_);
-      ++generation_;
-      running_ = false;
-      idle_cv_.wait(lock, [&] { return inflight_ == 0; });
-      for (auto& e : ring_) {
-        if (e.slot) pool_->release(e.slot);
-        e = RingEntry{};
-      }
-      opt_.seed = st.seed;
+      halt_locked(lock);
+      opt_.seed = st.seed;  // kept in step with order_ for options()
       order_.seed = st.seed;
       next_epoch_ = st.epoch;
       resume_batches_ = static_cast<std::size_t>(st.batches_done);
@@ -478,7 +487,7 @@ class Loader::Impl {
     st = ws->decoder.open(bytes, size, opt_.max_image_pixels);
     detail::ImageView view;
     if (st.ok()) {
-      detail::Rng rng(detail::mix_key(opt_.seed, epoch, rec, detail::kStreamTransform));
+      detail::Rng rng(detail::mix_key(order_.seed, epoch, rec, detail::kStreamTransform));
       const bool scale = opt_.decode_scale == DecodeScale::kAuto && ws->decoder.format() == detail::Format::kJpeg;
       pipeline_->plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan, scale);
       st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view, ws->plan.scale_denom);
@@ -500,7 +509,6 @@ class Loader::Impl {
     detail::ImageView view;
     if (const auto* hit = cache_->find(rec)) {
       view = hit->view();
-      counters->add_read(0, 0);
       counters->add_decode(now_ns() - t0);
     } else {
       Status st = source_->read(rec, &ws->file);
@@ -526,7 +534,7 @@ class Loader::Impl {
       counters->add_decode(now_ns() - t1);
     }
     const std::int64_t t2 = now_ns();
-    detail::Rng rng(detail::mix_key(opt_.seed, epoch, rec, detail::kStreamTransform));
+    detail::Rng rng(detail::mix_key(order_.seed, epoch, rec, detail::kStreamTransform));
     pipeline_->plan(view.width, view.height, &rng, &ws->plan);
     // The plan's decode region is a crop of the stored image.
     const auto& r = ws->plan.decode_region;

@@ -74,8 +74,8 @@ Status PngDecoder::open(const std::uint8_t* data, std::size_t size, int* width, 
   if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu) {
     return Status::Corrupt("PNG: invalid size " + std::to_string(w) + "x" + std::to_string(h));
   }
-  *width = static_cast<int>(w);
-  *height = static_cast<int>(h);
+  *width = width_ = static_cast<int>(w);
+  *height = height_ = static_cast<int>(h);
   return Status::Ok();
 }
 
@@ -90,7 +90,7 @@ Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) 
   }
   png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
   MemoryReader reader{data_, size_, 0};
-  buf->reset(static_cast<int>(be32(data_ + 16)), static_cast<int>(be32(data_ + 20)));
+  buf->reset(width_, height_);
   bool ok = decode_rgb(png, info, &reader, buf, &rows_);
   png_destroy_read_struct(&png, &info, nullptr);
   if (!ok) return Status::Corrupt(std::string("PNG: ") + sink.message);

@@ -20,6 +20,7 @@ class PngDecoder {
  private:
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
+  int width_ = 0, height_ = 0;
   std::vector<std::uint8_t*> rows_;
 };
 

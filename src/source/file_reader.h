@@ -12,4 +12,8 @@ namespace stoker::detail {
 // Replaces *out with the bytes of `path`. Errors name the path and errno text.
 Status read_file(const std::string& path, std::vector<std::uint8_t>* out);
 
+// pread until `n` bytes are read, the file ends or an error occurs (EINTR
+// retried). Returns the bytes read, or -1 with errno set.
+long long pread_full(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t offset);
+
 }  // namespace stoker::detail

@@ -100,13 +100,11 @@ std::int64_t mtime_ns(const struct stat& st) {
 
 }  // namespace
 
-Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index,
-                           IndexOutcome* outcome) {
+Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::IOError(shard + ": cannot stat: " + std::strerror(errno));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   const std::string idx_path = shard + ".idx";
-  *outcome = IndexOutcome::kLoaded;
   {
     std::vector<std::uint8_t> bytes;
     if (read_file(idx_path, &bytes).ok()) {  // refuses anything but a regular file
@@ -115,26 +113,13 @@ Status load_or_build_index(const std::string& shard, int fd, const ShardOptions&
       if (s.ok() && index->shard_size == size && index->shard_mtime_ns == mtime_ns(st) && index->labels == opt.labels) {
         return Status::Ok();
       }
-      *outcome = IndexOutcome::kRebuiltStale;
-    } else {
-      *outcome = IndexOutcome::kBuiltMissing;
     }
   }
-  auto read_at = [fd](std::uint8_t* buf, std::size_t n, std::uint64_t off) -> long long {
-    std::size_t done = 0;
-    while (done < n) {
-      ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(off + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      done += static_cast<std::size_t>(r);
-    }
-    return static_cast<long long>(done);
-  };
+  auto read_at = [fd](std::uint8_t* buf, std::size_t n, std::uint64_t off) { return pread_full(fd, buf, n, off); };
   Status s = build_index(read_at, size, shard, opt.labels, index);
   if (!s.ok()) return s;
-  index->shard_mtime_ns = mtime_ns(st);
   // Written next to the shard when the folder is writable; else kept in memory.
-  if (!write_index_file(shard, index).ok()) *outcome = IndexOutcome::kInMemory;
+  (void)write_index_file(shard, index);
   return Status::Ok();
 }
 
@@ -174,13 +159,11 @@ class ShardSource final : public Source {
       }
       shards_.push_back({path, fd});
       ShardIndex index;
-      IndexOutcome outcome;
-      Status s = load_or_build_index(path, fd, opt, &index, &outcome);
+      Status s = load_or_build_index(path, fd, opt, &index);
       if (!s.ok()) {
         close_all();
         throw Error(s);
       }
-      outcomes_.push_back(outcome);
       starts_.push_back(records_.size());
       const std::string name = std::filesystem::path(path).filename().string();
       for (auto& r : index.records) {
@@ -202,17 +185,11 @@ class ShardSource final : public Source {
     const Record& r = records_[i];
     if (!r.error.empty()) return Status::Corrupt(r.error);
     out->resize(static_cast<std::size_t>(r.size));
-    std::size_t done = 0;
-    const int fd = shards_[r.shard].fd;
-    while (done < out->size()) {
-      ssize_t n = ::pread(fd, out->data() + done, out->size() - done, static_cast<off_t>(r.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Status::IOError(shards_[r.shard].path + ": read failed: " + std::strerror(errno));
-      if (n == 0) {
-        return Status::IOError(shards_[r.shard].path + ": shard shrank: offset " + std::to_string(r.offset + done) +
-                               " is past its end");
-      }
-      done += static_cast<std::size_t>(n);
+    const long long n = pread_full(shards_[r.shard].fd, out->data(), out->size(), r.offset);
+    if (n < 0) return Status::IOError(shards_[r.shard].path + ": read failed: " + std::strerror(errno));
+    if (static_cast<std::size_t>(n) < out->size()) {
+      return Status::IOError(shards_[r.shard].path + ": shard shrank: offset " +
+                             std::to_string(r.offset + static_cast<std::uint64_t>(n)) + " is past its end");
     }
     return Status::Ok();
   }
@@ -246,7 +223,6 @@ class ShardSource final : public Source {
 
   std::vector<Shard> shards_;
   std::vector<Record> records_;
-  std::vector<IndexOutcome> outcomes_;
   std::vector<std::string> classes_;
   std::vector<std::size_t> starts_;
 };

@@ -13,13 +13,10 @@ struct ShardOptions {
   std::string labels = "cls";  // "cls" or "json:<field>"
 };
 
-enum class IndexOutcome { kLoaded, kBuiltMissing, kRebuiltStale, kInMemory };
-
 // Loads `<shard>.idx` when it matches the shard (size, mtime, labels,
 // checksum); otherwise builds it from the tar and writes it next to the shard
-// (atomically) when the folder is writable.
-Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index,
-                           IndexOutcome* outcome);
+// (atomically) when the folder is writable, else keeps it in memory only.
+Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index);
 
 // Writes `<shard>.idx` for `index` atomically, taking the shard's current
 // size and mtime. Returns an error when the folder is not writable.

@@ -47,6 +47,18 @@ Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
   return Status::Ok();
 }
 
+long long pread_full(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    done += static_cast<std::size_t>(r);
+  }
+  return static_cast<long long>(done);
+}
+
 }  // namespace detail
 
 std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels) {

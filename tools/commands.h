@@ -10,7 +10,6 @@ struct ExitCode {
   int code;
 };
 
-void add_info_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_pack_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);

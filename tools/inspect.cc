@@ -1,6 +1,8 @@
 // stoker inspect PATH...: what a data set holds. stoker verify PATH...: does
 // every record decode?
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include "commands.h"
 #include "decode/decode.h"
 #include "progress.h"
+#include "source/file_reader.h"
 #include "source/shard_source.h"
 #include "source/tar.h"
 #include "stoker/source.h"
@@ -22,14 +25,12 @@
 namespace stoker::cli {
 namespace {
 
-// Histogram buckets: [edges[i], edges[i+1]).
-void print_histogram(const char* title, const std::vector<std::uint64_t>& edges, const std::vector<std::string>& names,
-                     const std::vector<std::uint64_t>& counts) {
+// One bar per bucket.
+void print_histogram(const char* title, const std::vector<std::string>& names, const std::vector<std::uint64_t>& counts) {
   std::printf("%s\n", title);
   std::uint64_t max = 1;
   for (auto c : counts) max = std::max(max, c);
   for (std::size_t i = 0; i < counts.size(); ++i) {
-    (void)edges;
     std::printf("  %-14s %8llu %s\n", names[i].c_str(), static_cast<unsigned long long>(counts[i]),
                 std::string(static_cast<std::size_t>(40 * counts[i] / max), '#').c_str());
   }
@@ -79,8 +80,8 @@ void inspect(const std::vector<std::string>& paths) {
                            : "";
     std::printf("  %6lld %-24s %llu\n", static_cast<long long>(label), name.c_str(), static_cast<unsigned long long>(n));
   }
-  print_histogram("shorter image side (px):", side_edges, side_names, sides);
-  print_histogram("file size:", byte_edges, byte_names, bytes);
+  print_histogram("shorter image side (px):", side_names, sides);
+  print_histogram("file size:", byte_names, bytes);
   // Shards: members per sample and shard sizes, from the tar itself.
   std::map<std::size_t, std::uint64_t> members_per_sample;
   std::vector<std::string> shards;
@@ -91,16 +92,17 @@ void inspect(const std::vector<std::string>& paths) {
   if (shards.empty()) return;
   std::printf("shards: %zu\n", shards.size());
   for (const auto& path : shards) {
-    FILE* f = std::fopen(path.c_str(), "rb");
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (!f || ::stat(path.c_str(), &st) != 0) continue;
-    auto read_at = [f](std::uint8_t* b, std::size_t n, std::uint64_t off) -> long long {
-      if (std::fseek(f, static_cast<long>(off), SEEK_SET) != 0) return -1;
-      return static_cast<long long>(std::fread(b, 1, n, f));
-    };
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      if (fd >= 0) ::close(fd);
+      std::printf("  %-40s cannot be read\n", path.c_str());
+      continue;
+    }
+    auto read_at = [fd](std::uint8_t* b, std::size_t n, std::uint64_t off) { return detail::pread_full(fd, b, n, off); };
     std::vector<detail::TarMember> members;
     Status s = detail::scan_tar(read_at, static_cast<std::uint64_t>(st.st_size), path, &members);
-    std::fclose(f);
+    ::close(fd);
     std::size_t samples = 0, run = 0;
     std::string last;
     for (const auto& m : members) {

@@ -5,10 +5,9 @@
 #include "stoker/status.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: info, pack, inspect, verify, bench."};
+  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, inspect, verify, bench."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "stoker 0.1.0");
-  stoker::cli::add_info_command(app);
   stoker::cli::add_pack_command(app);
   stoker::cli::add_inspect_command(app);
   stoker::cli::add_verify_command(app);

@@ -1,7 +1,9 @@
 // The Loader: order -> worker pool -> batch ring -> consumer.
 #include "stoker/loader.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,7 +105,14 @@ class Loader::Impl {
     counters_.reserve(static_cast<std::size_t>(threads_));
     for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
     workers_.reserve(static_cast<std::size_t>(threads_));
+    // NOTE: workers start with every signal blocked, so Ctrl-C and friends
+    // always reach the consumer's thread (where Python handles them) and never
+    // interrupt a worker's read.
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
     for (int i = 0; i < threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
 
   ~Impl() {

@@ -14,7 +14,10 @@ namespace stoker {
 namespace detail {
 
 Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd;
+  do {  // NOTE: a signal (Ctrl-C) landing on this worker thread must not count as an I/O error
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     int e = errno;
     return {e == ENOENT ? Code::kNotFound : Code::kIOError, path + ": cannot open: " + std::strerror(e)};

@@ -38,7 +38,7 @@ def test_decoded_cache_results_do_not_depend_on_hits(photos):
     s, n = full.stats(), none.stats()
     assert s["cache_hits"] == 48 and s["cache_records"] == 24
     assert n["cache_records"] == 0 and n["cache_hits"] == 0
-    assert s["decode_s"] < n["decode_s"]
+    assert s["bytes_read"] < n["bytes_read"], "cached epochs read nothing from disk"
 
 
 def test_decoded_cache_stores_the_downscaled_image(photos):

@@ -39,12 +39,19 @@ struct LoaderOptions {
   std::uint64_t seed = 0;
   // Drop the last batch of a rank when it would be partial.
   bool drop_last = false;
-  // Worker threads; 0 = one per available core.
+  // Worker threads; 0 = autotuned: start with max_threads workers (no
+  // probing delay before the first batch), then park workers while the
+  // loader is ahead of the consumer (their cores go back to the training
+  // step) and bring them back when the consumer waits. stats() reports the
+  // count in use and every change with the measurements behind it.
   int threads = 0;
-  // Batches decoded ahead of the consumer (ring depth); 0 = one per thread,
-  // at least 2 (threads share batches sample by sample, so a deeper ring
-  // buys no throughput). Memory for batches is at most prefetch x batch
-  // bytes, plus the batches the consumer still holds.
+  // threads=0: the most workers the tuner uses; 0 = the available cores.
+  int max_threads = 0;
+  // Batches decoded ahead of the consumer (ring depth); 0 = autotuned from
+  // max(2, workers), deepened (up to twice that) when workers sit idle for
+  // ring space while the consumer waits, i.e. the consumer is bursty. Memory
+  // for batches is at most the depth x batch bytes, plus the batches the
+  // consumer still holds.
   int prefetch = 0;
   // This process's part of the epoch: rank in [0, world_size). Every rank
   // gets the same number of batches; without drop_last the epoch is padded

@@ -23,8 +23,14 @@ struct Stats {
   double time_to_first_batch_s = -1;
   // Seconds since the loader was created.
   double wall_s = 0;
+  // Workers in use now, workers started, batches made ahead now.
   int threads = 0;
+  int threads_max = 0;
   int prefetch = 0;
+  // threads=0 / prefetch=0: "tuning" or "settled" ("off" when both are
+  // fixed), and one line per change with the measurements behind it.
+  std::string autotune;
+  std::vector<std::string> autotune_log;
   // Batch buffers allocated in all (ring depth plus batches the consumer held).
   std::uint64_t batch_buffers = 0;
   std::uint64_t batch_buffer_bytes = 0;

@@ -35,7 +35,10 @@ py::dict stats_dict(const Stats& s) {
   d["time_to_first_batch_s"] = s.time_to_first_batch_s;
   d["wall_s"] = s.wall_s;
   d["threads"] = s.threads;
+  d["threads_max"] = s.threads_max;
   d["prefetch"] = s.prefetch;
+  d["autotune"] = s.autotune;
+  d["autotune_log"] = s.autotune_log;
   d["batch_buffers"] = s.batch_buffers;
   d["batch_buffer_bytes"] = s.batch_buffer_bytes;
   d["cache_hits"] = s.cache_hits;
@@ -68,7 +71,7 @@ void bind_loader(py::module_& m) {
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
                        const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels,
                        const std::string& kind, const std::string& decode_scale, const std::string& cache,
-                       std::uint64_t memory_budget, int cache_max_side) {
+                       std::uint64_t memory_budget, int cache_max_side, int max_threads) {
              if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
              LoaderOptions o;
              o.batch_size = static_cast<std::size_t>(batch_size);
@@ -78,6 +81,7 @@ void bind_loader(py::module_& m) {
              o.transforms = std::move(transforms);
              o.threads = threads;
              o.prefetch = prefetch;
+             o.max_threads = max_threads;
              o.rank = rank;
              o.world_size = world_size;
              o.on_corrupt = parse_enum<OnCorrupt>("on_corrupt", on_corrupt,
@@ -102,7 +106,7 @@ void bind_loader(py::module_& m) {
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
            py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
            py::arg("labels"), py::arg("kind"), py::arg("decode_scale"), py::arg("cache"), py::arg("memory_budget"),
-           py::arg("cache_max_side"))
+           py::arg("cache_max_side"), py::arg("max_threads"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })

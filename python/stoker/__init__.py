@@ -95,8 +95,10 @@ class Loader:
     transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
         RandomHorizontalFlip, Normalize, with torchvision's semantics on PIL
         images followed by ToTensor. The result must have a fixed size.
-    threads: worker threads, 0 = one per core. prefetch: batches made ahead
-        (0 = one per thread, at least 2).
+    threads: worker threads; 0 = autotuned (start with max_threads, default
+        one per core, then give cores back to the training step while the
+        loader is ahead; stats()["autotune_log"] says what changed and why).
+        prefetch: batches made ahead (0 = autotuned from max(2, threads)).
     rank, world_size: this process's share of each epoch; None = from
         torch.distributed when initialised, else RANK / WORLD_SIZE, else 0 / 1.
     on_corrupt: "skip" (count it and use the next sample) or "raise"
@@ -126,7 +128,7 @@ class Loader:
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
                  kind="auto", device=None, pin_memory=False, decode_scale="exact", cache="mmap",
-                 memory_budget=0, cache_max_side=320):
+                 memory_budget=0, cache_max_side=320, max_threads=0):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -137,6 +139,7 @@ class Loader:
         _check_int("batch_size", batch_size, 1)
         _check_int("threads", threads, 0)
         _check_int("prefetch", prefetch, 0)
+        _check_int("max_threads", max_threads, 0)
         _check_int("seed", seed, 0)
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', got {output!r}")
@@ -154,7 +157,7 @@ class Loader:
         self._impl = _stoker._Loader(sources, batch_size, bool(shuffle), seed, bool(drop_last),
                                      transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
                                      layout, int(max_image_pixels), labels, kind, decode_scale, cache,
-                                     int(memory_budget), int(cache_max_side))
+                                     int(memory_budget), int(cache_max_side), max_threads)
         self.batch_size = batch_size
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms

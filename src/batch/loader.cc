@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "batch/autotune.h"
 #include "batch/slot_pool.h"
 #include "cache/sample_cache.h"
 #include "transform/resize.h"
@@ -52,7 +53,8 @@ int available_cores() {
 
 void validate(const LoaderOptions& o) {
   if (o.batch_size == 0) invalid("batch_size must be > 0, got 0");
-  if (o.threads < 0) invalid("threads must be >= 0 (0 = one per core), got " + std::to_string(o.threads));
+  if (o.threads < 0) invalid("threads must be >= 0 (0 = autotuned), got " + std::to_string(o.threads));
+  if (o.max_threads < 0) invalid("max_threads must be >= 0 (0 = the available cores), got " + std::to_string(o.max_threads));
   if (o.prefetch < 0) invalid("prefetch must be >= 0 (0 = auto), got " + std::to_string(o.prefetch));
   if (o.world_size < 1) invalid("world_size must be >= 1, got " + std::to_string(o.world_size));
   if (o.rank < 0 || o.rank >= o.world_size) {
@@ -93,15 +95,19 @@ class Loader::Impl {
     order_.shard_starts = source_->shard_starts();
     num_samples_ = detail::samples_per_rank(order_);
     num_batches_ = detail::batches_per_rank(order_);
-    threads_ = opt_.threads > 0 ? opt_.threads : available_cores();
-    prefetch_ = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
+    threads_ = opt_.threads > 0 ? opt_.threads : opt_.max_threads > 0 ? opt_.max_threads : available_cores();
+    const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
+    const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
+    tuner_.emplace(threads_, threads_, opt_.threads == 0, depth, max_depth, depth, opt_.prefetch == 0);
+    active_ = threads_;
+    depth_ = static_cast<std::size_t>(depth);
     pool_ = std::make_shared<SlotPool>(sample_bytes_ * opt_.batch_size, opt_.batch_size);
     if (opt_.cache != Cache::kMmap) {
       if (arrays_ && opt_.cache == Cache::kDecoded) invalid("cache='decoded' applies to images; use cache='ram' for arrays");
       cache_ = std::make_unique<detail::SampleCache>(
           source_->size(), opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget());
     }
-    ring_.resize(static_cast<std::size_t>(prefetch_));
+    ring_.resize(static_cast<std::size_t>(max_depth));
     counters_.reserve(static_cast<std::size_t>(threads_));
     for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
     workers_.reserve(static_cast<std::size_t>(threads_));
@@ -171,6 +177,7 @@ class Loader::Impl {
     next_task_ = deliver_ * opt_.batch_size;
     resume_batches_ = 0;
     running_ = true;
+    window_ = Window{};  // NOTE: time between epochs (evaluation, checkpoints) is not the loader's
     lock.unlock();
     work_cv_.notify_all();
   }
@@ -209,6 +216,7 @@ class Loader::Impl {
     Status error = std::move(e.error);
     e = RingEntry{};
     ++deliver_;
+    autotune_locked(t1, t1 - t0);
     lock.unlock();
     work_cv_.notify_all();
     batches_.fetch_add(1, std::memory_order_relaxed);
@@ -283,8 +291,14 @@ class Loader::Impl {
     std::int64_t fb = first_batch_ns_.load(std::memory_order_relaxed);
     s.time_to_first_batch_s = fb < 0 ? -1.0 : static_cast<double>(fb) * 1e-9;
     s.wall_s = static_cast<double>(now_ns() - created_ns_) * 1e-9;
-    s.threads = threads_;
-    s.prefetch = prefetch_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s.threads = active_;
+      s.prefetch = static_cast<int>(depth_);
+      s.autotune = tuner_->state();
+      s.autotune_log = tuner_->log();
+    }
+    s.threads_max = threads_;
     s.batch_buffers = pool_->allocated();
     s.batch_buffer_bytes = s.batch_buffers * pool_->image_bytes();
     corrupt_.add_to(&s);
@@ -378,8 +392,7 @@ class Loader::Impl {
   detail::OrderParams order_;
   std::size_t num_samples_ = 0;
   std::size_t num_batches_ = 0;
-  int threads_ = 0;
-  int prefetch_ = 0;
+  int threads_ = 0;  // workers started
 
  private:
   struct RingEntry {
@@ -400,16 +413,57 @@ class Loader::Impl {
     detail::ImageBuffer stored;  // cache=kDecoded: the image at its stored size
   };
 
+  // Called by next() under mu_ with the batch just delivered: closes a
+  // measurement window every kWindowNs (and kWindowBatches) and lets the
+  // tuner change the active workers and the ring depth.
+  static constexpr std::int64_t kWindowNs = 300'000'000;
+  static constexpr std::uint64_t kWindowBatches = 3;
+  void autotune_locked(std::int64_t now, std::int64_t waited) {
+    Window& w = window_;
+    if (w.start_ns == 0) {  // the window starts at its epoch's first delivered batch
+      w = Window{now, 0, 0, busy_ns(), ring_blocked_ns_};
+      return;
+    }
+    w.wait_ns += waited;
+    ++w.batches;
+    if (now - w.start_ns < kWindowNs || w.batches < kWindowBatches) return;
+    const std::uint64_t busy = busy_ns();
+    detail::TuneWindow tw;
+    tw.wall_s = static_cast<double>(now - w.start_ns) * 1e-9;
+    tw.wait_s = static_cast<double>(w.wait_ns) * 1e-9;
+    tw.busy_s = static_cast<double>(busy - w.busy_ns) * 1e-9;
+    tw.ring_blocked_s = static_cast<double>(ring_blocked_ns_ - w.ring_blocked_ns) * 1e-9;
+    tw.batches = w.batches;
+    tw.first_batch = batches_.load(std::memory_order_relaxed) + 1 - w.batches;
+    if (tuner_->observe(tw)) {
+      active_ = tuner_->threads();
+      depth_ = static_cast<std::size_t>(tuner_->depth());
+      work_cv_.notify_all();
+    }
+    w = Window{now, 0, 0, busy, ring_blocked_ns_};
+  }
+  std::uint64_t busy_ns() const {
+    std::uint64_t n = 0;
+    for (const auto& c : counters_) n += c->busy_ns();
+    return n;
+  }
+
   void worker_main(int id) {
     WorkerState ws;
     detail::StageCounters& counters = *counters_[static_cast<std::size_t>(id)];
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      work_cv_.wait(lock, [&] {
-        return stop_ || (running_ && next_task_ < seq_.size() &&
-                         next_task_ / opt_.batch_size < deliver_ + ring_.size());
-      });
-      if (stop_) return;
+      for (;;) {
+        if (stop_) return;
+        const bool has_task = running_ && next_task_ < seq_.size();
+        const bool ring_full = next_task_ / opt_.batch_size >= deliver_ + depth_;
+        if (has_task && !ring_full && id < active_) break;
+        // NOTE: an active worker idle only for ring space is what tells the
+        // tuner a deeper ring would help.
+        const std::int64_t t = has_task && ring_full && id < active_ ? now_ns() : 0;
+        work_cv_.wait(lock);
+        if (t) ring_blocked_ns_ += static_cast<std::uint64_t>(now_ns() - t);
+      }
       const std::size_t t = next_task_++;
       const std::size_t b = t / opt_.batch_size, pos = t % opt_.batch_size;
       const std::uint64_t gen = generation_;
@@ -595,7 +649,15 @@ class Loader::Impl {
   std::size_t deliver_ = 0;
   std::size_t resume_batches_ = 0;  // where the next start_epoch() begins
   int inflight_ = 0;
-  std::vector<RingEntry> ring_;
+  std::vector<RingEntry> ring_;  // capacity: the most the ring may deepen to
+  std::size_t depth_ = 0;        // batches made ahead now (<= ring_.size())
+  int active_ = 0;               // workers with id < active_ take tasks
+  std::optional<detail::Tuner> tuner_;
+  std::uint64_t ring_blocked_ns_ = 0;
+  struct Window {
+    std::int64_t start_ns = 0, wait_ns = 0;
+    std::uint64_t batches = 0, busy_ns = 0, ring_blocked_ns = 0;
+  } window_;
 
   std::vector<std::unique_ptr<detail::StageCounters>> counters_;
   detail::CorruptLog corrupt_;

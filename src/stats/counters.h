@@ -27,6 +27,10 @@ struct alignas(64) StageCounters {
     transform_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
     samples.fetch_add(1, std::memory_order_relaxed);
   }
+  std::uint64_t busy_ns() const {
+    return read_ns.load(std::memory_order_relaxed) + decode_ns.load(std::memory_order_relaxed) +
+           transform_ns.load(std::memory_order_relaxed);
+  }
   void add_to(Stats* s) const {
     s->read_s += static_cast<double>(read_ns.load(std::memory_order_relaxed)) * 1e-9;
     s->decode_s += static_cast<double>(decode_ns.load(std::memory_order_relaxed)) * 1e-9;

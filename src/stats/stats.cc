@@ -35,7 +35,8 @@ std::string Stats::to_json() const {
   o << "{\"read_s\":" << read_s << ",\"decode_s\":" << decode_s << ",\"transform_s\":" << transform_s
     << ",\"samples\":" << samples << ",\"bytes_read\":" << bytes_read << ",\"batches\":" << batches
     << ",\"consumer_wait_s\":" << consumer_wait_s << ",\"time_to_first_batch_s\":" << time_to_first_batch_s
-    << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"prefetch\":" << prefetch
+    << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"threads_max\":" << threads_max << ",\"prefetch\":" << prefetch
+    << ",\"autotune\":" << quote(autotune)
     << ",\"batch_buffers\":" << batch_buffers << ",\"batch_buffer_bytes\":" << batch_buffer_bytes
     << ",\"cache_hits\":" << cache_hits << ",\"cache_misses\":" << cache_misses
     << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
@@ -47,6 +48,8 @@ std::string Stats::to_json() const {
   }
   o << "},\"corrupt_examples\":[";
   for (std::size_t i = 0; i < corrupt_examples.size(); ++i) o << (i ? "," : "") << quote(corrupt_examples[i]);
+  o << "],\"autotune_log\":[";
+  for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << quote(autotune_log[i]);
   o << "]}";
   return o.str();
 }

@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-pack soak test test-cpp test-python check-asan check-tsan fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-pack soak test test-cpp test-python check-asan check-tsan fuzz clean
 
 all: build
 
@@ -22,11 +22,21 @@ $(DATA)/.stoker-sample-complete:
 data: deps
 	@$(MAKE) --no-print-directory $(DATA)/.stoker-sample-complete
 
+# The same crops encoded as q90 4:2:0 (the common camera/web encoding).
+DATA_Q90 ?= $(DATA)-q90-420
+$(DATA_Q90)/.stoker-sample-complete:
+	$(PYTHON) scripts/make_sample_dataset.py --out $(DATA_Q90) --quality 90 --subsampling 420
+
 # The main job: stoker against torch's DataLoader, with the decode ceiling.
 demo: build data bench
 
 bench:
 	$(PYTHON) bench/loader_bench.py $(DATA) --build $(BUILD)
+
+# Issue 4's table: every cache mode, 1 and all threads, both encodings.
+bench-speed: build data
+	@$(MAKE) --no-print-directory $(DATA_Q90)/.stoker-sample-complete
+	$(PYTHON) bench/loader_bench.py $(DATA) $(DATA_Q90) --full --build $(BUILD)
 
 test: build test-cpp test-python
 

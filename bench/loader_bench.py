@@ -6,14 +6,21 @@ Normalize, float32 NCHW), batch size, and threads = workers = cores, on the same
 folder. They run alternately, each in a child process of this one (so one
 process tree), for a warm-up epoch and then --epochs timed epochs, --rounds
 times; the table shows the best round of each. The plain libjpeg-turbo decode
-of every file on all cores (bench/decode_ceiling) runs in the same run as the
-ceiling. Peak memory is PSS summed over the child and its descendants
+of every file (bench/decode_ceiling) runs in the same run as the ceiling, on
+the same threads. Peak memory is PSS summed over the child and its descendants
 (DataLoader workers included), sampled every 20 ms; minor page faults are per
 image over the whole child run (startup and warm-up included: `import torch`
 alone is ~50,000), and over the timed epochs only (steady state; the
-DataLoader's reaped workers included).
+DataLoader's reaped workers included). Time to first batch is stoker's own
+stats() figure (loader created -> first batch in hand).
 
-    python3 bench/loader_bench.py [DATA] [--epochs 2] [--rounds 2] [--json out.json]
+--full adds, per data set: stoker on 1 thread (parallel efficiency = N-thread
+rate / (N x 1-thread rate)), cache="ram" and cache="decoded" (the warm-up
+epoch fills the cache; timed epochs are the second and later), and the
+ceiling on 1 thread. Several data sets may be given (make bench-speed: the
+q96 4:4:4 sample set and its q90 4:2:0 variant).
+
+    python3 bench/loader_bench.py [DATA...] [--full] [--epochs 2] [--rounds 2] [--json out.json]
 """
 import argparse
 import json
@@ -29,12 +36,12 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
 # ---------------------------------------------------------------- child side
-def run_child(kind, data, batch_size, workers, epochs):
+def run_child(kind, data, batch_size, workers, epochs, cache):
     import torch
     if kind == "stoker":
         sys.path.insert(0, os.path.join(ROOT, "python"))
         import stoker
-        loader = stoker.Loader(data, batch_size=batch_size, shuffle=True, seed=0, threads=workers,
+        loader = stoker.Loader(data, batch_size=batch_size, shuffle=True, seed=0, threads=workers, cache=cache,
                                transforms=[stoker.RandomResizedCrop(224), stoker.RandomHorizontalFlip(),
                                            stoker.Normalize(MEAN, STD)])
     else:
@@ -65,12 +72,15 @@ def run_child(kind, data, batch_size, workers, epochs):
                 timed += n
         assert x.shape[1:] == (3, 224, 224) and x.dtype == torch.float32
     seconds = time.perf_counter() - t_start
+    stats = loader.stats() if kind == "stoker" else {}
     del loader  # DataLoader workers are reaped, so their faults count
     import gc
     gc.collect()
     steady = (faults() - faults_start) / timed
     print(json.dumps({"kind": kind, "images": images, "timed_images": timed, "seconds": seconds,
-                      "images_per_s": timed / seconds, "steady_faults_per_image": steady}), flush=True)
+                      "images_per_s": timed / seconds, "steady_faults_per_image": steady,
+                      "ttfb_s": stats.get("time_to_first_batch_s"), "cache_hits": stats.get("cache_hits"),
+                      "cache_bytes": stats.get("cache_bytes")}), flush=True)
 
 
 # --------------------------------------------------------------- parent side
@@ -99,11 +109,11 @@ def pss_kib(pid):
     return 0
 
 
-def measure(kind, args):
+def measure(kind, data, workers, cache, args):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), args.data, "--child", kind,
-                             "--batch-size", str(args.batch_size), "--workers", str(args.workers),
-                             "--epochs", str(args.epochs)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), data, "--child", kind,
+                             "--batch-size", str(args.batch_size), "--workers", str(workers),
+                             "--epochs", str(args.epochs), "--cache", cache], stdout=subprocess.PIPE, text=True)
     peak = [0]
     done = threading.Event()
 
@@ -126,69 +136,105 @@ def measure(kind, args):
     return r
 
 
-def decode_ceiling(args):
+def decode_ceiling(data, workers, args):
     exe = os.path.join(args.build, "bench", "decode_ceiling")
     if not os.path.exists(exe):
         sys.exit(f"loader_bench: {exe} is missing; build first (make build)")
-    out = subprocess.run([exe, args.data, "--threads", str(args.workers)], check=True, capture_output=True,
+    out = subprocess.run([exe, data, "--threads", str(workers)], check=True, capture_output=True,
                          text=True).stdout
     return json.loads(out)
 
 
+def bench_one(data, args):
+    """All configurations on one data set; returns the table rows and a summary."""
+    n = args.workers
+    configs = [("dataloader", n, "mmap"), ("stoker", n, "mmap")]
+    if args.full:
+        configs += [("stoker", 1, "mmap"), ("stoker", n, "ram"), ("stoker", n, "decoded")]
+    ceiling_threads = [n, 1] if args.full and n != 1 else [n]
+    runs = {c: [] for c in configs}
+    ceilings = {t: [] for t in ceiling_threads}
+    for r in range(args.rounds):
+        for c in configs:
+            res = measure(c[0], data, c[1], c[2], args)
+            runs[c].append(res)
+            print(f"  round {r + 1}: {name_of(c):38s} {res['images_per_s']:8.1f} images/s  "
+                  f"peak PSS {res['peak_pss_mib']:7.1f} MiB", flush=True)
+        for t in ceiling_threads:
+            ceilings[t].append(decode_ceiling(data, t, args)["images_per_s"])
+            print(f"  round {r + 1}: {f'ceiling ({t} threads)':38s} {ceilings[t][-1]:8.1f} images/s", flush=True)
+    best = {c: max(v, key=lambda x: x["images_per_s"]) for c, v in runs.items()}
+    ceil = {t: max(v) for t, v in ceilings.items()}
+    return configs, best, ceil
+
+
+def name_of(c):
+    kind, threads, cache = c
+    if kind == "dataloader":
+        return f"DataLoader + torchvision + PIL ({threads} workers)"
+    return f"stoker cache={cache} ({threads} thread{'s' if threads > 1 else ''})"
+
+
+def print_table(data, configs, best, ceil, args):
+    n = args.workers
+    dl = best[("dataloader", n, "mmap")]["images_per_s"]
+    print(f"\n{data}:")
+    print("| pipeline | images/s | × DataLoader | × decode ceiling | peak PSS (MiB) | minor faults / image (whole run) "
+          "| minor faults / image (timed epochs) | first batch (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for c in configs:
+        r = best[c]
+        ips = r["images_per_s"]
+        ttfb = "" if r.get("ttfb_s") is None else f"{r['ttfb_s']:.3f}"
+        print(f"| {name_of(c)} | {ips:.0f} | {ips / dl:.2f} | {ips / ceil[c[1]] if c[1] in ceil else ips / ceil[n]:.2f} | "
+              f"{r['peak_pss_mib']:.0f} | {r['minor_faults_per_image']:.1f} | {r['steady_faults_per_image']:.1f} | "
+              f"{ttfb} |")
+    for t in sorted(ceil, reverse=True):
+        print(f"| libjpeg-turbo full decode only ({t} thread{'s' if t > 1 else ''}): the ceiling | {ceil[t]:.0f} | "
+              f"{ceil[t] / dl:.2f} | 1.00 | | | | |")
+    st = best[("stoker", n, "mmap")]
+    summary = {"data": data, "stoker_per_s": st["images_per_s"], "dataloader_per_s": dl,
+               "x_dataloader": st["images_per_s"] / dl, "x_ceiling": st["images_per_s"] / ceil[n],
+               "pss_ratio": st["peak_pss_mib"] / best[("dataloader", n, "mmap")]["peak_pss_mib"]}
+    print(f"\nstoker / DataLoader: {summary['x_dataloader']:.2f}× images/s, {summary['pss_ratio']:.2f}× peak memory; "
+          f"stoker / decode ceiling: {summary['x_ceiling']:.2f}×")
+    if ("stoker", 1, "mmap") in best and n > 1:
+        one = best[("stoker", 1, "mmap")]["images_per_s"]
+        summary["parallel_efficiency"] = st["images_per_s"] / (n * one)
+        summary["x_dataloader_decoded"] = best[("stoker", n, "decoded")]["images_per_s"] / dl
+        print(f"parallel efficiency 1 -> {n} threads: {100 * summary['parallel_efficiency']:.0f}%; "
+              f"cache=decoded (second epoch on) / DataLoader: {summary['x_dataloader_decoded']:.1f}×")
+    return summary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("data", nargs="?", default=os.path.join(ROOT, "data", "sample"))
+    ap.add_argument("data", nargs="*", default=[os.path.join(ROOT, "data", "sample")])
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                     help="DataLoader workers = stoker threads = decode threads (default: cores)")
     ap.add_argument("--epochs", type=int, default=2, help="timed epochs per run, after one warm-up epoch")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating stoker/DataLoader rounds")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of every configuration")
+    ap.add_argument("--full", action="store_true", help="also 1 thread, cache='ram', cache='decoded', 1-thread ceiling")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--child", choices=["stoker", "dataloader"], help=argparse.SUPPRESS)
+    ap.add_argument("--cache", default="mmap", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return run_child(args.child, args.data, args.batch_size, args.workers, args.epochs)
+        return run_child(args.child, args.data[0], args.batch_size, args.workers, args.epochs, args.cache)
 
-    n_files = sum(len(f) for _, _, f in os.walk(args.data))
-    print(f"loader_bench: {args.data}: {n_files} files; batch {args.batch_size}; {args.workers} threads/workers; "
-          f"{args.rounds} rounds of warm-up + {args.epochs} epochs each", flush=True)
-    runs = {"stoker": [], "dataloader": []}
-    ceilings = []
-    for r in range(args.rounds):
-        for kind in ("dataloader", "stoker"):
-            res = measure(kind, args)
-            runs[kind].append(res)
-            print(f"  round {r + 1}: {kind:10s} {res['images_per_s']:8.1f} images/s  "
-                  f"peak PSS {res['peak_pss_mib']:7.1f} MiB", flush=True)
-        ceilings.append(decode_ceiling(args))
-        print(f"  round {r + 1}: {'ceiling':10s} {ceilings[-1]['images_per_s']:8.1f} images/s", flush=True)
-
-    best = {k: max(v, key=lambda x: x["images_per_s"]) for k, v in runs.items()}
-    ceil = max(c["images_per_s"] for c in ceilings)
-    dl, st = best["dataloader"], best["stoker"]
-    rows = [
-        (f"torch DataLoader + torchvision + PIL ({args.workers} workers)", dl["images_per_s"],
-         dl["peak_pss_mib"], dl["minor_faults_per_image"]),
-        (f"stoker ({args.workers} threads)", st["images_per_s"], st["peak_pss_mib"], st["minor_faults_per_image"]),
-        (f"libjpeg-turbo full decode only ({args.workers} threads): the ceiling", ceil, None, None),
-    ]
-    print()
-    steady = {"dataloader": dl["steady_faults_per_image"], "stoker": st["steady_faults_per_image"]}
-    print("| pipeline | images/s | × DataLoader | × decode ceiling | peak PSS (MiB) | minor faults / image (whole run) "
-          "| minor faults / image (timed epochs) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for (name, ips, pss, faults), key in zip(rows, ("dataloader", "stoker", None)):
-        print(f"| {name} | {ips:.0f} | {ips / dl['images_per_s']:.2f} | {ips / ceil:.2f} | "
-              f"{'' if pss is None else f'{pss:.0f}'} | {'' if faults is None else f'{faults:.1f}'} | "
-              f"{'' if key is None else f'{steady[key]:.1f}'} |")
-    print()
-    print(f"stoker / DataLoader: {st['images_per_s'] / dl['images_per_s']:.2f}× images/s, "
-          f"{st['peak_pss_mib'] / dl['peak_pss_mib']:.2f}× peak memory; "
-          f"stoker / decode ceiling: {st['images_per_s'] / ceil:.2f}×")
+    results = []
+    for data in args.data:
+        n_files = sum(len(f) for _, _, f in os.walk(data))
+        print(f"loader_bench: {data}: {n_files} files; batch {args.batch_size}; {args.workers} threads/workers; "
+              f"{args.rounds} rounds of warm-up + {args.epochs} epochs each", flush=True)
+        results.append((data,) + bench_one(data, args))
+    summaries = [print_table(d, c, b, ce, args) for d, c, b, ce in results]
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"runs": runs, "ceiling": ceilings, "best": best, "ceiling_best": ceil}, f, indent=1)
+            json.dump([{"data": d, "best": {name_of(k): v for k, v in b.items()}, "ceiling": ce, "summary": s}
+                       for (d, _, b, ce), s in zip(results, summaries)], f, indent=1)
 
 
 if __name__ == "__main__":

@@ -53,13 +53,12 @@ def main():
         sources.append((name, os.path.join(args.out, tag, f"{tag}-{{0000..0007}}.tar")))
         print(f"  packed {tag}: {n / secs:.0f} records/s, {size / 1e6:.0f} MB", flush=True)
 
-    ns = argparse.Namespace(batch_size=args.batch_size, workers=args.workers, epochs=args.epochs, data=args.data)
+    ns = argparse.Namespace(batch_size=args.batch_size, epochs=args.epochs)
     best = {}
     for r in range(args.rounds):
         runs = [("DataLoader", "dataloader", args.data)] + [(name, "stoker", src) for name, src in sources]
         for name, kind, src in runs:
-            ns.data = src
-            res = loader_bench.measure(kind, ns)
+            res = loader_bench.measure(kind, src, args.workers, "mmap", ns)
             print(f"  round {r + 1}: {name:34s} {res['images_per_s']:8.1f} images/s", flush=True)
             if name not in best or res["images_per_s"] > best[name]["images_per_s"]:
                 best[name] = res

@@ -190,6 +190,11 @@ def main():
             print(f"epoch {epoch}: loss {loss_sum / max(steps, 1):.3f}  held-out accuracy {correct / total:.3f}  "
                   f"{seen * world / elapsed:.0f} images/s  waited for data {100 * wait / elapsed:.0f}% of "
                   f"{elapsed:.1f}s", flush=True)
+    if rank == 0 and args.loader == "stoker":
+        s = train.stats()
+        print(f"loader threads: {s['threads']} of {s['threads_max']} ({s['autotune']})", flush=True)
+        for line in s["autotune_log"]:
+            print(f"  autotune {line}", flush=True)
     if world > 1:
         dist.destroy_process_group()
 

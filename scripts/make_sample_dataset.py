@@ -63,7 +63,7 @@ def load(path, max_side=2560):
 
 
 def make_class(job):
-    out, index, name, files, per_class, seed = job
+    out, index, name, files, per_class, seed, quality, subsampling = job
     rng = random.Random(f"{seed}/{name}")
     photos = [load(f) for f in files]
     d = os.path.join(out, f"{index:02d}_{name}")
@@ -81,7 +81,7 @@ def make_class(job):
         s = short / min(w, h)
         crop = crop.resize((max(1, round(w * s)), max(1, round(h * s))), Image.BICUBIC)
         tmp = os.path.join(d, f".{name}_{i:05d}.jpg.tmp")
-        crop.save(tmp, "JPEG", quality=96, subsampling=0)
+        crop.save(tmp, "JPEG", quality=quality, subsampling=subsampling)
         os.replace(tmp, os.path.join(d, f"{name}_{i:05d}.jpg"))
     return name
 
@@ -93,18 +93,23 @@ def main():
     ap.add_argument("--classes", type=int, default=len(CLASSES), help="use the first N classes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--quality", type=int, default=96, help="JPEG quality (default 96)")
+    ap.add_argument("--subsampling", choices=["444", "422", "420"], default="444",
+                    help="chroma subsampling (default 444: none); the same crops for any encoding")
     args = ap.parse_args()
     missing = [f for fs in CLASSES.values() for f in fs if not os.path.exists(f)]
     if missing:
         sys.exit(f"make_sample_dataset: missing {missing[0]} (and {len(missing) - 1} more); "
                  f"install: apt-get install {PACKAGES}  (or run scripts/install-deps.sh)")
     names = sorted(CLASSES)[: args.classes]
-    jobs = [(args.out, k, n, CLASSES[n], args.per_class, args.seed) for k, n in enumerate(names)]
+    sub = {"444": 0, "422": 1, "420": 2}[args.subsampling]
+    jobs = [(args.out, k, n, CLASSES[n], args.per_class, args.seed, args.quality, sub) for k, n in enumerate(names)]
     with multiprocessing.Pool(min(args.jobs, len(jobs))) as pool:
         for n in pool.imap_unordered(make_class, jobs):
             print(f"make_sample_dataset: {n} done", flush=True)
     with open(os.path.join(args.out, ".stoker-sample-complete"), "w") as f:  # make's "already there" marker
-        f.write(f"seed={args.seed} per_class={args.per_class} classes={len(names)}\n")
+        f.write(f"seed={args.seed} per_class={args.per_class} classes={len(names)} quality={args.quality} "
+                f"subsampling={args.subsampling}\n")
     print(f"make_sample_dataset: {len(names) * args.per_class} images in {len(names)} classes under {args.out}")
 
 

@@ -16,6 +16,8 @@ PACKAGES=(
   python3-pil python3-torch python3-torchvision
   # libtorch for the C++ training example
   libtorch-dev
+  # headless browser: the doctor's HTML report is rendered and screenshot in a test
+  chromium
   # real photographs for the sample dataset
   mate-backgrounds lomiri-wallpapers-16.04 lomiri-wallpapers-20.04
   plasma-workspace-wallpapers

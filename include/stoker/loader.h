@@ -113,6 +113,19 @@ class Loader {
 
   Stats stats() const;
 
+  // With LoaderOptions::trace (or STOKER_TRACE set): the spans recorded so
+  // far as Chrome trace-event JSON objects, comma-separated (no brackets),
+  // timestamps in microseconds of CLOCK_MONOTONIC (Python's
+  // time.monotonic_ns() / 1000), so other spans of the process line up.
+  // Empty when tracing is off.
+  std::string trace_events() const;
+  // Writes {"traceEvents": [...]} to `path` (open it in ui.perfetto.dev or
+  // chrome://tracing). Throws stoker::Error when it cannot be written.
+  void write_trace(const std::string& path) const;
+  // The sources this loader was created from, as given (empty when created
+  // from a Source object).
+  const std::vector<std::string>& source_specs() const;
+
   // Where iteration stands, for exact resume: the epoch in progress and the
   // batches of it already handed out (or the next epoch and 0 between
   // epochs), with the settings that define the order. Restoring it into a

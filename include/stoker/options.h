@@ -94,6 +94,15 @@ struct LoaderOptions {
   // Where tar shard samples take their label: "cls" (the .cls member) or
   // "json:<field>" (an integer field of the .json member).
   std::string labels = "cls";
+  // Per-stage timing (read/decode/transform busy time per thread). Off,
+  // stats() counts samples and bytes only; bench/stats_overhead.py measures
+  // what it costs (within noise of zero).
+  bool stage_timing = true;
+  // Record a span per sample stage per worker thread and per consumer wait,
+  // for Loader::write_trace() (Chrome / Perfetto trace-event JSON). Also on
+  // when the environment variable STOKER_TRACE names a file (the Python
+  // package writes it at exit). At most kMaxTraceEvents per thread are kept.
+  bool trace = false;
 };
 
 }  // namespace stoker

@@ -47,6 +47,13 @@ struct Stats {
   std::map<std::string, std::uint64_t> corrupt_by_reason;
   std::vector<std::string> corrupt_examples;
 
+  // Busy seconds and samples per worker thread (index = worker id).
+  struct Thread {
+    double read_s = 0, decode_s = 0, transform_s = 0;
+    std::uint64_t samples = 0;
+  };
+  std::vector<Thread> per_thread;
+
   std::string to_json() const;
 };
 

@@ -39,6 +39,16 @@ py::dict stats_dict(const Stats& s) {
   d["prefetch"] = s.prefetch;
   d["autotune"] = s.autotune;
   d["autotune_log"] = s.autotune_log;
+  py::list per_thread;
+  for (const auto& t : s.per_thread) {
+    py::dict td;
+    td["read_s"] = t.read_s;
+    td["decode_s"] = t.decode_s;
+    td["transform_s"] = t.transform_s;
+    td["samples"] = t.samples;
+    per_thread.append(td);
+  }
+  d["per_thread"] = per_thread;
   d["batch_buffers"] = s.batch_buffers;
   d["batch_buffer_bytes"] = s.batch_buffer_bytes;
   d["cache_hits"] = s.cache_hits;
@@ -71,7 +81,7 @@ void bind_loader(py::module_& m) {
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
                        const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels,
                        const std::string& kind, const std::string& decode_scale, const std::string& cache,
-                       std::uint64_t memory_budget, int cache_max_side, int max_threads) {
+                       std::uint64_t memory_budget, int cache_max_side, int max_threads, bool trace, bool stage_timing) {
              if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
              LoaderOptions o;
              o.batch_size = static_cast<std::size_t>(batch_size);
@@ -82,6 +92,8 @@ void bind_loader(py::module_& m) {
              o.threads = threads;
              o.prefetch = prefetch;
              o.max_threads = max_threads;
+             o.trace = trace;
+             o.stage_timing = stage_timing;
              o.rank = rank;
              o.world_size = world_size;
              o.on_corrupt = parse_enum<OnCorrupt>("on_corrupt", on_corrupt,
@@ -106,7 +118,7 @@ void bind_loader(py::module_& m) {
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
            py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
            py::arg("labels"), py::arg("kind"), py::arg("decode_scale"), py::arg("cache"), py::arg("memory_budget"),
-           py::arg("cache_max_side"), py::arg("max_threads"))
+           py::arg("cache_max_side"), py::arg("max_threads"), py::arg("trace"), py::arg("stage_timing"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })
@@ -117,6 +129,8 @@ void bind_loader(py::module_& m) {
       .def("key", [](const Loader& l, std::size_t i) { return l.source().key(i); })
       .def("label", [](const Loader& l, std::size_t i) { return l.source().label(i); })
       .def("set_epoch", &Loader::set_epoch)
+      .def("trace_events", &Loader::trace_events)
+      .def("write_trace", &Loader::write_trace, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("epoch", &Loader::epoch)
       .def("start_epoch", &Loader::start_epoch, py::call_guard<py::gil_scoped_release>())
       .def("next",

@@ -22,8 +22,10 @@ from stoker._stoker import (  # noqa: F401
     decode_image,
 )
 from stoker import _stoker
+from stoker import _profiling
+from stoker._profiling import profile  # noqa: F401
 
-__all__ = ["Loader", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize",
+__all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize",
            "SampleError", "decode_image"]
 __version__ = "0.1.0"
 
@@ -95,6 +97,10 @@ class Loader:
     transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
         RandomHorizontalFlip, Normalize, with torchvision's semantics on PIL
         images followed by ToTensor. The result must have a fixed size.
+    trace: record a span per sample stage per thread and per wait (also on
+        when STOKER_TRACE=<file> is set: the process's trace is written there
+        at exit); write_trace(path) writes this loader's. stage_timing=False
+        skips the per-stage clocks (stats() then counts samples only).
     threads: worker threads; 0 = autotuned (start with max_threads, default
         one per core, then give cores back to the training step while the
         loader is ahead; stats()["autotune_log"] says what changed and why).
@@ -128,7 +134,7 @@ class Loader:
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
                  kind="auto", device=None, pin_memory=False, decode_scale="exact", cache="mmap",
-                 memory_budget=0, cache_max_side=320, max_threads=0):
+                 memory_budget=0, cache_max_side=320, max_threads=0, trace=False, stage_timing=True):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -157,7 +163,9 @@ class Loader:
         self._impl = _stoker._Loader(sources, batch_size, bool(shuffle), seed, bool(drop_last),
                                      transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
                                      layout, int(max_image_pixels), labels, kind, decode_scale, cache,
-                                     int(memory_budget), int(cache_max_side), max_threads)
+                                     int(memory_budget), int(cache_max_side), max_threads, bool(trace),
+                                     bool(stage_timing))
+        _profiling.register_loader(self)
         self.batch_size = batch_size
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms
@@ -203,8 +211,19 @@ class Loader:
         self._impl.load_state_dict(state)
 
     def stats(self):
-        """Per-stage busy seconds, counts, consumer wait, corrupt samples by reason."""
+        """Per-stage busy seconds (in all and per thread), counts, consumer wait,
+        time to first batch, autotune choices, cache use, corrupt samples by reason."""
         return self._impl.stats()
+
+    def write_trace(self, path):
+        """Writes this loader's spans (needs trace=True or STOKER_TRACE) as a
+        Chrome / Perfetto trace-event JSON file."""
+        self._impl.write_trace(os.fspath(path))
+
+    def __del__(self):
+        impl = getattr(self, "_impl", None)
+        if impl is not None:
+            _profiling.loader_closing(impl)
 
     def __iter__(self):
         return _Iterator(self)

@@ -11,7 +11,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -24,6 +27,7 @@
 #include "order/order.h"
 #include "order/rng.h"
 #include "stats/counters.h"
+#include "stats/trace.h"
 #include "transform/pipeline.h"
 
 namespace stoker {
@@ -33,6 +37,21 @@ using detail::SlotLease;
 using detail::SlotPool;
 
 namespace {
+
+// Transform names for the doctor's channel, in torchvision's spelling.
+std::string transform_name(const RandomResizedCrop& t) {
+  char b[96];
+  std::snprintf(b, sizeof(b), "RandomResizedCrop(%dx%d, scale=(%g, %g))", t.height, t.width, t.scale[0], t.scale[1]);
+  return b;
+}
+std::string transform_name(const Resize& t) {
+  return "Resize(" + std::to_string(t.height) + (t.width ? "x" + std::to_string(t.width) : "") + ")";
+}
+std::string transform_name(const CenterCrop& t) {
+  return "CenterCrop(" + std::to_string(t.height) + "x" + std::to_string(t.width) + ")";
+}
+std::string transform_name(const RandomHorizontalFlip&) { return "RandomHorizontalFlip()"; }
+std::string transform_name(const Normalize&) { return "Normalize()"; }
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -108,6 +127,12 @@ class Loader::Impl {
           source_->size(), opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget());
     }
     ring_.resize(static_cast<std::size_t>(max_depth));
+    if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
+    if (opt_.trace) {
+      opt_.stage_timing = true;
+      for (int i = 0; i <= threads_; ++i) traces_.push_back(std::make_unique<detail::TraceBuffer>());
+    }
+    if (const char* d = std::getenv("STOKER_DOCTOR"); d && *d) channel_dir_ = d;
     counters_.reserve(static_cast<std::size_t>(threads_));
     for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
     workers_.reserve(static_cast<std::size_t>(threads_));
@@ -122,6 +147,7 @@ class Loader::Impl {
   }
 
   ~Impl() {
+    if (!channel_dir_.empty() && !forked()) publish(true);
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -210,6 +236,7 @@ class Loader::Impl {
     }
     const std::int64_t t1 = now_ns();
     if (stop_) throw Error(Code::kCancelled, "loader stopped");
+    if (opt_.trace) traces_.back()->add(t0, t1 - t0, static_cast<std::uint32_t>(b), detail::kTraceWait);
     consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
     if (first_batch_ns_.load(std::memory_order_relaxed) < 0) first_batch_ns_.store(t1 - created_ns_);
     Slot* slot = e.slot;
@@ -220,6 +247,7 @@ class Loader::Impl {
     lock.unlock();
     work_cv_.notify_all();
     batches_.fetch_add(1, std::memory_order_relaxed);
+    if (!channel_dir_.empty() && t1 - published_ns_ >= kPublishNs) publish(false);
 
     Batch batch;
     batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
@@ -380,10 +408,84 @@ class Loader::Impl {
     return next_epoch_;
   }
 
+  // The stats channel of `stoker doctor`: with STOKER_DOCTOR=<dir> set, a
+  // snapshot of this loader (what it reads, how, and stats()) replaces
+  // <dir>/loader-<pid>-<n>.json every kPublishNs while batches flow, and
+  // once more when the loader is destroyed. Written to a temporary name and
+  // renamed, so a reader never sees half a file. Failures are ignored (the
+  // doctor reports a loader that went silent).
+  static constexpr std::int64_t kPublishNs = 250'000'000;
+  void publish(bool final) {
+    static std::atomic<int> counter{0};
+    if (channel_id_ < 0) channel_id_ = counter.fetch_add(1);
+    const std::int64_t now = now_ns();
+    published_ns_ = now;
+    std::string j = "{\"kind\":\"loader\",\"pid\":" + std::to_string(::getpid()) + ",\"id\":" +
+                    std::to_string(channel_id_) + ",\"time_ns\":" + std::to_string(now) +
+                    ",\"final\":" + (final ? "true" : "false") + ",\"describe\":" + json_quote(source_->describe()) +
+                    ",\"sources\":[";
+    for (std::size_t i = 0; i < specs_.size(); ++i) j += (i ? "," : "") + json_quote(specs_[i]);
+    j += "],\"batch_size\":" + std::to_string(opt_.batch_size) + ",\"dataset_size\":" +
+         std::to_string(source_->size()) + ",\"cache\":\"" +
+         (opt_.cache == Cache::kMmap ? "mmap" : opt_.cache == Cache::kRam ? "ram" : "decoded") +
+         "\",\"threads_option\":" + std::to_string(opt_.threads) + ",\"sample_bytes\":" +
+         std::to_string(sample_bytes_) + ",\"transforms\":" + json_quote(describe_transforms()) +
+         ",\"stats\":" + stats().to_json() + "}\n";
+    const std::string path = channel_dir_ + "/loader-" + std::to_string(::getpid()) + "-" + std::to_string(channel_id_) + ".json";
+    const std::string tmp = path + ".tmp";
+    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
+      const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
+      if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());
+    }
+  }
+  static std::string json_quote(const std::string& v) {
+    std::string o = "\"";
+    for (unsigned char c : v) {
+      if (c == '"' || c == '\\') {
+        o += '\\';
+        o += static_cast<char>(c);
+      } else if (c < 0x20) {
+        char b[8];
+        std::snprintf(b, sizeof(b), "\\u%04x", c);
+        o += b;
+      } else {
+        o += static_cast<char>(c);
+      }
+    }
+    return o + "\"";
+  }
+  std::string describe_transforms() const {
+    std::string d;
+    for (const Transform& t : opt_.transforms) {
+      if (!d.empty()) d += ", ";
+      d += std::visit([](const auto& x) { return transform_name(x); }, t);
+    }
+    return d;
+  }
+
+  std::string trace_events() const {
+    std::string out;
+    const int pid = static_cast<int>(::getpid());
+    for (std::size_t i = 0; i < traces_.size(); ++i) {
+      const bool consumer = i + 1 == traces_.size();
+      traces_[i]->append_json(&out, pid, consumer ? 1000000 + channel_tid_base() : static_cast<int>(i) + 1 + channel_tid_base(),
+                              consumer ? "stoker consumer (next())" : "stoker worker " + std::to_string(i));
+    }
+    return out;
+  }
+  int channel_tid_base() const { return 1000 * (trace_id_ + 1); }
+
   std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, num_samples_ - b * opt_.batch_size); }
 
   std::shared_ptr<const Source> source_;
+  std::vector<std::string> specs_;
   LoaderOptions opt_;
+  int channel_id_ = -1;
+  const int trace_id_ = next_trace_id();
+  static int next_trace_id() {
+    static std::atomic<int> n{0};
+    return n.fetch_add(1);
+  }
   std::optional<detail::Pipeline> pipeline_;  // images only
   bool arrays_ = false;
   std::size_t sample_bytes_ = 0;
@@ -405,6 +507,8 @@ class Loader::Impl {
   };
 
   struct WorkerState {
+    detail::StageCounters* counters = nullptr;
+    detail::TraceBuffer* trace = nullptr;  // tracing only
     std::vector<std::uint8_t> file;
     detail::ImageDecoder decoder;
     detail::ImageBuffer decoded;
@@ -450,7 +554,8 @@ class Loader::Impl {
 
   void worker_main(int id) {
     WorkerState ws;
-    detail::StageCounters& counters = *counters_[static_cast<std::size_t>(id)];
+    ws.counters = counters_[static_cast<std::size_t>(id)].get();
+    if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       for (;;) {
@@ -481,7 +586,7 @@ class Loader::Impl {
       ++inflight_;
       lock.unlock();
 
-      Status st = make_sample(t, epoch, slot, pos, &ws, &counters);
+      Status st = make_sample(t, epoch, slot, pos, &ws);
 
       lock.lock();
       --inflight_;
@@ -500,13 +605,12 @@ class Loader::Impl {
 
   // Fills position `pos` of `slot` with the sample at epoch position `t`, or
   // under kSkip with the next good sample of the epoch.
-  Status make_sample(std::size_t t, std::uint64_t epoch, Slot* slot, std::size_t pos, WorkerState* ws,
-                     detail::StageCounters* counters) {
+  Status make_sample(std::size_t t, std::uint64_t epoch, Slot* slot, std::size_t pos, WorkerState* ws) {
     void* out = slot->images.get() + pos * sample_bytes_;
     std::size_t p = t;
     for (int attempt = 1;; ++attempt) {
       const std::uint32_t rec = seq_[p];
-      Status st = process(rec, epoch, out, ws, counters);
+      Status st = process(rec, epoch, out, ws);
       if (st.ok()) {
         slot->labels[pos] = source_->label(rec);
         return st;
@@ -526,10 +630,33 @@ class Loader::Impl {
     }
   }
 
-  Status process(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws,
-                 detail::StageCounters* counters) {
-    if (opt_.cache == Cache::kDecoded) return process_decoded(rec, epoch, out, ws, counters);
-    const std::int64_t t0 = now_ns();
+  // Times one sample's stages into the worker's counters (and its trace).
+  // Each mark ends the stage that began at the previous mark.
+  class StageTimer {
+   public:
+    StageTimer(const Impl* impl, WorkerState* ws, std::uint32_t rec)
+        : impl_(impl), ws_(ws), rec_(rec), t_(impl->clock_ns()) {}
+    void read(std::size_t bytes) { ws_->counters->add_read(lap(detail::kTraceRead), bytes); }
+    void decode() { ws_->counters->add_decode(lap(detail::kTraceDecode)); }
+    void transform() { ws_->counters->add_transform(lap(detail::kTraceTransform)); }
+
+   private:
+    std::int64_t lap(std::uint8_t stage) {
+      const std::int64_t now = impl_->clock_ns(), d = now - t_;
+      if (ws_->trace) ws_->trace->add(t_, d, rec_, stage);
+      t_ = now;
+      return d;
+    }
+    const Impl* impl_;
+    WorkerState* ws_;
+    std::uint32_t rec_;
+    std::int64_t t_;
+  };
+  std::int64_t clock_ns() const { return opt_.stage_timing ? now_ns() : 0; }
+
+  Status process(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws) {
+    if (opt_.cache == Cache::kDecoded) return process_decoded(rec, epoch, out, ws);
+    StageTimer timer(this, ws, rec);
     const std::uint8_t* bytes = nullptr;
     std::size_t size = 0;
     Status st;
@@ -543,10 +670,14 @@ class Loader::Impl {
       size = ws->file.size();
       if (st.ok() && cache_) cache_->insert(rec, bytes, size);
     }
-    const std::int64_t t1 = now_ns();
-    counters->add_read(t1 - t0, size);
+    timer.read(size);
     if (!st.ok()) return st;
-    if (arrays_) return copy_array(bytes, size, out, counters, t1);
+    if (arrays_) {
+      st = copy_array(bytes, size, out);
+      timer.decode();
+      timer.transform();
+      return st;
+    }
     st = ws->decoder.open(bytes, size, opt_.max_image_pixels);
     detail::ImageView view;
     if (st.ok()) {
@@ -555,33 +686,30 @@ class Loader::Impl {
       pipeline_->plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan, scale);
       st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view, ws->plan.scale_denom);
     }
-    const std::int64_t t2 = now_ns();
-    counters->add_decode(t2 - t1);
+    timer.decode();
     if (!st.ok()) return st;
     pipeline_->run(ws->plan, view, &ws->workspace, out);
-    counters->add_transform(now_ns() - t2);
+    timer.transform();
     return Status::Ok();
   }
 
   // cache=kDecoded: every sample is transformed from its stored-size image
   // (shorter side at most cache_max_side), decoded once and kept when the
   // budget allows; so the output does not depend on whether it was a hit.
-  Status process_decoded(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws,
-                         detail::StageCounters* counters) {
-    const std::int64_t t0 = now_ns();
+  Status process_decoded(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws) {
+    StageTimer timer(this, ws, rec);
     detail::ImageView view;
     if (const auto* hit = cache_->find(rec)) {
       view = hit->view();
-      counters->add_decode(now_ns() - t0);
+      timer.decode();
     } else {
       Status st = source_->read(rec, &ws->file);
-      const std::int64_t t1 = now_ns();
-      counters->add_read(t1 - t0, ws->file.size());
+      timer.read(ws->file.size());
       if (!st.ok()) return st;
       st = ws->decoder.open(ws->file.data(), ws->file.size(), opt_.max_image_pixels);
       if (st.ok()) st = ws->decoder.decode({0, 0, ws->decoder.width(), ws->decoder.height()}, &ws->decoded, &view);
       if (!st.ok()) {
-        counters->add_decode(now_ns() - t1);
+        timer.decode();
         return st;
       }
       if (std::min(view.width, view.height) > opt_.cache_max_side) {
@@ -594,22 +722,20 @@ class Loader::Impl {
         cache_->insert(rec, view.data, static_cast<std::size_t>(view.stride) * static_cast<std::size_t>(view.height),
                        view.width, view.height);
       }
-      counters->add_decode(now_ns() - t1);
+      timer.decode();
     }
-    const std::int64_t t2 = now_ns();
     detail::Rng rng(detail::mix_key(order_.seed, epoch, rec, detail::kStreamTransform));
     pipeline_->plan(view.width, view.height, &rng, &ws->plan);
     // The plan's decode region is a crop of the stored image.
     const auto& r = ws->plan.decode_region;
     detail::ImageView region{view.row(r.y) + 3 * r.x, r.width, r.height, view.stride};
     pipeline_->run(ws->plan, region, &ws->workspace, out);
-    counters->add_transform(now_ns() - t2);
+    timer.transform();
     return Status::Ok();
   }
 
   // An array sample: checked against record 0's dtype and shape, copied as is.
-  Status copy_array(const std::uint8_t* data, std::size_t size, void* out, detail::StageCounters* counters,
-                    std::int64_t t1) {
+  Status copy_array(const std::uint8_t* data, std::size_t size, void* out) {
     detail::NpyHeader h;
     Status st = detail::sniff_format(data, size) == detail::Format::kNpy
                     ? detail::parse_npy_header(data, size, &h)
@@ -624,9 +750,6 @@ class Loader::Impl {
                                descr_ + " shape " + want + ")");
     }
     if (st.ok()) std::memcpy(out, data + h.data_offset, sample_bytes_);
-    const std::int64_t t2 = now_ns();
-    counters->add_decode(t2 - t1);
-    counters->add_transform(0);
     return st;
   }
 
@@ -660,6 +783,9 @@ class Loader::Impl {
   } window_;
 
   std::vector<std::unique_ptr<detail::StageCounters>> counters_;
+  std::vector<std::unique_ptr<detail::TraceBuffer>> traces_;  // per worker, then the consumer's
+  std::string channel_dir_;                                    // STOKER_DOCTOR
+  std::int64_t published_ns_ = 0;
   detail::CorruptLog corrupt_;
   std::atomic<std::uint64_t> consumer_wait_ns_{0};
   std::atomic<std::uint64_t> batches_{0};
@@ -675,9 +801,13 @@ std::size_t Batch::image_bytes() const { return bytes_; }
 
 // ---- Loader ----
 Loader::Loader(const std::string& source, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>(open_source(source, options.labels)), options) {}  // NOTE: a copy: argument order is unspecified
+    : Loader(std::shared_ptr<const Source>(open_source(source, options.labels)), options) {  // NOTE: a copy: argument order is unspecified
+  impl_->specs_ = {source};
+}
 Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>(open_sources(sources, options.labels)), options) {}
+    : Loader(std::shared_ptr<const Source>(open_sources(sources, options.labels)), options) {
+  impl_->specs_ = sources;
+}
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
 Loader::~Loader() {
@@ -703,6 +833,14 @@ std::optional<Batch> Loader::next_for(std::chrono::nanoseconds timeout, bool* ti
   return impl_->next(std::max<std::int64_t>(0, timeout.count()), timed_out);
 }
 Stats Loader::stats() const { return impl_->stats(); }
+std::string Loader::trace_events() const { return impl_->trace_events(); }
+void Loader::write_trace(const std::string& path) const {
+  std::ofstream f(path, std::ios::trunc);
+  f << "{\"traceEvents\":[" << impl_->trace_events() << "],\"displayTimeUnit\":\"ms\"}\n";
+  f.close();
+  if (!f) throw Error(Code::kIOError, "cannot write the trace to '" + path + "'");
+}
+const std::vector<std::string>& Loader::source_specs() const { return impl_->specs_; }
 Loader::State Loader::state() const { return impl_->state(); }
 void Loader::restore(const State& state) { impl_->restore(state); }
 

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,37 @@
 
 namespace stoker {
 namespace detail {
+
+namespace {
+
+// A named pipe (a record produced on demand, or storage slow on purpose):
+// read until EOF, at most kMaxStreamBytes. Closes fd.
+constexpr std::size_t kMaxStreamBytes = 1ull << 30;
+Status read_stream(int fd, const std::string& path, std::vector<std::uint8_t>* out) {
+  out->clear();
+  std::size_t done = 0;
+  for (;;) {
+    if (out->size() - done < 65536) out->resize(std::max<std::size_t>(out->size() * 2, done + 65536));
+    ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return Status::IOError(path + ": read failed at byte " + std::to_string(done) + ": " + std::strerror(e));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+    if (done > kMaxStreamBytes) {
+      ::close(fd);
+      return Status::ResourceExhausted(path + ": pipe yielded more than " + std::to_string(kMaxStreamBytes) + " bytes");
+    }
+  }
+  out->resize(done);
+  ::close(fd);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
   int fd;
@@ -28,9 +60,10 @@ Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
     ::close(fd);
     return Status::IOError(path + ": cannot stat: " + std::strerror(e));
   }
+  if (S_ISFIFO(st.st_mode)) return read_stream(fd, path, out);
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::IOError(path + ": not a regular file");
+    return Status::IOError(path + ": not a regular file or pipe");
   }
   out->resize(static_cast<std::size_t>(st.st_size));
   std::size_t done = 0;

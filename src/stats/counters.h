@@ -32,6 +32,12 @@ struct alignas(64) StageCounters {
            transform_ns.load(std::memory_order_relaxed);
   }
   void add_to(Stats* s) const {
+    Stats::Thread t;
+    t.read_s = static_cast<double>(read_ns.load(std::memory_order_relaxed)) * 1e-9;
+    t.decode_s = static_cast<double>(decode_ns.load(std::memory_order_relaxed)) * 1e-9;
+    t.transform_s = static_cast<double>(transform_ns.load(std::memory_order_relaxed)) * 1e-9;
+    t.samples = samples.load(std::memory_order_relaxed);
+    s->per_thread.push_back(t);
     s->read_s += static_cast<double>(read_ns.load(std::memory_order_relaxed)) * 1e-9;
     s->decode_s += static_cast<double>(decode_ns.load(std::memory_order_relaxed)) * 1e-9;
     s->transform_s += static_cast<double>(transform_ns.load(std::memory_order_relaxed)) * 1e-9;

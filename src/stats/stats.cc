@@ -48,6 +48,12 @@ std::string Stats::to_json() const {
   }
   o << "},\"corrupt_examples\":[";
   for (std::size_t i = 0; i < corrupt_examples.size(); ++i) o << (i ? "," : "") << quote(corrupt_examples[i]);
+  o << "],\"per_thread\":[";
+  for (std::size_t i = 0; i < per_thread.size(); ++i) {
+    const Thread& t = per_thread[i];
+    o << (i ? "," : "") << "{\"read_s\":" << t.read_s << ",\"decode_s\":" << t.decode_s
+      << ",\"transform_s\":" << t.transform_s << ",\"samples\":" << t.samples << "}";
+  }
   o << "],\"autotune_log\":[";
   for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << quote(autotune_log[i]);
   o << "]}";

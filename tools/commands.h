@@ -14,4 +14,5 @@ void add_bench_command(CLI::App& app);
 void add_pack_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
+void add_doctor_command(CLI::App& app);
 }  // namespace stoker::cli

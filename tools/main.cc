@@ -5,13 +5,14 @@
 #include "stoker/status.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, inspect, verify, bench."};
+  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, inspect, verify, bench, doctor."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "stoker 0.1.0");
   stoker::cli::add_pack_command(app);
   stoker::cli::add_inspect_command(app);
   stoker::cli::add_verify_command(app);
   stoker::cli::add_bench_command(app);
+  stoker::cli::add_doctor_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

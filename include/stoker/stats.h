@@ -19,7 +19,11 @@ struct Stats {
   // Seconds the consumer spent blocked in next(): the ground truth of
   // "input-bound".
   double consumer_wait_s = 0;
-  // Seconds from the first next() of the loader's first epoch to its first batch.
+  // Seconds from the consumer's first next() to the last batch handed out:
+  // consumer_wait_s / consumer_active_s is the share of its time the
+  // training loop waited for data.
+  double consumer_active_s = 0;
+  // Seconds from the loader's creation to its first batch in hand (startup included).
   double time_to_first_batch_s = -1;
   // Seconds since the loader was created.
   double wall_s = 0;

@@ -23,6 +23,15 @@ py::array view_of(const Batch& batch, py::dtype dtype, std::vector<py::ssize_t> 
   return py::array(dtype, std::move(shape), {}, data, base);
 }
 
+// NOTE: the destructor joins the workers, which may be blocked in a read
+// that a Python thread will satisfy (a pipe, a FUSE file): join without the GIL.
+struct ReleaseGilDelete {
+  void operator()(Loader* l) const {
+    py::gil_scoped_release release;
+    delete l;
+  }
+};
+
 py::dict stats_dict(const Stats& s) {
   py::dict d;
   d["read_s"] = s.read_s;
@@ -32,6 +41,7 @@ py::dict stats_dict(const Stats& s) {
   d["bytes_read"] = s.bytes_read;
   d["batches"] = s.batches;
   d["consumer_wait_s"] = s.consumer_wait_s;
+  d["consumer_active_s"] = s.consumer_active_s;
   d["time_to_first_batch_s"] = s.time_to_first_batch_s;
   d["wall_s"] = s.wall_s;
   d["threads"] = s.threads;
@@ -75,7 +85,7 @@ E parse_enum(const char* arg, const std::string& v, std::initializer_list<std::p
 }  // namespace
 
 void bind_loader(py::module_& m) {
-  py::class_<Loader>(m, "_Loader")
+  py::class_<Loader, std::unique_ptr<Loader, ReleaseGilDelete>>(m, "_Loader")
       .def(py::init([](const std::vector<std::string>& sources, long long batch_size, bool shuffle, std::uint64_t seed,
                        bool drop_last, std::vector<Transform> transforms, int threads, int prefetch, int rank,
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
@@ -112,7 +122,7 @@ void bind_loader(py::module_& m) {
              o.memory_budget = memory_budget;
              o.cache_max_side = cache_max_side;
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
-             return std::make_unique<Loader>(sources, std::move(o));
+             return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(sources, std::move(o)));
            }),
            py::arg("sources"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),

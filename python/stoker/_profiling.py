@@ -170,6 +170,12 @@ class profile:
         except OSError:
             pass  # the doctor reports a profile that went silent
 
+    def __del__(self):
+        if self._spans:
+            with _lock:
+                _closed_parts.append(self._trace_events(os.getpid()))
+            self._spans = None
+
     def _trace_events(self, pid):
         tid = 2_000_000 + self._id
         out = [json.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,

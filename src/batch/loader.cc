@@ -38,20 +38,42 @@ using detail::SlotPool;
 
 namespace {
 
-// Transform names for the doctor's channel, in torchvision's spelling.
-std::string transform_name(const RandomResizedCrop& t) {
-  char b[96];
-  std::snprintf(b, sizeof(b), "RandomResizedCrop(%dx%d, scale=(%g, %g))", t.height, t.width, t.scale[0], t.scale[1]);
+// Transforms as JSON for the doctor's channel (it rebuilds them to measure
+// what a change would gain), named as torchvision names them.
+std::string transform_json(const RandomResizedCrop& t) {
+  char b[200];
+  std::snprintf(b, sizeof(b), R"({"name":"RandomResizedCrop","size":[%d,%d],"scale":[%.17g,%.17g],"ratio":[%.17g,%.17g]})",
+                t.height, t.width, t.scale[0], t.scale[1], t.ratio[0], t.ratio[1]);
   return b;
 }
-std::string transform_name(const Resize& t) {
-  return "Resize(" + std::to_string(t.height) + (t.width ? "x" + std::to_string(t.width) : "") + ")";
+std::string transform_json(const Resize& t) {
+  char b[120];
+  std::snprintf(b, sizeof(b), R"({"name":"Resize","size":[%d,%d],"max_size":%d})", t.height, t.width, t.max_size);
+  return b;
 }
-std::string transform_name(const CenterCrop& t) {
-  return "CenterCrop(" + std::to_string(t.height) + "x" + std::to_string(t.width) + ")";
+std::string transform_json(const CenterCrop& t) {
+  char b[80];
+  std::snprintf(b, sizeof(b), R"({"name":"CenterCrop","size":[%d,%d]})", t.height, t.width);
+  return b;
 }
-std::string transform_name(const RandomHorizontalFlip&) { return "RandomHorizontalFlip()"; }
-std::string transform_name(const Normalize&) { return "Normalize()"; }
+std::string transform_json(const RandomHorizontalFlip& t) {
+  char b[80];
+  std::snprintf(b, sizeof(b), R"({"name":"RandomHorizontalFlip","p":%.17g})", t.p);
+  return b;
+}
+std::string transform_json(const Normalize& t) {
+  std::string m, d;
+  char b[40];
+  for (float v : t.mean) {
+    std::snprintf(b, sizeof(b), "%s%.9g", m.empty() ? "" : ",", static_cast<double>(v));
+    m += b;
+  }
+  for (float v : t.std) {
+    std::snprintf(b, sizeof(b), "%s%.9g", d.empty() ? "" : ",", static_cast<double>(v));
+    d += b;
+  }
+  return R"({"name":"Normalize","mean":[)" + m + R"(],"std":[)" + d + "]}";
+}
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -226,6 +248,7 @@ class Loader::Impl {
     const std::size_t b = deliver_;
     RingEntry& e = ring_[b % ring_.size()];
     const std::int64_t t0 = now_ns();
+    if (first_next_ns_ < 0) first_next_ns_ = t0;
     auto ready = [&] { return stop_ || (e.batch == static_cast<std::int64_t>(b) && e.ready); };
     if (timeout_ns < 0) {
       ready_cv_.wait(lock, ready);
@@ -239,6 +262,7 @@ class Loader::Impl {
     if (opt_.trace) traces_.back()->add(t0, t1 - t0, static_cast<std::uint32_t>(b), detail::kTraceWait);
     consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
     if (first_batch_ns_.load(std::memory_order_relaxed) < 0) first_batch_ns_.store(t1 - created_ns_);
+    last_batch_ns_ = t1;
     Slot* slot = e.slot;
     Status error = std::move(e.error);
     e = RingEntry{};
@@ -325,6 +349,9 @@ class Loader::Impl {
       s.prefetch = static_cast<int>(depth_);
       s.autotune = tuner_->state();
       s.autotune_log = tuner_->log();
+      if (first_next_ns_ >= 0 && last_batch_ns_ >= first_next_ns_) {
+        s.consumer_active_s = static_cast<double>(last_batch_ns_ - first_next_ns_) * 1e-9;
+      }
     }
     s.threads_max = threads_;
     s.batch_buffers = pool_->allocated();
@@ -429,7 +456,8 @@ class Loader::Impl {
          std::to_string(source_->size()) + ",\"cache\":\"" +
          (opt_.cache == Cache::kMmap ? "mmap" : opt_.cache == Cache::kRam ? "ram" : "decoded") +
          "\",\"threads_option\":" + std::to_string(opt_.threads) + ",\"sample_bytes\":" +
-         std::to_string(sample_bytes_) + ",\"transforms\":" + json_quote(describe_transforms()) +
+         std::to_string(sample_bytes_) + ",\"transforms\":" + transforms_json() + ",\"dtype\":\"" +
+         (opt_.dtype == DType::kUInt8 ? "uint8" : "float32") + "\",\"arrays\":" + (arrays_ ? "true" : "false") +
          ",\"stats\":" + stats().to_json() + "}\n";
     const std::string path = channel_dir_ + "/loader-" + std::to_string(::getpid()) + "-" + std::to_string(channel_id_) + ".json";
     const std::string tmp = path + ".tmp";
@@ -454,13 +482,13 @@ class Loader::Impl {
     }
     return o + "\"";
   }
-  std::string describe_transforms() const {
-    std::string d;
+  std::string transforms_json() const {
+    std::string d = "[";
     for (const Transform& t : opt_.transforms) {
-      if (!d.empty()) d += ", ";
-      d += std::visit([](const auto& x) { return transform_name(x); }, t);
+      if (d.size() > 1) d += ",";
+      d += std::visit([](const auto& x) { return transform_json(x); }, t);
     }
-    return d;
+    return d + "]";
   }
 
   std::string trace_events() const {
@@ -790,6 +818,7 @@ class Loader::Impl {
   std::atomic<std::uint64_t> consumer_wait_ns_{0};
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::int64_t> first_batch_ns_{-1};
+  std::int64_t first_next_ns_ = -1, last_batch_ns_ = -1;  // under mu_
   std::vector<std::thread> workers_;
 };
 

@@ -34,7 +34,7 @@ std::string Stats::to_json() const {
   o.precision(9);
   o << "{\"read_s\":" << read_s << ",\"decode_s\":" << decode_s << ",\"transform_s\":" << transform_s
     << ",\"samples\":" << samples << ",\"bytes_read\":" << bytes_read << ",\"batches\":" << batches
-    << ",\"consumer_wait_s\":" << consumer_wait_s << ",\"time_to_first_batch_s\":" << time_to_first_batch_s
+    << ",\"consumer_wait_s\":" << consumer_wait_s << ",\"consumer_active_s\":" << consumer_active_s << ",\"time_to_first_batch_s\":" << time_to_first_batch_s
     << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"threads_max\":" << threads_max << ",\"prefetch\":" << prefetch
     << ",\"autotune\":" << quote(autotune)
     << ",\"batch_buffers\":" << batch_buffers << ",\"batch_buffer_bytes\":" << batch_buffer_bytes

@@ -1,0 +1,203 @@
+"""stoker doctor on training loops with a known bottleneck (doctor_scenarios.py),
+stoker.profile, the trace export, and the HTML report rendered by Chromium."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import ROOT
+
+BUILD = os.environ.get("STOKER_BUILD", os.path.join(ROOT, "build"))
+CLI = os.path.join(BUILD, "tools", "stoker")
+SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doctor_scenarios.py")
+PYTHONPATH = os.environ.get("STOKER_PYTHONPATH", os.path.join(ROOT, "python"))
+
+
+def _photo(w, h, seed):
+    """Photo-like pixels (smooth waves plus grain): JPEG decodes at a realistic cost."""
+    r = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.stack([128 + 100 * np.sin(x / (40 + 10 * c) + seed) * np.cos(y / (30 + 7 * c)) for c in range(3)], -1)
+    img += r.normal(0, 25, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def scenario_data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("doctor")
+    for cls in range(2):
+        os.makedirs(d / "large" / f"c{cls}")
+        os.makedirs(d / "small" / f"c{cls}")
+        for i in range(128):  # 256 x 640x480 q95 4:4:4: ~5 ms of decode each
+            _photo(640, 480, cls * 1000 + i).save(d / "large" / f"c{cls}" / f"{i}.jpg", quality=95, subsampling=0)
+        for i in range(48):
+            _photo(96, 96, cls * 1000 + i).save(d / "small" / f"c{cls}" / f"{i}.jpg", quality=90)
+    os.makedirs(d / "pipes")
+    lines = []
+    for i in range(48):  # records served through named pipes: storage that answers slowly
+        os.mkfifo(d / "pipes" / f"{i}.jpg.pipe")
+        _photo(96, 96, i).save(d / "pipes" / f"{i}.jpg.bytes", format="JPEG", quality=90)
+        lines.append(f"{i}.jpg.pipe,{i % 2}")
+    (d / "pipes" / "list.csv").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def run_scenario(mode, data, seconds=5.0, doctor=True, tmp=None, extra=()):
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    cmd = [sys.executable, SCENARIOS, mode, str(data), "--seconds", str(seconds)]
+    if not doctor:
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=300).stdout
+        return json.loads(out.strip().splitlines()[-1])
+    report, js = os.path.join(tmp, f"{mode}.html"), os.path.join(tmp, f"{mode}.json")
+    p = subprocess.run([CLI, "doctor", "-q", "--report", report, "--json", js, *extra, "--", *cmd], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with open(js) as f:
+        result = json.load(f)
+    result["terminal"] = p.stdout
+    result["report_path"] = report
+    return result
+
+
+def suggestion(result, text):
+    found = [s for s in result.get("suggestions", []) if text in s["action"]]
+    assert found, f"no suggestion mentioning {text!r} in {result.get('suggestions')}"
+    return found[0]
+
+
+def test_compute_bound(scenario_data, tmp_path):
+    r = run_scenario("compute", scenario_data / "small", seconds=4, tmp=tmp_path)
+    assert r["verdict"].startswith("compute-bound"), r["terminal"]
+    assert r["wait_share"] < 0.15
+    assert "VERDICT: compute-bound" in r["terminal"]
+
+
+def test_decode_bound_and_its_predictions_hold(scenario_data, tmp_path):
+    r = run_scenario("decode", scenario_data / "large", seconds=5, tmp=tmp_path)
+    assert r["verdict"] == "input-bound on decode", r["terminal"]
+    assert r["wait_share"] > 0.5
+    assert any("decode" in e and "%" in e for e in r["evidence"])
+    # Apply the two measured suggestions and compare what they give with what was predicted.
+    decoded = suggestion(r, 'cache="decoded"')
+    packed = suggestion(r, "--max-side 256")
+    measured_decoded = max(run_scenario("decoded", scenario_data / "large", seconds=6, doctor=False)
+                           ["rate_after_first_epoch"] for _ in range(2))
+    out = tmp_path / "packed"
+    subprocess.run([CLI, "pack", str(scenario_data / "large"), str(out / "p-%04d.tar"), "--max-side", "256",
+                    "--shard-count", "2"], check=True, capture_output=True)
+    measured_packed = max(run_scenario("packed", str(out / "p-{0000..0001}.tar"), seconds=5, doctor=False)
+                          ["rate_after_first_epoch"] for _ in range(2))
+    for name, s, measured in (("decoded", decoded, measured_decoded), ("packed", packed, measured_packed)):
+        assert s["predicted_rate"] > 0
+        err = abs(s["predicted_rate"] - measured) / measured
+        assert err <= 0.30, f"{name}: predicted {s['predicted_rate']:.0f}/s, measured {measured:.0f}/s ({err:.0%} off)"
+
+
+def test_transform_bound(scenario_data, tmp_path):
+    r = run_scenario("transform", scenario_data / "small", seconds=4, tmp=tmp_path)
+    assert r["verdict"] == "input-bound on transforms", r["terminal"]
+    suggestion(r, 'dtype="uint8"')
+
+
+def test_storage_bound(scenario_data, tmp_path):
+    r = run_scenario("storage", scenario_data / "pipes" / "list.csv", seconds=4, tmp=tmp_path)
+    assert r["verdict"] == "input-bound on storage", r["terminal"]
+    assert any("read" in e for e in r["evidence"])
+    suggestion(r, 'cache="ram"')
+
+
+def test_dataloader_wrapped_in_profile(scenario_data, tmp_path):
+    r = run_scenario("dataloader", scenario_data / "large", seconds=5, tmp=tmp_path)
+    assert r["verdict"] == "input-bound on decode", r["terminal"]
+    assert "DataLoader" in r["consumer"]
+    s = suggestion(r, "stoker.Loader")
+    assert s["predicted_rate"] > r["rate"]
+
+
+def test_command_exit_code_and_missing_command(tmp_path):
+    p = subprocess.run([CLI, "doctor", "-q", "--report", "", "--", sys.executable, "-c", "import sys; sys.exit(3)"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3
+    assert "no stoker loader or stoker.profile" in p.stdout
+    p = subprocess.run([CLI, "doctor", "-q", "--report", "", "--", "/nonexistent/cmd"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 127
+    assert "cannot run" in p.stderr
+
+
+def test_report_renders_charts_in_chromium(scenario_data, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("chromium is not installed (scripts/install-deps.sh installs it)")
+    r = run_scenario("decode", scenario_data / "small", seconds=3, tmp=tmp_path, extra=["--no-probe"])
+    shot = tmp_path / "report.png"
+    subprocess.run([chromium, "--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1000,2600", "file://" + r["report_path"]],
+                   check=True, capture_output=True, timeout=120)
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    # The charts draw coloured polylines: count strongly coloured pixels
+    # (text is black/grey, the page white), in the page and per chart band.
+    colour = (img.max(axis=2) - img.min(axis=2)) > 80
+    assert colour.sum() > 5000, "the report rendered no coloured chart lines"
+    with open(r["report_path"]) as f:
+        html = f.read()
+    charts = html.count("<svg")
+    assert charts >= 6
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")  # self-contained
+    rows_with_colour = np.nonzero(colour.any(axis=1))[0]
+    assert rows_with_colour.max() - rows_with_colour.min() > 1000  # lines in charts all down the page
+
+
+def test_profile_measures_wait_and_step():
+    import time
+
+    import stoker
+
+    def slow_batches():
+        for i in range(5):
+            time.sleep(0.02)
+            yield np.zeros((4, 3)), np.zeros(4)
+
+    p = stoker.profile(slow_batches())
+    for _ in p:
+        time.sleep(0.01)
+    s = p.stats()
+    assert s["batches"] == 5 and s["samples"] == 20
+    assert s["wait_s"] >= 5 * 0.02 and s["step_s"] >= 4 * 0.01
+    assert 0 < s["wait_share"] < 1
+
+
+def test_trace_has_stage_wait_and_step_spans(scenario_data, tmp_path):
+    trace = tmp_path / "trace.json"
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, STOKER_TRACE=str(trace))
+    subprocess.run([sys.executable, SCENARIOS, "decode", str(scenario_data / "small"), "--seconds", "1"], env=env,
+                   check=True, capture_output=True, timeout=120)
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    names = {e["name"] for e in events}
+    assert {"read", "decode", "transform", "wait for batch", "training step"} <= names
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and e["ts"] > 0 for e in spans)
+    workers = {e["tid"] for e in spans if e["name"] == "decode"}
+    assert len(workers) >= 1
+    # Every span of a worker thread is one sample stage: none overlap on one thread.
+    for tid in workers:
+        s = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans if e["tid"] == tid)
+        assert all(a[1] <= b[0] + 1e-3 for a, b in zip(s, s[1:]))
+
+
+def test_stats_per_thread_add_up(photos):
+    import stoker
+    loader = stoker.Loader(photos, batch_size=4, threads=2, transforms=[stoker.RandomResizedCrop(32)])
+    for _ in loader:
+        pass
+    s = loader.stats()
+    assert len(s["per_thread"]) == 2
+    assert sum(t["samples"] for t in s["per_thread"]) == s["samples"]
+    assert abs(sum(t["decode_s"] for t in s["per_thread"]) - s["decode_s"]) < 1e-6
+    assert 0 < s["consumer_wait_s"] <= s["consumer_active_s"]

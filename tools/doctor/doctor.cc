@@ -1,0 +1,374 @@
+// stoker doctor [options] -- CMD ARGS...: runs a training command, samples
+// the machine and the command's processes while it runs, collects the
+// in-process stats of its stoker loaders and stoker.profile-wrapped
+// iterables, and reports where the training loop's time went, with the
+// changes to try and what each is predicted to gain.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "doctor/channel.h"
+#include "doctor/html.h"
+#include "doctor/sampler.h"
+#include "doctor/sweep.h"
+#include "doctor/verdict.h"
+
+namespace stoker::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace stoker::doctor;
+
+struct DoctorArgs {
+  std::vector<std::string> command;
+  std::string report = "stoker-doctor.html";
+  std::string json;
+  std::string trace;
+  double interval = 0.5;
+  bool probe = true;
+  bool sweep = false;
+  bool quiet = false;
+};
+
+volatile sig_atomic_t g_interrupts = 0;
+void on_signal(int) { g_interrupts = g_interrupts + 1; }
+
+std::int64_t mono_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string status_line(const Sample& s, const std::map<std::string, Series>& series, int cores) {
+  double busy = 0;
+  for (double b : s.core_busy) busy += b;
+  char b[320];
+  int n = std::snprintf(b, sizeof(b), "doctor %6.1fs  CPU %.2f/%d cores  disk %.1f MB/s  PSS %.0f MiB", s.t, busy, cores,
+                        s.tree_read_mbs, s.pss_mib);
+  std::string line(b, static_cast<std::size_t>(n));
+  // The busiest consumer's last interval: rate and wait share.
+  const Series* best = nullptr;
+  for (const auto& [k, x] : series) {
+    if (!best || x.samples() > best->samples()) best = &x;
+  }
+  if (best && best->points.size() >= 2) {
+    const auto& p = best->points[best->points.size() - 1];
+    const auto& q = best->points[best->points.size() - 2];
+    const double dt = p.t - q.t;
+    if (dt > 0) {
+      n = std::snprintf(b, sizeof(b), "  %s %.0f samples/s, waited %.0f%%", best->kind.c_str(), (p.samples - q.samples) / dt,
+                        100 * std::min(1.0, (p.wait_s - q.wait_s) / dt));
+      line.append(b, static_cast<std::size_t>(n));
+    }
+  }
+  return line;
+}
+
+std::string terminal_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v, int exit_code,
+                             const std::string& gpu_note, const std::string& sweep_md) {
+  std::string r = "\n=== stoker doctor ===\n";
+  std::string cmd;
+  for (const auto& c : a.command) cmd += (cmd.empty() ? "" : " ") + c;
+  char b[256];
+  std::snprintf(b, sizeof(b), "  ran %.1f s, exit %d, %d cores; ", f.wall_s, exit_code, f.cores);
+  r += "command: " + cmd + "\n" + b + gpu_note + "\n\n";
+  r += std::string("VERDICT: ") + bottleneck_name(v.kind) + "\n";
+  for (const auto& e : v.evidence) r += "  - " + e + "\n";
+  if (!v.suggestions.empty()) r += "\nTry, best predicted first:\n";
+  int i = 0;
+  for (const auto& s : v.suggestions) {
+    if (s.predicted_rate > 0) {
+      std::snprintf(b, sizeof(b), "  %d. [%.2fx: %.0f -> %.0f samples/s] ", ++i, s.gain, v.rate, s.predicted_rate);
+    } else {
+      std::snprintf(b, sizeof(b), "  %d. [gain not predicted] ", ++i);
+    }
+    r += b + s.action + "\n       (" + s.basis + ")\n";
+  }
+  for (const auto& n : v.notes) r += "  note: " + n + "\n";
+  if (!sweep_md.empty()) r += "\nthroughput by threads and cache mode (sample of the loader's records):\n" + sweep_md;
+  if (!a.report.empty()) r += "\nreport: " + a.report + "\n";
+  return r;
+}
+
+std::string html_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v, int exit_code,
+                        const std::string& gpu_note, const std::string& sweep_svg, const std::string& sweep_md) {
+  std::string cmd;
+  for (const auto& c : a.command) cmd += (cmd.empty() ? "" : " ") + c;
+  std::string h = "<h1>stoker doctor</h1><p><code>" + html_escape(cmd) + "</code></p>";
+  char b[512];
+  std::snprintf(b, sizeof(b), "<p>ran %.1f s, exit code %d, %d cores. %s</p>", f.wall_s, exit_code, f.cores,
+                html_escape(gpu_note).c_str());
+  h += b;
+  h += std::string("<div class=\"verdict") + (v.kind == Bottleneck::kCompute ? " compute" : "") + "\">" +
+       html_escape(bottleneck_name(v.kind)) + "</div>";
+  h += "<h2>Evidence</h2><ul>";
+  for (const auto& e : v.evidence) h += "<li>" + html_escape(e) + "</li>";
+  h += "</ul>";
+  if (!v.suggestions.empty()) {
+    h += "<h2>What to try</h2><table><tr><th>#</th><th>change</th><th>predicted samples/s</th><th>gain</th><th>basis</th></tr>";
+    int i = 0;
+    for (const auto& s : v.suggestions) {
+      std::snprintf(b, sizeof(b), "<tr><td>%d</td><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td></tr>",
+                    ++i, html_escape(s.action).c_str(), s.predicted_rate > 0 ? std::to_string(static_cast<long>(s.predicted_rate)).c_str() : "-",
+                    s.predicted_rate > 0 ? (std::to_string(s.gain).substr(0, 4) + "x").c_str() : "-", html_escape(s.basis).c_str());
+      h += b;
+    }
+    h += "</table>";
+  }
+  for (const auto& n : v.notes) h += "<p class=\"note\">" + html_escape(n) + "</p>";
+
+  h += "<h2>Timelines</h2>";
+  std::vector<double> t;
+  for (std::size_t i = 1; i < f.samples.size(); ++i) t.push_back(f.samples[i].t);
+  auto pick = [&](auto fn) {
+    std::vector<double> y;
+    for (std::size_t i = 1; i < f.samples.size(); ++i) y.push_back(fn(f.samples[i]));
+    return y;
+  };
+  {
+    std::vector<ChartSeries> cpu;
+    for (int c = 0; c < f.cores; ++c) {
+      cpu.push_back({"core " + std::to_string(c), t, pick([c](const Sample& s) {
+                       return c < static_cast<int>(s.core_busy.size()) ? 100 * s.core_busy[static_cast<std::size_t>(c)] : 0.0;
+                     })});
+    }
+    cpu.push_back({"iowait (all)", t, pick([](const Sample& s) { return 100 * s.iowait; })});
+    ChartOptions o{"CPU busy per core", "seconds", "% busy", 100, false};
+    h += svg_line_chart(cpu, o);
+    ChartOptions o2{"CPU used by the command's processes", "seconds", "cores", static_cast<double>(f.cores), false};
+    h += svg_line_chart({{"user", t, pick([](const Sample& s) { return s.tree_user; })},
+                         {"system", t, pick([](const Sample& s) { return s.tree_system; })}},
+                        o2);
+  }
+  {
+    ChartOptions o{"Reads", "seconds", "MB/s", 0, false};
+    h += svg_line_chart({{"from disk (command)", t, pick([](const Sample& s) { return s.tree_read_mbs; })},
+                         {"read() calls (command)", t, pick([](const Sample& s) { return s.tree_rchar_mbs; })},
+                         {"all disks", t, pick([](const Sample& s) { return s.disk_read_mbs; })}},
+                        o);
+  }
+  {
+    ChartOptions o{"Memory", "seconds", "MiB", 0, false};
+    h += svg_line_chart({{"PSS (command)", t, pick([](const Sample& s) { return s.pss_mib; })},
+                         {"page cache", t, pick([](const Sample& s) { return s.page_cache_mib; })}},
+                        o);
+  }
+  if (!f.samples.empty() && !f.samples.back().gpus.empty()) {
+    std::vector<ChartSeries> g;
+    for (std::size_t k = 0; k < f.samples.back().gpus.size(); ++k) {
+      g.push_back({"GPU " + std::to_string(k), t, pick([k](const Sample& s) { return k < s.gpus.size() ? 100 * s.gpus[k].util : 0.0; })});
+    }
+    ChartOptions o{"GPU utilisation (NVML)", "seconds", "%", 100, false};
+    h += svg_line_chart(g, o);
+  } else {
+    h += "<p class=\"note\">GPU: " + html_escape(gpu_note) + "</p>";
+  }
+  {
+    std::vector<ChartSeries> rate, wait;
+    for (const auto& [k, s] : f.series) {
+      ChartSeries r{s.kind + " " + k.substr(k.find('-') + 1), {}, {}}, w = r;
+      for (std::size_t i = 1; i < s.points.size(); ++i) {
+        const double dt = s.points[i].t - s.points[i - 1].t;
+        if (dt <= 0) continue;
+        r.x.push_back(s.points[i].t);
+        r.y.push_back((s.points[i].samples - s.points[i - 1].samples) / dt);
+        w.x.push_back(s.points[i].t);
+        w.y.push_back(100 * std::min(1.0, (s.points[i].wait_s - s.points[i - 1].wait_s) / dt));
+      }
+      rate.push_back(r);
+      wait.push_back(w);
+    }
+    if (!rate.empty()) {
+      h += svg_line_chart(rate, ChartOptions{"Throughput", "seconds", "samples/s", 0, false});
+      h += svg_line_chart(wait, ChartOptions{"Consumer wait for the next batch", "seconds", "% of time", 100, false});
+    }
+  }
+  {
+    std::vector<std::string> labels;
+    std::vector<std::vector<double>> values;
+    for (const auto& [k, s] : f.series) {
+      if (s.kind != "loader") continue;
+      const auto& st = s.last["stats"];
+      const double n = std::max(1.0, st.value("samples", 0.0));
+      labels.push_back(k);
+      values.push_back({1e3 * st.value("read_s", 0.0) / n, 1e3 * st.value("decode_s", 0.0) / n,
+                        1e3 * st.value("transform_s", 0.0) / n});
+    }
+    if (!labels.empty()) {
+      h += svg_stacked_bars(labels, {"read", "decode", "transform"}, values, "Loader work per sample (busy time)", "ms");
+    }
+  }
+  if (!sweep_svg.empty()) {
+    h += "<h2>Throughput by threads and cache mode</h2>" + sweep_svg + "<pre>" + html_escape(sweep_md) + "</pre>";
+  }
+  return html_page("stoker doctor: " + cmd, h);
+}
+
+nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v, int exit_code,
+                           const std::string& gpu_note, const std::vector<SweepPoint>& sweep_points) {
+  nlohmann::json j;
+  j["command"] = a.command;
+  j["exit_code"] = exit_code;
+  j["wall_s"] = f.wall_s;
+  j["cores"] = f.cores;
+  j["gpu"] = gpu_note;
+  j["verdict"] = bottleneck_name(v.kind);
+  j["consumer"] = v.consumer;
+  j["rate"] = v.rate;
+  j["wait_share"] = v.wait_share;
+  j["step_per_sample_s"] = v.step_per_sample_s;
+  j["evidence"] = v.evidence;
+  j["notes"] = v.notes;
+  for (const auto& s : v.suggestions) {
+    j["suggestions"].push_back({{"action", s.action}, {"predicted_rate", s.predicted_rate}, {"gain", s.gain}, {"basis", s.basis}});
+  }
+  for (const auto& [k, s] : f.series) j["sources"][k] = s.last;
+  for (const auto& s : f.samples) {
+    j["timeline"].push_back({{"t", s.t}, {"core_busy", s.core_busy}, {"iowait", s.iowait}, {"tree_cpu", s.tree_cpu},
+                             {"disk_read_mbs", s.disk_read_mbs}, {"tree_read_mbs", s.tree_read_mbs}, {"pss_mib", s.pss_mib}});
+  }
+  for (const auto& p : sweep_points) j["sweep"].push_back({{"cache", p.cache}, {"threads", p.threads}, {"rate", p.rate}});
+  return j;
+}
+
+int run(const DoctorArgs& a) {
+  if (a.command.empty()) {
+    std::fprintf(stderr, "stoker doctor: no command; usage: stoker doctor [options] -- CMD ARGS...\n");
+    return 2;
+  }
+  std::string dir = (fs::temp_directory_path() / "stoker-doctor-XXXXXX").string();
+  if (!::mkdtemp(dir.data())) {
+    std::perror("stoker doctor: mkdtemp");
+    return 2;
+  }
+  const std::int64_t start = mono_ns();
+  pid_t child = ::fork();
+  if (child < 0) {
+    std::perror("stoker doctor: fork");
+    return 2;
+  }
+  if (child == 0) {
+    ::setenv("STOKER_DOCTOR", dir.c_str(), 1);
+    if (!a.trace.empty()) ::setenv("STOKER_TRACE", a.trace.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "stoker doctor: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  // Ctrl-C reaches the command (same process group); the doctor keeps
+  // sampling until it exits, then reports.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  Sampler sampler(child);
+  Channel channel(dir, start);
+  RunFacts facts;
+  facts.cores = sampler.cores();
+  const bool tty = ::isatty(2);
+  int status = 0;
+  double last_plain = 0;
+  for (;;) {
+    const double t = static_cast<double>(mono_ns() - start) * 1e-9;
+    Sample s = sampler.take(t);
+    channel.poll();
+    facts.mem_available_mib = s.mem_available_mib;
+    if (!a.quiet && facts.samples.size() > 0) {
+      const std::string line = status_line(s, channel.series(), facts.cores);
+      if (tty) {
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      } else if (t - last_plain >= 10) {
+        std::fprintf(stderr, "%s\n", line.c_str());
+        last_plain = t;
+      }
+    }
+    facts.samples.push_back(std::move(s));
+    // Sleep one interval, in short steps, watching for the command's exit.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.interval);
+    bool exited = false;
+    while (std::chrono::steady_clock::now() < until) {
+      pid_t r = ::waitpid(child, &status, WNOHANG);
+      if (r == child) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (exited) break;
+  }
+  if (tty && !a.quiet) std::fprintf(stderr, "\r\033[K");
+  facts.wall_s = static_cast<double>(mono_ns() - start) * 1e-9;
+  channel.poll();
+  facts.series = channel.series();
+  const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+  if (!a.quiet) std::fprintf(stderr, "stoker doctor: the command ended (exit %d); measuring what changes would gain...\n", exit_code);
+  Verdict v = diagnose(facts, Probes{}, a.probe);
+  std::vector<SweepPoint> points;
+  std::string sweep_md, sweep_svg;
+  if (a.sweep) {
+    const Series* ls = nullptr;
+    for (const auto& [k, s] : facts.series) {
+      if (s.kind == "loader" && (!ls || s.samples() > ls->samples())) ls = &s;
+    }
+    try {
+      if (!ls) throw std::runtime_error("no stoker loader reported");
+      points = sweep(setup_from_snapshot(ls->last), 256, facts.cores, {"mmap", "ram", "decoded"});
+      sweep_md = sweep_table(points);
+      sweep_svg = sweep_chart(points, "Throughput by threads (256 records of the loader's source)");
+    } catch (const std::exception& e) {
+      v.notes.push_back(std::string("sweep not run: ") + e.what());
+    }
+  }
+  std::printf("%s", terminal_report(a, facts, v, exit_code, sampler.gpu_note(), sweep_md).c_str());
+  std::fflush(stdout);
+  if (!a.report.empty()) {
+    std::ofstream f(a.report);
+    f << html_report(a, facts, v, exit_code, sampler.gpu_note(), sweep_svg, sweep_md);
+    if (!f) std::fprintf(stderr, "stoker doctor: cannot write %s\n", a.report.c_str());
+  }
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    f << json_report(a, facts, v, exit_code, sampler.gpu_note(), points).dump(1) << "\n";
+    if (!f) std::fprintf(stderr, "stoker doctor: cannot write %s\n", a.json.c_str());
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return exit_code;
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app) {
+  auto a = std::make_shared<DoctorArgs>();
+  auto* cmd = app.add_subcommand(
+      "doctor",
+      "Run a training command and report where its time goes: storage, decode, transforms or the model step, with "
+      "the changes to try and their predicted gain. Usage: stoker doctor [options] -- CMD ARGS...");
+  cmd->add_option("--report", a->report, "self-contained HTML report (\"\" = none)")->capture_default_str();
+  cmd->add_option("--json", a->json, "also write the measurements and the verdict as JSON");
+  cmd->add_option("--trace", a->trace, "set STOKER_TRACE: the command writes a Chrome/Perfetto trace here at exit");
+  cmd->add_option("--interval", a->interval, "seconds between samples")->check(CLI::Range(0.05, 60.0))->capture_default_str();
+  cmd->add_flag("!--no-probe", a->probe, "skip the measurements behind the predicted gains");
+  cmd->add_flag("--sweep", a->sweep, "after the run, measure throughput by threads and cache mode on a sample");
+  cmd->add_flag("-q,--quiet", a->quiet, "no live status line");
+  cmd->add_option("command", a->command, "the training command, after --")->required();
+  cmd->callback([a] { throw ExitCode{run(*a)}; });
+}
+
+}  // namespace stoker::cli

@@ -1,0 +1,191 @@
+#include "doctor/probe.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+#include "stoker/loader.h"
+#include "stoker/pack.h"
+#include "stoker/source.h"
+
+namespace stoker::doctor {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every k-th record of a source.
+class SubsetSource : public Source {
+ public:
+  SubsetSource(std::shared_ptr<const Source> inner, std::size_t max_records) : inner_(std::move(inner)) {
+    const std::size_t n = inner_->size();
+    const std::size_t k = std::max<std::size_t>(1, n / std::max<std::size_t>(1, max_records));
+    for (std::size_t i = 0; i < n && index_.size() < max_records; i += k) index_.push_back(i);
+  }
+  std::size_t size() const override { return index_.size(); }
+  const std::string& key(std::size_t i) const override { return inner_->key(index_[i]); }
+  std::int64_t label(std::size_t i) const override { return inner_->label(index_[i]); }
+  Status read(std::size_t i, std::vector<std::uint8_t>* out) const override { return inner_->read(index_[i], out); }
+  const std::vector<std::string>& classes() const override { return inner_->classes(); }
+  std::string describe() const override { return "sample of " + inner_->describe(); }
+
+ private:
+  std::shared_ptr<const Source> inner_;
+  std::vector<std::size_t> index_;
+};
+
+// A temporary directory, removed with everything in it.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "stoker-probe-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("cannot create a temporary directory");
+    path = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads) {
+  Cost c;
+  try {
+    for (std::size_t i = 0; i < source->size(); ++i) {  // NOTE: a pipe's writer may be gone: reading would block
+      struct stat st;
+      if (::stat(source->key(i).c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
+        throw std::runtime_error("record '" + source->key(i) + "' is a pipe, which cannot be read again");
+      }
+    }
+    o.threads = std::max(1, threads);
+    o.prefetch = 0;
+    o.shuffle = true;
+    o.rank = 0;
+    o.world_size = 1;
+    o.drop_last = false;
+    o.trace = false;
+    o.stage_timing = true;
+    o.batch_size = std::min<std::size_t>(o.batch_size, std::max<std::size_t>(1, source->size() / 4));
+    Loader loader(source, o);
+    for (const Batch& b : loader) (void)b;  // warm-up (fills a cache)
+    const Stats s0 = loader.stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const Batch& b : loader) (void)b;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const Stats s1 = loader.stats();
+    const double n = static_cast<double>(s1.samples - s0.samples);
+    if (n <= 0) throw std::runtime_error("no samples");
+    c.records = source->size();
+    c.read_s = (s1.read_s - s0.read_s) / n;
+    c.decode_s = (s1.decode_s - s0.decode_s) / n;
+    c.transform_s = (s1.transform_s - s0.transform_s) / n;
+    c.per_sample_s = c.read_s + c.decode_s + c.transform_s;
+    c.rate = n / secs;
+    if (s1.cache_records) c.cache_bytes_per_sample = static_cast<double>(s1.cache_bytes) / static_cast<double>(s1.cache_records);
+    c.ok = true;
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  }
+  return c;
+}
+
+Transform transform_from_json(const nlohmann::json& t) {
+  const std::string name = t.value("name", "");
+  if (name == "RandomResizedCrop") {
+    RandomResizedCrop r;
+    r.height = t["size"][0];
+    r.width = t["size"][1];
+    r.scale = {t["scale"][0].get<double>(), t["scale"][1].get<double>()};
+    r.ratio = {t["ratio"][0].get<double>(), t["ratio"][1].get<double>()};
+    return r;
+  }
+  if (name == "Resize") return Resize{t["size"][0], t["size"][1], t.value("max_size", 0)};
+  if (name == "CenterCrop") return CenterCrop{t["size"][0], t["size"][1]};
+  if (name == "RandomHorizontalFlip") return RandomHorizontalFlip{t.value("p", 0.5)};
+  if (name == "Normalize") return Normalize{t["mean"].get<std::vector<float>>(), t["std"].get<std::vector<float>>()};
+  throw std::runtime_error("unknown transform '" + name + "'");
+}
+
+}  // namespace
+
+LoaderSetup setup_from_snapshot(const nlohmann::json& snap) {
+  LoaderSetup s;
+  if (!snap.contains("sources") || snap["sources"].empty()) {
+    throw std::runtime_error("the loader was created from a Source object; its records cannot be reopened");
+  }
+  s.sources = snap["sources"].get<std::vector<std::string>>();
+  s.options.batch_size = snap.value("batch_size", std::size_t{64});
+  const std::string cache = snap.value("cache", "mmap");
+  s.options.cache = cache == "ram" ? Cache::kRam : cache == "decoded" ? Cache::kDecoded : Cache::kMmap;
+  s.options.dtype = snap.value("dtype", "float32") == "uint8" ? DType::kUInt8 : DType::kFloat32;
+  if (snap.value("arrays", false)) s.options.kind = SampleKind::kArray;
+  for (const auto& t : snap.value("transforms", nlohmann::json::array())) s.options.transforms.push_back(transform_from_json(t));
+  return s;
+}
+
+Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
+  try {
+    std::shared_ptr<const Source> all(setup.sources.size() == 1 ? open_source(setup.sources[0], setup.options.labels)
+                                                                : open_sources(setup.sources, setup.options.labels));
+    return run(std::make_shared<SubsetSource>(all, max_records), setup.options, threads);
+  } catch (const std::exception& e) {
+    Cost c;
+    c.error = e.what();
+    return c;
+  }
+}
+
+Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_side, int threads) {
+  Cost c;
+  try {
+    if (setup.sources.size() != 1) throw std::runtime_error("the records are already in shards");
+    std::shared_ptr<const Source> all(open_source(setup.sources[0], setup.options.labels));
+    if (all->shard_starts().size() > 0) throw std::runtime_error("the records are already in shards");
+    SubsetSource subset(all, max_records);
+    TempDir tmp;
+    std::ofstream list(tmp.path + "/records.csv");
+    for (std::size_t i = 0; i < subset.size(); ++i) {
+      list << fs::absolute(subset.key(i)).string() << "," << std::max<std::int64_t>(0, subset.label(i)) << "\n";
+    }
+    list.close();
+    PackOptions p;
+    p.out_pattern = tmp.path + "/packed-%04d.tar";
+    p.shard_count = 1;
+    p.max_side = max_side;
+    p.threads = 0;
+    PackResult r = pack(tmp.path + "/records.csv", p);
+    if (r.shards.empty()) throw std::runtime_error("packing the sample wrote no shard");
+    LoaderOptions o = setup.options;
+    o.cache = Cache::kMmap;
+    return run(std::shared_ptr<const Source>(open_shards(r.shards)), o, threads);
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  }
+  return c;
+}
+
+Cost measure_files(const std::vector<std::string>& files, int threads) {
+  Cost c;
+  try {
+    if (files.empty()) throw std::runtime_error("no files");
+    TempDir tmp;
+    std::ofstream list(tmp.path + "/records.csv");
+    for (const auto& f : files) list << f << ",0\n";
+    list.close();
+    LoaderOptions o;
+    o.batch_size = 64;
+    o.transforms = {RandomResizedCrop{}, RandomHorizontalFlip{},
+                    Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+    return run(std::shared_ptr<const Source>(open_list_file(tmp.path + "/records.csv")), o, threads);
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  }
+  return c;
+}
+
+}  // namespace stoker::doctor

@@ -1,0 +1,340 @@
+#include "doctor/verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdarg>
+
+namespace stoker::doctor {
+namespace {
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+struct Means {
+  double cores_busy = 0, iowait = 0, tree_cpu = 0, disk_mbs = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
+  double peak_pss = 0, page_cache = 0, gpu_util = -1;
+};
+
+Means means(const std::vector<Sample>& samples) {
+  Means m;
+  int n = 0, g = 0;
+  double gpu = 0;
+  for (std::size_t i = 1; i < samples.size(); ++i) {  // the first sample only primes the counters
+    const Sample& s = samples[i];
+    for (double b : s.core_busy) m.cores_busy += b;
+    m.iowait += s.iowait;
+    m.tree_cpu += s.tree_cpu;
+    m.disk_mbs += s.disk_read_mbs;
+    m.tree_read_mbs += s.tree_read_mbs;
+    m.rchar_mbs += s.tree_rchar_mbs;
+    m.majflt += s.major_faults_per_s;
+    for (const auto& x : s.gpus) {
+      gpu += x.util;
+      ++g;
+    }
+    ++n;
+  }
+  if (n) {
+    m.cores_busy /= n;
+    m.iowait /= n;
+    m.tree_cpu /= n;
+    m.disk_mbs /= n;
+    m.tree_read_mbs /= n;
+    m.rchar_mbs /= n;
+    m.majflt /= n;
+  }
+  if (g) m.gpu_util = gpu / g;
+  for (const Sample& s : samples) {
+    m.peak_pss = std::max(m.peak_pss, s.pss_mib);
+    m.page_cache = s.page_cache_mib;
+  }
+  return m;
+}
+
+const Series* busiest(const std::map<std::string, Series>& all, const char* kind) {
+  const Series* best = nullptr;
+  for (const auto& [k, s] : all) {
+    if (s.kind == kind && s.samples() > 0 && (!best || s.samples() > best->samples())) best = &s;
+  }
+  return best;
+}
+
+// The loop's rate after a change that multiplies the input side's time per
+// sample by `ratio` and makes its CPU work per sample (summed over workers)
+// `cpu_per_sample`. The loop overlaps input and step, so it runs at the
+// slower of the two, and no faster than the cores can do both (the step is
+// counted as CPU work: an upper bound on its CPU share, exact when it
+// trains on the CPU).
+struct Model {
+  double loader_time = 0;  // the loop's time per sample now (input-bound: the input side's)
+  double step = 0;         // the step's time per sample
+  int cores = 1;
+  double fetch = 0;        // the consumer's own cost of taking a batch (Python), per sample
+  double rate(double ratio, double cpu_per_sample) const {
+    const double t = std::max({loader_time * ratio, step + fetch, (cpu_per_sample + step + fetch) / cores});
+    return t > 0 ? 1.0 / t : 0;
+  }
+};
+
+void add(Verdict* v, std::string action, double predicted, std::string basis) {
+  Suggestion s;
+  s.action = std::move(action);
+  s.predicted_rate = predicted;
+  s.gain = v->rate > 0 && predicted > 0 ? predicted / v->rate : 0;
+  s.basis = std::move(basis);
+  v->suggestions.push_back(std::move(s));
+}
+
+void machine_evidence(Verdict* v, const RunFacts& f, const Means& m) {
+  v->evidence.push_back(fmt("CPU: %.2f of %d cores busy on average; the command's processes used %.2f cores; "
+                            "iowait %.1f%% of CPU time",
+                            m.cores_busy, f.cores, m.tree_cpu, 100 * m.iowait));
+  v->evidence.push_back(fmt("storage: %.1f MB/s read from disk by the command (%.1f MB/s all disks), %.1f MB/s of "
+                            "read() calls in all (the rest from the page cache); %.1f major faults/s",
+                            m.tree_read_mbs, m.disk_mbs, m.rchar_mbs, m.majflt));
+  v->evidence.push_back(fmt("memory: peak PSS of the command %.0f MiB; page cache %.0f MiB; available %.0f MiB",
+                            m.peak_pss, m.page_cache, f.mem_available_mib));
+  if (m.gpu_util >= 0) v->evidence.push_back(fmt("GPU: %.0f%% utilised on average", 100 * m.gpu_util));
+}
+
+void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const Series* ps, const Probes& probes,
+                     bool probe, Verdict* v) {
+  const auto& snap = ls.last;
+  const auto& st = snap["stats"];
+  const double loader_samples = st.value("samples", 0.0);
+  const double busy_read = st.value("read_s", 0.0), busy_decode = st.value("decode_s", 0.0),
+               busy_transform = st.value("transform_s", 0.0);
+  const double busy = busy_read + busy_decode + busy_transform;
+  double n = st.value("samples", 0.0), active = st.value("consumer_active_s", 0.0), wait = st.value("consumer_wait_s", 0.0);
+  double fetch = 0;
+  if (ps && ps->last["info"].value("stoker_loader", false)) {  // the profile wraps this loader: its step is known
+    const auto& pst = ps->last["stats"];
+    n = pst.value("samples", 0.0);
+    // Time in next() beyond the C++ wait: the Python side of taking a batch.
+    if (n > 0) fetch = std::max(0.0, pst.value("wait_s", 0.0) - wait) / n;
+    wait = pst.value("wait_s", 0.0);
+    active = wait + pst.value("step_s", 0.0);
+  }
+  const int threads = st.value("threads", 1), threads_max = st.value("threads_max", 1);
+  v->consumer = "stoker loader over " + snap.value("describe", std::string("?"));
+  v->rate = active > 0 ? n / active : 0;
+  v->wait_share = active > 0 ? std::clamp(wait / active, 0.0, 1.0) : 0;
+  v->step_per_sample_s = n > 0 ? std::max(0.0, active - wait) / n : 0;
+  Model model{n > 0 ? active / n : 0, v->step_per_sample_s, f.cores, fetch};
+  const double cpu = loader_samples > 0 ? busy / loader_samples : 0;  // workers' CPU per sample now
+  const double rs = busy > 0 ? busy_read / busy : 0, ds = busy > 0 ? busy_decode / busy : 0,
+               xs = busy > 0 ? busy_transform / busy : 0;
+
+  v->evidence.push_back(fmt("the training loop waited for data %.0f%% of its %.1f s (%s; %.0f samples at %.0f samples/s; "
+                            "step %.2f ms per sample)",
+                            100 * v->wait_share, active, v->consumer.c_str(), n, v->rate, 1e3 * v->step_per_sample_s));
+  const double wall = st.value("wall_s", 0.0);
+  v->evidence.push_back(fmt("loader workers busy %.2f threads on average (%d in use of %d started, autotune %s): read %.0f%%, "
+                            "decode %.0f%%, transform %.0f%% of their time; %.2f / %.2f / %.2f ms per sample",
+                            wall > 0 ? busy / wall : 0, threads, threads_max, st.value("autotune", std::string("?")).c_str(),
+                            100 * rs, 100 * ds, 100 * xs, loader_samples > 0 ? 1e3 * busy_read / loader_samples : 0,
+                            loader_samples > 0 ? 1e3 * busy_decode / loader_samples : 0,
+                            loader_samples > 0 ? 1e3 * busy_transform / loader_samples : 0));
+  machine_evidence(v, f, m);
+
+  if (v->wait_share < kInputBoundShare) {
+    v->kind = Bottleneck::kCompute;
+    add(v, "Speed up the model step (" + fmt("%.1f", 1e3 * v->step_per_sample_s * snap.value("batch_size", 1.0)) +
+               " ms per batch): mixed precision, a faster device, a smaller or compiled model",
+        0,
+        fmt("the step is %.0f%% of the loop's time; no input-side change can gain more than %.2fx (all of the wait)",
+            100 * (1 - v->wait_share), 1 / (1 - v->wait_share)));
+    if (snap.value("threads_option", 0) > 0 && f.samples.size() > 1 && m.cores_busy > f.cores - 0.5) {
+      add(v, "threads=0: let the loader give idle worker cores back to the model step", 0,
+          fmt("the loader's workers were busy %.2f threads of %d while all cores were busy", wall > 0 ? busy / wall : 0,
+              threads));
+    }
+    return;
+  }
+  const bool storage = rs >= 0.4 || (m.iowait >= 0.2 && rs >= 0.25);
+  v->kind = storage ? Bottleneck::kStorage : ds >= xs ? Bottleneck::kDecode : Bottleneck::kTransform;
+
+  // More threads when cores sat idle.
+  const double idle = f.cores - m.cores_busy;
+  if (threads < f.cores && idle >= 0.5) {
+    const int k = std::min(f.cores, threads + static_cast<int>(std::floor(idle + 0.25)));
+    if (k > threads) {
+      add(v, fmt("threads=%d (now %d): %.1f cores sat idle", k, threads, idle),
+          model.rate(static_cast<double>(threads) / k, cpu),
+          fmt("input time per sample scales with 1/threads (%d -> %d) while cores are idle", threads, k));
+    }
+  }
+  if (storage) {
+    const double dataset = snap.value("dataset_size", 0.0);
+    const double bytes = loader_samples > 0 ? static_cast<double>(st.value("bytes_read", 0.0)) / loader_samples : 0;
+    const double need_mib = bytes * dataset / (1 << 20);
+    if (snap.value("cache", std::string("mmap")) == "mmap") {
+      add(v, fmt("cache=\"ram\": the encoded data set (%.1f MiB) %s", need_mib,
+                 need_mib < 0.5 * f.mem_available_mib ? "fits in half the available memory" : "fits only in part"),
+          model.rate(std::max(0.005, 1 - rs), cpu * (1 - rs)),
+          fmt("reads were %.0f%% of the workers' time; from the second epoch they come from memory", 100 * rs));
+    }
+    add(v, "Pack the records into tar shards on fast local storage (stoker pack): large sequential reads", 0,
+        "not predicted: depends on the storage's sequential rate");
+  }
+  if (!probe) return;
+  LoaderSetup setup;
+  try {
+    setup = setup_from_snapshot(snap);
+  } catch (const std::exception& e) {
+    v->notes.push_back(std::string("no measured predictions: ") + e.what());
+    return;
+  }
+  constexpr std::size_t kProbeRecords = 192;
+  // NOTE: the probe runs as many threads as the run did, so that contention
+  // between them (shared caches, memory bandwidth, SMT siblings) is in its costs.
+  const int pt = std::max(1, threads);
+  const Cost base = probes.measure(setup, kProbeRecords, pt);
+  if (!base.ok) {
+    v->notes.push_back("no measured predictions: measuring the loader on a sample failed: " + base.error);
+    return;
+  }
+  const std::string measured = fmt("measured here on %zu of the records, %d thread%s: %.2f ms of work per sample as "
+                                   "configured",
+                                   base.records, pt, pt > 1 ? "s" : "", 1e3 * base.per_sample_s);
+  if (setup.options.cache != Cache::kDecoded && setup.options.kind != SampleKind::kArray) {
+    LoaderSetup d = setup;
+    d.options.cache = Cache::kDecoded;
+    const Cost c = probes.measure(d, kProbeRecords, pt);
+    if (c.ok) {
+      const double need_mib = c.cache_bytes_per_sample * snap.value("dataset_size", 0.0) / (1 << 20);
+      const double fit = need_mib > 0 ? std::min(1.0, 0.5 * f.mem_available_mib / need_mib) : 1.0;
+      double ratio = (fit * c.per_sample_s + (1 - fit) * base.per_sample_s) / base.per_sample_s;
+      if (storage) ratio *= (1 - rs) / std::max(0.05, 1 - base.read_s / base.per_sample_s);  // the run's reads were slower
+      add(v, fmt("cache=\"decoded\" (cache_max_side=%d): %.0f MiB for the data set, %s", setup.options.cache_max_side,
+                 need_mib, fit >= 1 ? "fits in half the available memory" : "fits in part"),
+          model.rate(ratio, cpu * ratio),
+          measured + fmt("; %.2f ms from the decoded cache (second epoch on)", 1e3 * c.per_sample_s));
+    } else {
+      v->notes.push_back("cache=\"decoded\" not measured: " + c.error);
+    }
+  }
+  if (v->kind != Bottleneck::kTransform && setup.options.kind != SampleKind::kArray) {
+    const Cost c = probes.measure_packed(setup, kProbeRecords, 256, pt);
+    if (c.ok) {
+      add(v, "Pack once at a smaller size: stoker pack SOURCE OUT/train-%06d.tar --max-side 256, then load the shards",
+          model.rate(c.per_sample_s / base.per_sample_s, cpu * c.per_sample_s / base.per_sample_s),
+          measured + fmt("; %.2f ms after packing the same records at --max-side 256", 1e3 * c.per_sample_s));
+    } else {
+      v->notes.push_back("packing at --max-side 256 not measured: " + c.error);
+    }
+  }
+  if (v->kind == Bottleneck::kTransform && setup.options.dtype == DType::kFloat32) {
+    LoaderSetup u = setup;
+    u.options.dtype = DType::kUInt8;
+    std::erase_if(u.options.transforms, [](const Transform& t) { return std::holds_alternative<Normalize>(t); });
+    const Cost c = probes.measure(u, kProbeRecords, pt);
+    if (c.ok) {
+      add(v, "dtype=\"uint8\" and Normalize on the device (x.float().sub_(mean).div_(std) after the copy): a quarter "
+             "of the bytes written per sample",
+          model.rate(c.per_sample_s / base.per_sample_s, cpu * c.per_sample_s / base.per_sample_s),
+          measured + fmt("; %.2f ms with uint8 output", 1e3 * c.per_sample_s));
+    }
+  }
+}
+
+void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const Probes& probes, bool probe,
+                      Verdict* v) {
+  const auto& info = ps.last["info"];
+  const auto& st = ps.last["stats"];
+  const double n = st.value("samples", 0.0), wait = st.value("wait_s", 0.0), step = st.value("step_s", 0.0);
+  const double active = wait + step;
+  v->consumer = "stoker.profile(" + st.value("name", std::string("?")) + ")";
+  if (info.contains("dataset")) v->consumer += " over " + info.value("dataset", std::string("?"));
+  v->rate = active > 0 ? n / active : 0;
+  v->wait_share = active > 0 ? wait / active : 0;
+  v->step_per_sample_s = n > 0 ? step / n : 0;
+  const std::string workers =
+      info.contains("num_workers") && !info["num_workers"].is_null() ? fmt("%d workers", info["num_workers"].get<int>()) : "";
+  v->evidence.push_back(fmt("the training loop waited for data %.0f%% of its %.1f s (%s%s%s; %.0f samples at %.0f "
+                            "samples/s; step %.2f ms per sample)",
+                            100 * v->wait_share, active, v->consumer.c_str(), workers.empty() ? "" : ", ",
+                            workers.c_str(), n, v->rate, 1e3 * v->step_per_sample_s));
+  machine_evidence(v, f, m);
+  if (v->wait_share < kInputBoundShare) {
+    v->kind = Bottleneck::kCompute;
+    add(v, "Speed up the model step: mixed precision, a faster device, a smaller or compiled model", 0,
+        fmt("the step is %.0f%% of the loop's time; no input-side change can gain more than %.2fx (all of the wait)",
+            100 * (1 - v->wait_share), 1 / (1 - v->wait_share)));
+    return;
+  }
+  const bool storage = m.iowait >= 0.2 || (m.tree_read_mbs > 20 && m.cores_busy < 0.6 * f.cores);
+  v->kind = storage ? Bottleneck::kStorage : Bottleneck::kDecode;
+  v->evidence.push_back(storage ? "the workers waited on storage (iowait / disk reads high, cores idle)"
+                                : "the loader's processes kept the cores busy: decoding and transforming in Python "
+                                  "workers (PIL), which report no stages of their own");
+  if (!probe) return;
+  std::vector<std::string> files;
+  if (info.contains("files")) files = info["files"].get<std::vector<std::string>>();
+  if (files.empty()) {
+    v->notes.push_back("no measured prediction for stoker: the profiled iterable exposes no file list "
+                       "(a torchvision ImageFolder/DatasetFolder dataset does)");
+    return;
+  }
+  const Cost c = probes.measure_files(files, f.cores);
+  if (!c.ok) {
+    v->notes.push_back("stoker not measured on these files: " + c.error);
+    return;
+  }
+  if (!storage && c.per_sample_s > 0) {
+    v->kind = c.transform_s > c.decode_s ? Bottleneck::kTransform : Bottleneck::kDecode;
+    v->evidence.push_back(fmt("the same files through stoker: decode %.0f%%, transform %.0f%% of the work per sample",
+                              100 * c.decode_s / c.per_sample_s, 100 * c.transform_s / c.per_sample_s));
+  }
+  add(v, fmt("stoker.Loader(%s, ...) instead of the DataLoader", info.contains("root") ? ("'" + info.value("root", std::string()) + "'").c_str() : "files"),
+      Model{1.0 / c.rate, v->step_per_sample_s, f.cores}.rate(1.0, f.cores / c.rate),
+      fmt("stoker measured here at %.0f samples/s on %zu of the same files (RandomResizedCrop(224) + flip + Normalize, "
+          "%d threads); the loop's step is %.2f ms per sample",
+          c.rate, c.records, f.cores, 1e3 * v->step_per_sample_s));
+}
+
+}  // namespace
+
+const char* bottleneck_name(Bottleneck b) {
+  switch (b) {
+    case Bottleneck::kCompute: return "compute-bound (the model step)";
+    case Bottleneck::kStorage: return "input-bound on storage";
+    case Bottleneck::kDecode: return "input-bound on decode";
+    case Bottleneck::kTransform: return "input-bound on transforms";
+    case Bottleneck::kHostToDevice: return "input-bound on host-to-device copy";
+    case Bottleneck::kNoData: return "no data";
+  }
+  return "?";
+}
+
+Verdict diagnose(const RunFacts& f, const Probes& probes, bool probe) {
+  Verdict v;
+  const Means m = means(f.samples);
+  const Series* ls = busiest(f.series, "loader");
+  const Series* ps = busiest(f.series, "profile");
+  const bool profile_is_stoker = ps && ps->last["info"].value("stoker_loader", false);
+  if (ps && !profile_is_stoker && (!ls || ps->samples() >= ls->samples())) {
+    diagnose_profile(f, m, *ps, probes, probe, &v);
+  } else if (ls) {
+    diagnose_loader(f, m, *ls, ps, probes, probe, &v);
+  } else {
+    v.kind = Bottleneck::kNoData;
+    v.evidence.push_back("no stoker loader or stoker.profile-wrapped iterable reported: wrap the training loop's "
+                         "iterable in stoker.profile(...) (any DataLoader) or use stoker.Loader");
+    machine_evidence(&v, f, m);
+    return v;
+  }
+  std::stable_sort(v.suggestions.begin(), v.suggestions.end(),
+                   [](const Suggestion& a, const Suggestion& b) { return a.gain > b.gain; });
+  return v;
+}
+
+}  // namespace stoker::doctor

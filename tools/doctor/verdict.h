@@ -1,0 +1,57 @@
+// From the run's measurements to a verdict: where the training loop's time
+// went, the evidence, and ranked changes with the rate each is predicted to
+// reach, computed from measurements (the run's own and the probe's).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "doctor/channel.h"
+#include "doctor/probe.h"
+#include "doctor/sampler.h"
+
+namespace stoker::doctor {
+
+enum class Bottleneck { kCompute, kStorage, kDecode, kTransform, kHostToDevice, kNoData };
+const char* bottleneck_name(Bottleneck b);  // "input-bound on decode", ...
+
+struct Suggestion {
+  std::string action;          // what to change
+  double predicted_rate = 0;   // samples/s of the training loop after the change (0: not predicted)
+  double gain = 0;             // predicted_rate / the run's rate
+  std::string basis;           // how the prediction was made
+};
+
+struct Verdict {
+  Bottleneck kind = Bottleneck::kNoData;
+  std::string consumer;        // which loader / profiled iterable the verdict is about
+  double rate = 0;             // samples/s the training loop consumed
+  double wait_share = 0;       // of the loop's time, waiting for the next batch
+  double step_per_sample_s = 0;
+  std::vector<std::string> evidence;
+  std::vector<Suggestion> suggestions;  // best first
+  std::vector<std::string> notes;       // probes that could not run, etc.
+};
+
+// The probe, replaceable in tests.
+struct Probes {
+  std::function<Cost(const LoaderSetup&, std::size_t, int)> measure = doctor::measure;
+  std::function<Cost(const LoaderSetup&, std::size_t, int, int)> measure_packed = doctor::measure_packed;
+  std::function<Cost(const std::vector<std::string>&, int)> measure_files = doctor::measure_files;
+};
+
+struct RunFacts {
+  double wall_s = 0;
+  int cores = 1;
+  std::vector<Sample> samples;
+  std::map<std::string, Series> series;
+  double mem_available_mib = 0;
+};
+
+// Input-bound when the loop waited at least this share of its time.
+constexpr double kInputBoundShare = 0.15;
+
+Verdict diagnose(const RunFacts& facts, const Probes& probes = {}, bool probe = true);
+
+}  // namespace stoker::doctor

@@ -83,6 +83,7 @@ class ListDataset(torch.utils.data.Dataset):
 
     def __init__(self, rows, transform):
         self.rows, self.transform = rows, transform
+        self.samples = [(path, label) for path, label in rows]  # as ImageFolder: stoker.profile reports the files
 
     def __len__(self):
         return len(self.rows)
@@ -157,6 +158,7 @@ def main():
         print(f"train_classifier: {args.loader} loader, {len(rows['train'])} train / {len(rows['val'])} held-out "
               f"images, {len(classes)} classes, {world} rank(s), {args.size}x{args.size}, batch {args.batch_size}",
               flush=True)
+    profiled_train = stoker.profile(train, name=f"{args.loader} train loader")
     for epoch in range(args.epochs):
         set_epoch(epoch)
         model.train()
@@ -164,7 +166,7 @@ def main():
         wait = loss_sum = 0.0
         seen = steps = 0
         t_wait = time.perf_counter()
-        for x, y in train:
+        for x, y in profiled_train:  # stoker.profile: wait and step times for `stoker doctor`
             wait += time.perf_counter() - t_wait
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             loss = F.cross_entropy(model(x), y)

@@ -14,6 +14,8 @@ PACKAGES=(
   # Python bindings and tests (Debian's python, never PyPI)
   python3 python3-dev pybind11-dev python3-numpy python3-pytest
   python3-pil python3-torch python3-torchvision
+  # the resize benchmark's baseline (bench/resize_compare.py)
+  python3-opencv
   # libtorch for the C++ training example
   libtorch-dev
   # headless browser: the doctor's HTML report is rendered and screenshot in a test

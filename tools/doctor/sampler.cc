@@ -191,6 +191,7 @@ Sample Sampler::take(double t) {
   // The process tree.
   std::map<pid_t, ProcTimes> cur;
   ProcTimes delta;
+  std::uint64_t root_delta = 0;
   for (pid_t p : tree()) {
     const std::string base = "/proc/" + std::to_string(p);
     std::string stat = slurp(base + "/stat");
@@ -221,6 +222,7 @@ Sample Sampler::take(double t) {
     }
     const auto it = last_proc_.find(p);
     const ProcTimes last = it == last_proc_.end() ? ProcTimes{} : it->second;
+    if (p == root_) root_delta = pt.utime + pt.stime - std::min(pt.utime + pt.stime, last.utime + last.stime);
     delta.utime += pt.utime - std::min(pt.utime, last.utime);
     delta.stime += pt.stime - std::min(pt.stime, last.stime);
     delta.majflt += pt.majflt - std::min(pt.majflt, last.majflt);
@@ -233,6 +235,7 @@ Sample Sampler::take(double t) {
     s.tree_user = static_cast<double>(delta.utime) / static_cast<double>(ticks_) / dt;
     s.tree_system = static_cast<double>(delta.stime) / static_cast<double>(ticks_) / dt;
     s.tree_cpu = s.tree_user + s.tree_system;
+    s.root_cpu = static_cast<double>(root_delta) / static_cast<double>(ticks_) / dt;
     s.major_faults_per_s = static_cast<double>(delta.majflt) / dt;
     s.tree_read_mbs = static_cast<double>(delta.read_bytes) / 1e6 / dt;
     s.tree_rchar_mbs = static_cast<double>(delta.rchar) / 1e6 / dt;

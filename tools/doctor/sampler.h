@@ -25,6 +25,7 @@ struct Sample {
   double iowait = 0;               // share of all cores' time in iowait, 0..1
   double tree_cpu = 0;             // cores used by the command's process tree (user + system)
   double tree_user = 0, tree_system = 0;
+  double root_cpu = 0;             // of which the command's own process (the rest: its children, e.g. DataLoader workers)
   double disk_read_mbs = 0;        // whole disks, /proc/diskstats
   double disk_read_iops = 0;
   double tree_read_mbs = 0;        // the tree's read_bytes (storage, not page cache), /proc/PID/io

@@ -19,7 +19,7 @@ std::string fmt(const char* f, ...) {
 }
 
 struct Means {
-  double cores_busy = 0, iowait = 0, tree_cpu = 0, disk_mbs = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
+  double cores_busy = 0, iowait = 0, tree_cpu = 0, root_cpu = 0, disk_mbs = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
   double peak_pss = 0, page_cache = 0, gpu_util = -1;
 };
 
@@ -32,6 +32,7 @@ Means means(const std::vector<Sample>& samples) {
     for (double b : s.core_busy) m.cores_busy += b;
     m.iowait += s.iowait;
     m.tree_cpu += s.tree_cpu;
+    m.root_cpu += s.root_cpu;
     m.disk_mbs += s.disk_read_mbs;
     m.tree_read_mbs += s.tree_read_mbs;
     m.rchar_mbs += s.tree_rchar_mbs;
@@ -46,6 +47,7 @@ Means means(const std::vector<Sample>& samples) {
     m.cores_busy /= n;
     m.iowait /= n;
     m.tree_cpu /= n;
+    m.root_cpu /= n;
     m.disk_mbs /= n;
     m.tree_read_mbs /= n;
     m.rchar_mbs /= n;
@@ -269,6 +271,22 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
     add(v, "Speed up the model step: mixed precision, a faster device, a smaller or compiled model", 0,
         fmt("the step is %.0f%% of the loop's time; no input-side change can gain more than %.2fx (all of the wait)",
             100 * (1 - v->wait_share), 1 / (1 - v->wait_share)));
+    // On a CPU-bound step, the DataLoader's worker processes take cores from it.
+    const double workers_cpu = m.tree_cpu - m.root_cpu;
+    if (m.gpu_util < 0 && workers_cpu >= 0.25 && v->rate > 0) {
+      v->evidence.push_back(fmt("the DataLoader's worker processes used %.2f cores (%.2f ms of CPU per sample), cores the "
+                                "step (on the CPU: no GPU sampled) competes for",
+                                workers_cpu, 1e3 * workers_cpu / v->rate));
+      std::vector<std::string> files;
+      if (probe && info.contains("files")) files = info["files"].get<std::vector<std::string>>();
+      const Cost c = files.empty() ? Cost{} : probes.measure_files(files, f.cores);
+      add(v, "stoker.Loader instead of the DataLoader: less CPU per sample for the input, more for the step", 0,
+          c.ok ? fmt("stoker measured here at %.2f ms of CPU per sample on %zu of the same files (RandomResizedCrop(224) "
+                     "+ flip + Normalize) against the workers' %.2f ms",
+                     1e3 * c.per_sample_s, c.records, 1e3 * workers_cpu / v->rate)
+               : fmt("the workers' %.2f ms of CPU per sample; not measured with stoker (no file list from the dataset)",
+                     1e3 * workers_cpu / v->rate));
+    }
     return;
   }
   const bool storage = m.iowait >= 0.2 || (m.tree_read_mbs > 20 && m.cores_busy < 0.6 * f.cores);

@@ -11,6 +11,7 @@ Batches are handed over without a copy: the tensors view a buffer of the
 loader's ring, which is reused only after every tensor viewing it is freed.
 """
 import os
+import time
 
 from stoker._stoker import (  # noqa: F401
     CenterCrop,
@@ -169,6 +170,8 @@ class Loader:
                                      bool(stage_timing))
         _profiling.register_loader(self)
         self.batch_size = batch_size
+        self._h2d_ns = 0     # consumer-thread time staging and starting host-to-device copies
+        self._h2d_bytes = 0
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms
 
@@ -214,8 +217,13 @@ class Loader:
 
     def stats(self):
         """Per-stage busy seconds (in all and per thread), counts, consumer wait,
-        time to first batch, autotune choices, cache use, corrupt samples by reason."""
-        return self._impl.stats()
+        time to first batch, autotune choices, cache use, corrupt samples by
+        reason; with device/pin_memory, h2d_s: the consumer thread's time
+        staging batches in pinned memory and starting their copies."""
+        s = self._impl.stats()
+        s["h2d_s"] = self._h2d_ns * 1e-9
+        s["h2d_bytes"] = self._h2d_bytes
+        return s
 
     def write_trace(self, path):
         """Writes this loader's spans (needs trace=True or STOKER_TRACE) as a
@@ -277,6 +285,14 @@ class _Iterator:
         return images, labels
 
     def _pinned(self, x, y):
+        t0 = time.monotonic_ns()
+        try:
+            return self._pinned_copy(x, y)
+        finally:  # host-to-device cost on the consumer's thread, for stats() and stoker doctor
+            self._loader._h2d_ns += time.monotonic_ns() - t0
+            self._loader._h2d_bytes += x.numel() * x.element_size()
+
+    def _pinned_copy(self, x, y):
         torch = self._torch
         k = self._turn
         self._turn ^= 1
@@ -297,12 +313,14 @@ class _Iterator:
             return item
         torch = self._torch
         xs, ys, k = self._pinned(*item)
+        t0 = time.monotonic_ns()
         with torch.cuda.stream(self._stream):
             xg = xs.to(self._device, non_blocking=True)
             yg = ys.to(self._device, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self._stream)
         self._staging_events[k] = event
+        self._loader._h2d_ns += time.monotonic_ns() - t0
         return xg, yg, event
 
     def __next__(self):

@@ -155,8 +155,13 @@ class profile:
     def stats(self):
         wait, step = self._wait_ns * 1e-9, self._step_ns * 1e-9
         wall = 0.0 if self._start_ns is None else (time.monotonic_ns() - self._start_ns) * 1e-9
-        return {"name": self.name, "batches": self._batches, "samples": self._samples, "wait_s": wait,
-                "step_s": step, "wall_s": wall, "wait_share": wait / (wait + step) if wait + step > 0 else 0.0}
+        out = {"name": self.name, "batches": self._batches, "samples": self._samples, "wait_s": wait,
+               "step_s": step, "wall_s": wall, "wait_share": wait / (wait + step) if wait + step > 0 else 0.0}
+        h2d = getattr(self.iterable, "_h2d_ns", None)  # a stoker.Loader with device= or pin_memory=
+        if h2d:
+            out["h2d_s"] = h2d * 1e-9
+            out["h2d_bytes"] = getattr(self.iterable, "_h2d_bytes", 0)
+        return out
 
     def _publish(self, final, now):
         self._published_ns = now

@@ -116,12 +116,14 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
                busy_transform = st.value("transform_s", 0.0);
   const double busy = busy_read + busy_decode + busy_transform;
   double n = st.value("samples", 0.0), active = st.value("consumer_active_s", 0.0), wait = st.value("consumer_wait_s", 0.0);
-  double fetch = 0;
+  double fetch = 0, h2d = 0, h2d_bytes = 0;
   if (ps && ps->last["info"].value("stoker_loader", false)) {  // the profile wraps this loader: its step is known
     const auto& pst = ps->last["stats"];
+    h2d = pst.value("h2d_s", 0.0);  // device= / pin_memory=: staging and starting copies, inside the wait
+    h2d_bytes = pst.value("h2d_bytes", 0.0);
     n = pst.value("samples", 0.0);
     // Time in next() beyond the C++ wait: the Python side of taking a batch.
-    if (n > 0) fetch = std::max(0.0, pst.value("wait_s", 0.0) - wait) / n;
+    if (n > 0) fetch = std::max(0.0, pst.value("wait_s", 0.0) - wait - h2d) / n;
     wait = pst.value("wait_s", 0.0);
     active = wait + pst.value("step_s", 0.0);
   }
@@ -159,6 +161,20 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
           fmt("the loader's workers were busy %.2f threads of %d while all cores were busy", wall > 0 ? busy / wall : 0,
               threads));
     }
+    return;
+  }
+  if (h2d > 0) {
+    v->evidence.push_back(fmt("host-to-device: the loop spent %.0f%% of its time staging batches in pinned memory and "
+                              "starting their copies (%.0f MB/s)",
+                              100 * h2d / active, h2d > 0 ? h2d_bytes / h2d / 1e6 : 0));
+  }
+  if (h2d > 0 && h2d >= 0.5 * wait) {  // most of the wait was the copy, not the workers
+    v->kind = Bottleneck::kHostToDevice;
+    const double saved = 0.75 * h2d / std::max(1.0, n);  // uint8: a quarter of float32's bytes
+    const double t = std::max(1e-12, active / std::max(1.0, n) - saved);
+    add(v, "dtype=\"uint8\" and Normalize on the device (x.float().sub_(mean).div_(std) after the copy): a quarter of "
+           "the bytes to copy",
+        1.0 / t, fmt("the copy took %.2f ms per sample; uint8 moves a quarter of the bytes", 1e3 * h2d / std::max(1.0, n)));
     return;
   }
   const bool storage = rs >= 0.4 || (m.iowait >= 0.2 && rs >= 0.25);

@@ -237,7 +237,14 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   for (const auto& [k, s] : f.series) j["sources"][k] = s.last;
   for (const auto& s : f.samples) {
     j["timeline"].push_back({{"t", s.t}, {"core_busy", s.core_busy}, {"iowait", s.iowait}, {"tree_cpu", s.tree_cpu},
-                             {"disk_read_mbs", s.disk_read_mbs}, {"tree_read_mbs", s.tree_read_mbs}, {"pss_mib", s.pss_mib}});
+                             {"disk_read_mbs", s.disk_read_mbs}, {"disk_read_iops", s.disk_read_iops},
+                             {"tree_read_mbs", s.tree_read_mbs}, {"tree_rchar_mbs", s.tree_rchar_mbs},
+                             {"root_cpu", s.root_cpu}, {"pss_mib", s.pss_mib}, {"page_cache_mib", s.page_cache_mib},
+                             {"major_faults_per_s", s.major_faults_per_s}});
+    if (!s.gpus.empty()) {
+      auto& g = j["timeline"].back()["gpus"];
+      for (const auto& x : s.gpus) g.push_back({{"util", x.util}, {"mem_used_mib", x.mem_used_mib}});
+    }
   }
   for (const auto& p : sweep_points) j["sweep"].push_back({{"cache", p.cache}, {"threads", p.threads}, {"rate", p.rate}});
   return j;

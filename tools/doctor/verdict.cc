@@ -19,7 +19,7 @@ std::string fmt(const char* f, ...) {
 }
 
 struct Means {
-  double cores_busy = 0, iowait = 0, tree_cpu = 0, root_cpu = 0, disk_mbs = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
+  double cores_busy = 0, iowait = 0, tree_cpu = 0, root_cpu = 0, disk_mbs = 0, disk_iops = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
   double peak_pss = 0, page_cache = 0, gpu_util = -1;
 };
 
@@ -34,6 +34,7 @@ Means means(const std::vector<Sample>& samples) {
     m.tree_cpu += s.tree_cpu;
     m.root_cpu += s.root_cpu;
     m.disk_mbs += s.disk_read_mbs;
+    m.disk_iops += s.disk_read_iops;
     m.tree_read_mbs += s.tree_read_mbs;
     m.rchar_mbs += s.tree_rchar_mbs;
     m.majflt += s.major_faults_per_s;
@@ -49,6 +50,7 @@ Means means(const std::vector<Sample>& samples) {
     m.tree_cpu /= n;
     m.root_cpu /= n;
     m.disk_mbs /= n;
+    m.disk_iops /= n;
     m.tree_read_mbs /= n;
     m.rchar_mbs /= n;
     m.majflt /= n;
@@ -99,9 +101,9 @@ void machine_evidence(Verdict* v, const RunFacts& f, const Means& m) {
   v->evidence.push_back(fmt("CPU: %.2f of %d cores busy on average; the command's processes used %.2f cores; "
                             "iowait %.1f%% of CPU time",
                             m.cores_busy, f.cores, m.tree_cpu, 100 * m.iowait));
-  v->evidence.push_back(fmt("storage: %.1f MB/s read from disk by the command (%.1f MB/s all disks), %.1f MB/s of "
-                            "read() calls in all (the rest from the page cache); %.1f major faults/s",
-                            m.tree_read_mbs, m.disk_mbs, m.rchar_mbs, m.majflt));
+  v->evidence.push_back(fmt("storage: %.1f MB/s read from disk by the command (all disks: %.1f MB/s, %.0f reads/s), "
+                            "%.1f MB/s of read() calls in all (the rest from the page cache); %.1f major faults/s",
+                            m.tree_read_mbs, m.disk_mbs, m.disk_iops, m.rchar_mbs, m.majflt));
   v->evidence.push_back(fmt("memory: peak PSS of the command %.0f MiB; page cache %.0f MiB; available %.0f MiB",
                             m.peak_pss, m.page_cache, f.mem_available_mib));
   if (m.gpu_util >= 0) v->evidence.push_back(fmt("GPU: %.0f%% utilised on average", 100 * m.gpu_util));

@@ -29,7 +29,8 @@ struct ResizeScratch {
   ResampleAxis horizontal;
   ResampleAxis vertical;
   ImageBuffer temp;                 // result of the horizontal pass
-  std::vector<std::int32_t> accum;  // one output row of the vertical pass
+  std::vector<std::int32_t> accum;         // one output row of the vertical pass
+  std::vector<std::int32_t> pair_weights;  // AVX2 horizontal pass: weights as int16 pairs, two pixels at a time
 };
 
 // Resizes `src` (RGB8) to out_w x out_h into *dst. REQUIRES: out_w, out_h > 0.

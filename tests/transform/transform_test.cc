@@ -56,11 +56,36 @@ TEST(ResizeTest, SimdKernelsEqualPortableKernels) {
   }
   ResizeScratch s1, s2;
   ImageBuffer a, b;
-  for (auto [w, h] : {std::pair{224, 224}, {17, 300}, {700, 90}, {1, 1}, {331, 100}, {100, 257}, {330, 256}}) {
+  for (auto [w, h] : {std::pair{224, 224}, {17, 300}, {700, 90}, {1, 1}, {331, 100}, {100, 257}, {330, 256},
+                      {225, 113}, {3, 257}, {2, 2}, {165, 40}, {662, 514}, {111, 111}}) {
     resize_bilinear(src.view(), w, h, &s1, &a, /*simd=*/true);
     resize_bilinear(src.view(), w, h, &s2, &b, /*simd=*/false);
     for (int y = 0; y < h; ++y) {
       ASSERT_EQ(std::memcmp(a.row(y), b.row(y), static_cast<std::size_t>(w) * 3), 0) << w << "x" << h << " row " << y;
+    }
+  }
+}
+
+TEST(ResizeTest, SimdKernelsEqualPortableKernelsOnFractionalBoxes) {
+  ImageBuffer src;
+  src.reset(97, 83);
+  std::uint32_t state = 7;
+  for (auto& b : src.pixels) {
+    state = state * 1664525u + 1013904223u;
+    b = static_cast<std::uint8_t>(state >> 24);
+  }
+  ResizeScratch s1, s2;
+  ImageBuffer a, b;
+  const double boxes[][4] = {{0, 0, 97, 83}, {0.5, 1.25, 96.5, 82.75}, {90.3, 0, 97, 83}, {0, 70.1, 11.7, 83},
+                             {40.2, 30.9, 41.1, 31.3}};
+  for (const auto& box : boxes) {
+    for (auto [w, h] : {std::pair{64, 64}, {13, 7}, {200, 150}, {1, 3}}) {
+      resize_bilinear(src.view(), w, h, &s1, &a, /*simd=*/true, box);
+      resize_bilinear(src.view(), w, h, &s2, &b, /*simd=*/false, box);
+      for (int y = 0; y < h; ++y) {
+        ASSERT_EQ(std::memcmp(a.row(y), b.row(y), static_cast<std::size_t>(w) * 3), 0)
+            << w << "x" << h << " box " << box[0] << "," << box[1] << " row " << y;
+      }
     }
   }
 }

@@ -27,6 +27,7 @@
 #include "order/order.h"
 #include "order/rng.h"
 #include "stats/counters.h"
+#include "stats/json.h"
 #include "stats/trace.h"
 #include "transform/pipeline.h"
 
@@ -62,17 +63,16 @@ std::string transform_json(const RandomHorizontalFlip& t) {
   return b;
 }
 std::string transform_json(const Normalize& t) {
-  std::string m, d;
-  char b[40];
-  for (float v : t.mean) {
-    std::snprintf(b, sizeof(b), "%s%.9g", m.empty() ? "" : ",", static_cast<double>(v));
-    m += b;
-  }
-  for (float v : t.std) {
-    std::snprintf(b, sizeof(b), "%s%.9g", d.empty() ? "" : ",", static_cast<double>(v));
-    d += b;
-  }
-  return R"({"name":"Normalize","mean":[)" + m + R"(],"std":[)" + d + "]}";
+  auto list = [](const std::vector<float>& values) {
+    std::string out;
+    char b[40];
+    for (float v : values) {
+      std::snprintf(b, sizeof(b), "%s%.9g", out.empty() ? "" : ",", static_cast<double>(v));
+      out += b;
+    }
+    return out;
+  };
+  return R"({"name":"Normalize","mean":[)" + list(t.mean) + R"(],"std":[)" + list(t.std) + "]}";
 }
 
 std::int64_t now_ns() {
@@ -140,8 +140,6 @@ class Loader::Impl {
     const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
     const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
     tuner_.emplace(threads_, threads_, opt_.threads == 0, depth, max_depth, depth, opt_.prefetch == 0);
-    active_ = threads_;
-    depth_ = static_cast<std::size_t>(depth);
     pool_ = std::make_shared<SlotPool>(sample_bytes_ * opt_.batch_size, opt_.batch_size);
     if (opt_.cache != Cache::kMmap) {
       if (arrays_ && opt_.cache == Cache::kDecoded) invalid("cache='decoded' applies to images; use cache='ram' for arrays");
@@ -345,8 +343,8 @@ class Loader::Impl {
     s.wall_s = static_cast<double>(now_ns() - created_ns_) * 1e-9;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      s.threads = active_;
-      s.prefetch = static_cast<int>(depth_);
+      s.threads = tuner_->threads();
+      s.prefetch = tuner_->depth();
       s.autotune = tuner_->state();
       s.autotune_log = tuner_->log();
       if (first_next_ns_ >= 0 && last_batch_ns_ >= first_next_ns_) {
@@ -443,15 +441,13 @@ class Loader::Impl {
   // doctor reports a loader that went silent).
   static constexpr std::int64_t kPublishNs = 250'000'000;
   void publish(bool final) {
-    static std::atomic<int> counter{0};
-    if (channel_id_ < 0) channel_id_ = counter.fetch_add(1);
     const std::int64_t now = now_ns();
     published_ns_ = now;
     std::string j = "{\"kind\":\"loader\",\"pid\":" + std::to_string(::getpid()) + ",\"id\":" +
-                    std::to_string(channel_id_) + ",\"time_ns\":" + std::to_string(now) +
-                    ",\"final\":" + (final ? "true" : "false") + ",\"describe\":" + json_quote(source_->describe()) +
+                    std::to_string(id_) + ",\"time_ns\":" + std::to_string(now) +
+                    ",\"final\":" + (final ? "true" : "false") + ",\"describe\":" + detail::json_quote(source_->describe()) +
                     ",\"sources\":[";
-    for (std::size_t i = 0; i < specs_.size(); ++i) j += (i ? "," : "") + json_quote(specs_[i]);
+    for (std::size_t i = 0; i < specs_.size(); ++i) j += (i ? "," : "") + detail::json_quote(specs_[i]);
     j += "],\"batch_size\":" + std::to_string(opt_.batch_size) + ",\"dataset_size\":" +
          std::to_string(source_->size()) + ",\"cache\":\"" +
          (opt_.cache == Cache::kMmap ? "mmap" : opt_.cache == Cache::kRam ? "ram" : "decoded") +
@@ -459,28 +455,12 @@ class Loader::Impl {
          std::to_string(sample_bytes_) + ",\"transforms\":" + transforms_json() + ",\"dtype\":\"" +
          (opt_.dtype == DType::kUInt8 ? "uint8" : "float32") + "\",\"arrays\":" + (arrays_ ? "true" : "false") +
          ",\"stats\":" + stats().to_json() + "}\n";
-    const std::string path = channel_dir_ + "/loader-" + std::to_string(::getpid()) + "-" + std::to_string(channel_id_) + ".json";
+    const std::string path = channel_dir_ + "/loader-" + std::to_string(::getpid()) + "-" + std::to_string(id_) + ".json";
     const std::string tmp = path + ".tmp";
     if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
       const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
       if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());
     }
-  }
-  static std::string json_quote(const std::string& v) {
-    std::string o = "\"";
-    for (unsigned char c : v) {
-      if (c == '"' || c == '\\') {
-        o += '\\';
-        o += static_cast<char>(c);
-      } else if (c < 0x20) {
-        char b[8];
-        std::snprintf(b, sizeof(b), "\\u%04x", c);
-        o += b;
-      } else {
-        o += static_cast<char>(c);
-      }
-    }
-    return o + "\"";
   }
   std::string transforms_json() const {
     std::string d = "[";
@@ -496,24 +476,24 @@ class Loader::Impl {
     const int pid = static_cast<int>(::getpid());
     for (std::size_t i = 0; i < traces_.size(); ++i) {
       const bool consumer = i + 1 == traces_.size();
-      traces_[i]->append_json(&out, pid, consumer ? 1000000 + channel_tid_base() : static_cast<int>(i) + 1 + channel_tid_base(),
+      // NOTE: thread ids unique per loader: 1000 x (id + 1) + worker, the consumer at 1,000,000 + that base.
+      const int base = 1000 * (id_ + 1);
+      traces_[i]->append_json(&out, pid, consumer ? 1000000 + base : static_cast<int>(i) + 1 + base,
                               consumer ? "stoker consumer (next())" : "stoker worker " + std::to_string(i));
     }
     return out;
   }
-  int channel_tid_base() const { return 1000 * (trace_id_ + 1); }
 
   std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, num_samples_ - b * opt_.batch_size); }
 
   std::shared_ptr<const Source> source_;
   std::vector<std::string> specs_;
   LoaderOptions opt_;
-  int channel_id_ = -1;
-  const int trace_id_ = next_trace_id();
-  static int next_trace_id() {
+  // This loader's number in the process: its channel file and trace thread ids.
+  const int id_ = [] {
     static std::atomic<int> n{0};
     return n.fetch_add(1);
-  }
+  }();
   std::optional<detail::Pipeline> pipeline_;  // images only
   bool arrays_ = false;
   std::size_t sample_bytes_ = 0;
@@ -567,11 +547,7 @@ class Loader::Impl {
     tw.ring_blocked_s = static_cast<double>(ring_blocked_ns_ - w.ring_blocked_ns) * 1e-9;
     tw.batches = w.batches;
     tw.first_batch = batches_.load(std::memory_order_relaxed) + 1 - w.batches;
-    if (tuner_->observe(tw)) {
-      active_ = tuner_->threads();
-      depth_ = static_cast<std::size_t>(tuner_->depth());
-      work_cv_.notify_all();
-    }
+    if (tuner_->observe(tw)) work_cv_.notify_all();
     w = Window{now, 0, 0, busy, ring_blocked_ns_};
   }
   std::uint64_t busy_ns() const {
@@ -589,11 +565,13 @@ class Loader::Impl {
       for (;;) {
         if (stop_) return;
         const bool has_task = running_ && next_task_ < seq_.size();
-        const bool ring_full = next_task_ / opt_.batch_size >= deliver_ + depth_;
-        if (has_task && !ring_full && id < active_) break;
+        // The tuner's current worker count and ring depth (fixed ones when not tuning).
+        const bool active = id < tuner_->threads();
+        const bool ring_full = next_task_ / opt_.batch_size >= deliver_ + static_cast<std::size_t>(tuner_->depth());
+        if (has_task && !ring_full && active) break;
         // NOTE: an active worker idle only for ring space is what tells the
         // tuner a deeper ring would help.
-        const std::int64_t t = has_task && ring_full && id < active_ ? now_ns() : 0;
+        const std::int64_t t = has_task && ring_full && active ? now_ns() : 0;
         work_cv_.wait(lock);
         if (t) ring_blocked_ns_ += static_cast<std::uint64_t>(now_ns() - t);
       }
@@ -801,8 +779,6 @@ class Loader::Impl {
   std::size_t resume_batches_ = 0;  // where the next start_epoch() begins
   int inflight_ = 0;
   std::vector<RingEntry> ring_;  // capacity: the most the ring may deepen to
-  std::size_t depth_ = 0;        // batches made ahead now (<= ring_.size())
-  int active_ = 0;               // workers with id < active_ take tasks
   std::optional<detail::Tuner> tuner_;
   std::uint64_t ring_blocked_ns_ = 0;
   struct Window {

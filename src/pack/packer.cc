@@ -18,6 +18,7 @@
 #include "pack/jpeg_encode.h"
 #include "source/shard_source.h"
 #include "source/tar.h"
+#include "stats/json.h"
 #include "stoker/pack.h"
 #include "stoker/source.h"
 #include "transform/pipeline.h"
@@ -71,23 +72,6 @@ std::string shard_name(const std::string& pattern, int n) {
   return out;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof(b), "\\u%04x", c);
-      o += b;
-    } else {
-      o += static_cast<char>(c);
-    }
-  }
-  return o;
-}
-
 struct Item {
   Status status;
   std::string ext;
@@ -115,7 +99,7 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
   const bool resize = o.max_side > 0 && std::min(W, H) > o.max_side;
   int ow = W, oh = H;
   if (resize) detail::resize_output_size(Resize{o.max_side, 0, 0}, W, H, &ow, &oh);
-  it->json = "{\"path\": \"" + json_escape(src.key(rec)) + "\", \"width\": " + std::to_string(W) +
+  it->json = "{\"path\": " + detail::json_quote(src.key(rec)) + ", \"width\": " + std::to_string(W) +
              ", \"height\": " + std::to_string(H) + ", \"label\": " + std::to_string(src.label(rec)) + "}";
   if (o.keep && !resize) {
     it->kept = true;

@@ -16,31 +16,35 @@ namespace detail {
 
 namespace {
 
-// A named pipe (a record produced on demand, or storage slow on purpose):
-// read until EOF, at most kMaxStreamBytes. Closes fd.
+// Reads fd into *out (closing fd): a regular file up to out->size() bytes
+// (fewer if it shrank since fstat); a named pipe (a record produced on
+// demand, or storage slow on purpose), growing *out, until EOF, at most
+// kMaxStreamBytes.
 constexpr std::size_t kMaxStreamBytes = 1ull << 30;
-Status read_stream(int fd, const std::string& path, std::vector<std::uint8_t>* out) {
-  out->clear();
+Status read_fd(int fd, const std::string& path, bool pipe, std::vector<std::uint8_t>* out) {
   std::size_t done = 0;
+  Status st;
   for (;;) {
-    if (out->size() - done < 65536) out->resize(std::max<std::size_t>(out->size() * 2, done + 65536));
+    if (done == out->size()) {
+      if (!pipe) break;
+      if (done >= kMaxStreamBytes) {
+        st = Status::ResourceExhausted(path + ": pipe yielded more than " + std::to_string(kMaxStreamBytes) + " bytes");
+        break;
+      }
+      out->resize(std::max<std::size_t>(2 * done, 65536));
+    }
     ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return Status::IOError(path + ": read failed at byte " + std::to_string(done) + ": " + std::strerror(e));
+      st = Status::IOError(path + ": read failed at byte " + std::to_string(done) + ": " + std::strerror(errno));
+      break;
     }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
-    if (done > kMaxStreamBytes) {
-      ::close(fd);
-      return Status::ResourceExhausted(path + ": pipe yielded more than " + std::to_string(kMaxStreamBytes) + " bytes");
-    }
   }
   out->resize(done);
   ::close(fd);
-  return Status::Ok();
+  return st;
 }
 
 }  // namespace
@@ -60,27 +64,13 @@ Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
     ::close(fd);
     return Status::IOError(path + ": cannot stat: " + std::strerror(e));
   }
-  if (S_ISFIFO(st.st_mode)) return read_stream(fd, path, out);
-  if (!S_ISREG(st.st_mode)) {
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
     ::close(fd);
     return Status::IOError(path + ": not a regular file or pipe");
   }
-  out->resize(static_cast<std::size_t>(st.st_size));
-  std::size_t done = 0;
-  while (done < out->size()) {
-    ssize_t n = ::read(fd, out->data() + done, out->size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return Status::IOError(path + ": read failed at byte " + std::to_string(done) + ": " + std::strerror(e));
-    }
-    if (n == 0) break;  // the file shrank since fstat
-    done += static_cast<std::size_t>(n);
-  }
-  out->resize(done);
-  ::close(fd);
-  return Status::Ok();
+  const bool pipe = S_ISFIFO(st.st_mode);
+  out->resize(pipe ? 0 : static_cast<std::size_t>(st.st_size));
+  return read_fd(fd, path, pipe, out);
 }
 
 long long pread_full(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t offset) {

@@ -1,12 +1,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "stats/json.h"
 #include "stoker/stats.h"
 
 namespace stoker {
-namespace {
+namespace detail {
 
-std::string quote(const std::string& s) {
+std::string json_quote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
@@ -27,27 +28,28 @@ std::string quote(const std::string& s) {
   return out + "\"";
 }
 
-}  // namespace
+}  // namespace detail
 
 std::string Stats::to_json() const {
+  using detail::json_quote;
   std::ostringstream o;
   o.precision(9);
   o << "{\"read_s\":" << read_s << ",\"decode_s\":" << decode_s << ",\"transform_s\":" << transform_s
     << ",\"samples\":" << samples << ",\"bytes_read\":" << bytes_read << ",\"batches\":" << batches
     << ",\"consumer_wait_s\":" << consumer_wait_s << ",\"consumer_active_s\":" << consumer_active_s << ",\"time_to_first_batch_s\":" << time_to_first_batch_s
     << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"threads_max\":" << threads_max << ",\"prefetch\":" << prefetch
-    << ",\"autotune\":" << quote(autotune)
+    << ",\"autotune\":" << json_quote(autotune)
     << ",\"batch_buffers\":" << batch_buffers << ",\"batch_buffer_bytes\":" << batch_buffer_bytes
     << ",\"cache_hits\":" << cache_hits << ",\"cache_misses\":" << cache_misses
     << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
     << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
   bool first = true;
   for (const auto& [k, v] : corrupt_by_reason) {
-    o << (first ? "" : ",") << quote(k) << ":" << v;
+    o << (first ? "" : ",") << json_quote(k) << ":" << v;
     first = false;
   }
   o << "},\"corrupt_examples\":[";
-  for (std::size_t i = 0; i < corrupt_examples.size(); ++i) o << (i ? "," : "") << quote(corrupt_examples[i]);
+  for (std::size_t i = 0; i < corrupt_examples.size(); ++i) o << (i ? "," : "") << json_quote(corrupt_examples[i]);
   o << "],\"per_thread\":[";
   for (std::size_t i = 0; i < per_thread.size(); ++i) {
     const Thread& t = per_thread[i];
@@ -55,7 +57,7 @@ std::string Stats::to_json() const {
       << ",\"transform_s\":" << t.transform_s << ",\"samples\":" << t.samples << "}";
   }
   o << "],\"autotune_log\":[";
-  for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << quote(autotune_log[i]);
+  for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << json_quote(autotune_log[i]);
   o << "]}";
   return o.str();
 }

@@ -46,47 +46,43 @@ TEST(ResizeTest, ConstantImageStaysConstant) {
   }
 }
 
-TEST(ResizeTest, SimdKernelsEqualPortableKernels) {
-  ImageBuffer src;
-  src.reset(331, 257);
-  std::uint32_t state = 1;
-  for (auto& b : src.pixels) {
-    state = state * 1664525u + 1013904223u;
-    b = static_cast<std::uint8_t>(state >> 24);
+// Noise pixels (a linear congruential generator): every byte value, no smooth areas.
+ImageBuffer noise_image(int w, int h, std::uint32_t seed) {
+  ImageBuffer img;
+  img.reset(w, h);
+  for (auto& b : img.pixels) {
+    seed = seed * 1664525u + 1013904223u;
+    b = static_cast<std::uint8_t>(seed >> 24);
   }
+  return img;
+}
+
+void expect_simd_equals_portable(const ImageBuffer& src, int w, int h, const double* box = nullptr) {
   ResizeScratch s1, s2;
   ImageBuffer a, b;
+  resize_bilinear(src.view(), w, h, &s1, &a, /*simd=*/true, box);
+  resize_bilinear(src.view(), w, h, &s2, &b, /*simd=*/false, box);
+  for (int y = 0; y < h; ++y) {
+    ASSERT_EQ(std::memcmp(a.row(y), b.row(y), static_cast<std::size_t>(w) * 3), 0)
+        << w << "x" << h << (box ? " box " + std::to_string(box[0]) + "," + std::to_string(box[1]) : "") << " row "
+        << y;
+  }
+}
+
+TEST(ResizeTest, SimdKernelsEqualPortableKernels) {
+  const ImageBuffer src = noise_image(331, 257, 1);
   for (auto [w, h] : {std::pair{224, 224}, {17, 300}, {700, 90}, {1, 1}, {331, 100}, {100, 257}, {330, 256},
                       {225, 113}, {3, 257}, {2, 2}, {165, 40}, {662, 514}, {111, 111}}) {
-    resize_bilinear(src.view(), w, h, &s1, &a, /*simd=*/true);
-    resize_bilinear(src.view(), w, h, &s2, &b, /*simd=*/false);
-    for (int y = 0; y < h; ++y) {
-      ASSERT_EQ(std::memcmp(a.row(y), b.row(y), static_cast<std::size_t>(w) * 3), 0) << w << "x" << h << " row " << y;
-    }
+    expect_simd_equals_portable(src, w, h);
   }
 }
 
 TEST(ResizeTest, SimdKernelsEqualPortableKernelsOnFractionalBoxes) {
-  ImageBuffer src;
-  src.reset(97, 83);
-  std::uint32_t state = 7;
-  for (auto& b : src.pixels) {
-    state = state * 1664525u + 1013904223u;
-    b = static_cast<std::uint8_t>(state >> 24);
-  }
-  ResizeScratch s1, s2;
-  ImageBuffer a, b;
+  const ImageBuffer src = noise_image(97, 83, 7);
   const double boxes[][4] = {{0, 0, 97, 83}, {0.5, 1.25, 96.5, 82.75}, {90.3, 0, 97, 83}, {0, 70.1, 11.7, 83},
                              {40.2, 30.9, 41.1, 31.3}};
   for (const auto& box : boxes) {
-    for (auto [w, h] : {std::pair{64, 64}, {13, 7}, {200, 150}, {1, 3}}) {
-      resize_bilinear(src.view(), w, h, &s1, &a, /*simd=*/true, box);
-      resize_bilinear(src.view(), w, h, &s2, &b, /*simd=*/false, box);
-      for (int y = 0; y < h; ++y) {
-        ASSERT_EQ(std::memcmp(a.row(y), b.row(y), static_cast<std::size_t>(w) * 3), 0)
-            << w << "x" << h << " box " << box[0] << "," << box[1] << " row " << y;
-      }
-    }
+    for (auto [w, h] : {std::pair{64, 64}, {13, 7}, {200, 150}, {1, 3}}) expect_simd_equals_portable(src, w, h, box);
   }
 }
 

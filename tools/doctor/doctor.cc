@@ -25,6 +25,7 @@
 #include "doctor/html.h"
 #include "doctor/sampler.h"
 #include "doctor/sweep.h"
+#include "doctor/temp_dir.h"
 #include "doctor/verdict.h"
 
 namespace stoker::cli {
@@ -255,11 +256,14 @@ int run(const DoctorArgs& a) {
     std::fprintf(stderr, "stoker doctor: no command; usage: stoker doctor [options] -- CMD ARGS...\n");
     return 2;
   }
-  std::string dir = (fs::temp_directory_path() / "stoker-doctor-XXXXXX").string();
-  if (!::mkdtemp(dir.data())) {
-    std::perror("stoker doctor: mkdtemp");
+  std::unique_ptr<TempDir> channel_dir;
+  try {
+    channel_dir = std::make_unique<TempDir>("stoker-doctor");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stoker doctor: %s\n", e.what());
     return 2;
   }
+  const std::string& dir = channel_dir->path();
   const std::int64_t start = mono_ns();
   pid_t child = ::fork();
   if (child < 0) {
@@ -354,8 +358,6 @@ int run(const DoctorArgs& a) {
     f << json_report(a, facts, v, exit_code, sampler.gpu_note(), points).dump(1) << "\n";
     if (!f) std::fprintf(stderr, "stoker doctor: cannot write %s\n", a.json.c_str());
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return exit_code;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "doctor/temp_dir.h"
 #include "stoker/loader.h"
 #include "stoker/pack.h"
 #include "stoker/source.h"
@@ -37,20 +38,6 @@ class SubsetSource : public Source {
  private:
   std::shared_ptr<const Source> inner_;
   std::vector<std::size_t> index_;
-};
-
-// A temporary directory, removed with everything in it.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "stoker-probe-XXXXXX").string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("cannot create a temporary directory");
-    path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
 };
 
 Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads) {
@@ -147,18 +134,18 @@ Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_s
     std::shared_ptr<const Source> all(open_source(setup.sources[0], setup.options.labels));
     if (all->shard_starts().size() > 0) throw std::runtime_error("the records are already in shards");
     SubsetSource subset(all, max_records);
-    TempDir tmp;
-    std::ofstream list(tmp.path + "/records.csv");
+    TempDir tmp("stoker-probe");
+    std::ofstream list(tmp.path() + "/records.csv");
     for (std::size_t i = 0; i < subset.size(); ++i) {
       list << fs::absolute(subset.key(i)).string() << "," << std::max<std::int64_t>(0, subset.label(i)) << "\n";
     }
     list.close();
     PackOptions p;
-    p.out_pattern = tmp.path + "/packed-%04d.tar";
+    p.out_pattern = tmp.path() + "/packed-%04d.tar";
     p.shard_count = 1;
     p.max_side = max_side;
     p.threads = 0;
-    PackResult r = pack(tmp.path + "/records.csv", p);
+    PackResult r = pack(tmp.path() + "/records.csv", p);
     if (r.shards.empty()) throw std::runtime_error("packing the sample wrote no shard");
     LoaderOptions o = setup.options;
     o.cache = Cache::kMmap;
@@ -173,15 +160,15 @@ Cost measure_files(const std::vector<std::string>& files, int threads) {
   Cost c;
   try {
     if (files.empty()) throw std::runtime_error("no files");
-    TempDir tmp;
-    std::ofstream list(tmp.path + "/records.csv");
+    TempDir tmp("stoker-probe");
+    std::ofstream list(tmp.path() + "/records.csv");
     for (const auto& f : files) list << f << ",0\n";
     list.close();
     LoaderOptions o;
     o.batch_size = 64;
     o.transforms = {RandomResizedCrop{}, RandomHorizontalFlip{},
                     Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
-    return run(std::shared_ptr<const Source>(open_list_file(tmp.path + "/records.csv")), o, threads);
+    return run(std::shared_ptr<const Source>(open_list_file(tmp.path() + "/records.csv")), o, threads);
   } catch (const std::exception& e) {
     c.error = e.what();
   }

@@ -270,6 +270,7 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
                       Verdict* v) {
   const auto& info = ps.last["info"];
   const auto& st = ps.last["stats"];
+  const auto files = info.value("files", std::vector<std::string>{});  // a sample of the dataset's files, if known
   const double n = st.value("samples", 0.0), wait = st.value("wait_s", 0.0), step = st.value("step_s", 0.0);
   const double active = wait + step;
   v->consumer = "stoker.profile(" + st.value("name", std::string("?")) + ")";
@@ -295,15 +296,13 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
       v->evidence.push_back(fmt("the DataLoader's worker processes used %.2f cores (%.2f ms of CPU per sample), cores the "
                                 "step (on the CPU: no GPU sampled) competes for",
                                 workers_cpu, 1e3 * workers_cpu / v->rate));
-      std::vector<std::string> files;
-      if (probe && info.contains("files")) files = info["files"].get<std::vector<std::string>>();
-      const Cost c = files.empty() ? Cost{} : probes.measure_files(files, f.cores);
+      const Cost c = probe && !files.empty() ? probes.measure_files(files, f.cores) : Cost{};
       add(v, "stoker.Loader instead of the DataLoader: less CPU per sample for the input, more for the step", 0,
           c.ok ? fmt("stoker measured here at %.2f ms of CPU per sample on %zu of the same files (RandomResizedCrop(224) "
                      "+ flip + Normalize) against the workers' %.2f ms",
                      1e3 * c.per_sample_s, c.records, 1e3 * workers_cpu / v->rate)
-               : fmt("the workers' %.2f ms of CPU per sample; not measured with stoker (no file list from the dataset)",
-                     1e3 * workers_cpu / v->rate));
+               : fmt("the workers' %.2f ms of CPU per sample; not measured with stoker (%s)", 1e3 * workers_cpu / v->rate,
+                     files.empty() ? "no file list from the dataset" : !probe ? "--no-probe" : c.error.c_str()));
     }
     return;
   }
@@ -313,8 +312,6 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
                                 : "the loader's processes kept the cores busy: decoding and transforming in Python "
                                   "workers (PIL), which report no stages of their own");
   if (!probe) return;
-  std::vector<std::string> files;
-  if (info.contains("files")) files = info["files"].get<std::vector<std::string>>();
   if (files.empty()) {
     v->notes.push_back("no measured prediction for stoker: the profiled iterable exposes no file list "
                        "(a torchvision ImageFolder/DatasetFolder dataset does)");

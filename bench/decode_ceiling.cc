@@ -45,9 +45,11 @@ bool decode(jpeg_decompress_struct* cinfo, Err* err, const std::vector<unsigned 
   jpeg_start_decompress(cinfo);
   const std::size_t stride = static_cast<std::size_t>(cinfo->output_width) * 3;
   pixels->resize(stride * cinfo->output_height);
+  // Every row pointer at once, as TurboJPEG's tjDecompress2 does.
+  std::vector<JSAMPROW> rows(cinfo->output_height);
+  for (JDIMENSION y = 0; y < cinfo->output_height; ++y) rows[y] = pixels->data() + stride * y;
   while (cinfo->output_scanline < cinfo->output_height) {
-    JSAMPROW row = pixels->data() + stride * cinfo->output_scanline;
-    jpeg_read_scanlines(cinfo, &row, 1);
+    jpeg_read_scanlines(cinfo, rows.data() + cinfo->output_scanline, cinfo->output_height - cinfo->output_scanline);
   }
   jpeg_finish_decompress(cinfo);
   return true;

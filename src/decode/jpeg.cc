@@ -88,7 +88,7 @@ bool read_header(jpeg_decompress_struct* cinfo, LibjpegError* err, const std::ui
 }
 
 bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r, int scale_denom, ImageBuffer* buf,
-                 std::vector<std::uint8_t>* cmyk_row, int* x_shift) {
+                 std::vector<std::uint8_t>* cmyk_row, std::vector<JSAMPROW>* row_ptrs, int* x_shift) {
   if (setjmp(err->jump)) return false;
   cinfo->scale_num = 1;
   cinfo->scale_denom = static_cast<unsigned>(scale_denom);
@@ -114,20 +114,31 @@ bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r,
   const int out_w = static_cast<int>(cinfo->output_width);
   buf->reset(out_w, r->height);
   if (r->y > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(r->y));
-  if (cmyk && cmyk_row->size() < static_cast<std::size_t>(out_w) * 4) cmyk_row->resize(static_cast<std::size_t>(out_w) * 4);
-  for (int y = 0; y < r->height; ++y) {
-    JSAMPROW row = cmyk ? cmyk_row->data() : buf->row(y);
+  if (!cmyk) {
+    // Every remaining row at once: libjpeg returns up to a row group (one
+    // or two iMCU rows of output) per call, without a call per row.
+    std::vector<JSAMPROW>& rows = *row_ptrs;
+    rows.resize(static_cast<std::size_t>(r->height));
+    for (int y = 0; y < r->height; ++y) rows[static_cast<std::size_t>(y)] = buf->row(y);
+    for (int y = 0; y < r->height;) {
+      const JDIMENSION got = jpeg_read_scanlines(cinfo, rows.data() + y, static_cast<JDIMENSION>(r->height - y));
+      if (got == 0) ERREXIT(cinfo, JERR_INPUT_EOF);
+      y += static_cast<int>(got);
+    }
+    return true;
+  }
+  if (cmyk_row->size() < static_cast<std::size_t>(out_w) * 4) cmyk_row->resize(static_cast<std::size_t>(out_w) * 4);
+  for (int y = 0; y < r->height; ++y) {  // CMYK: a row at a time through PIL's conversion
+    JSAMPROW row = cmyk_row->data();
     if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
       ERREXIT(cinfo, JERR_INPUT_EOF);
     }
-    if (cmyk) {
-      std::uint8_t* out = buf->row(y);
-      const std::uint8_t* in = cmyk_row->data();
-      for (int x = 0; x < out_w; ++x, in += 4, out += 3) {
-        out[0] = cmyk_channel(in[0], in[3]);
-        out[1] = cmyk_channel(in[1], in[3]);
-        out[2] = cmyk_channel(in[2], in[3]);
-      }
+    std::uint8_t* out = buf->row(y);
+    const std::uint8_t* in = cmyk_row->data();
+    for (int x = 0; x < out_w; ++x, in += 4, out += 3) {
+      out[0] = cmyk_channel(in[0], in[3]);
+      out[1] = cmyk_channel(in[1], in[3]);
+      out[2] = cmyk_channel(in[2], in[3]);
     }
   }
   return true;
@@ -175,7 +186,7 @@ Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width,
 
 Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_denom) {
   int shift = 0;
-  bool ok = read_region(&s_->cinfo, &s_->err, &region, scale_denom, buf, &s_->cmyk_row, &shift);
+  bool ok = read_region(&s_->cinfo, &s_->err, &region, scale_denom, buf, &s_->cmyk_row, &s_->rows, &shift);
   int warning = s_->err.data_warning;
   close();
   if (!ok) return Status::Corrupt(std::string("JPEG data: ") + s_->err.message);

@@ -1,6 +1,7 @@
 #include "transform/pipeline.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -192,73 +193,98 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allo
 
 namespace {
 
+// Output rows. Each writes row `y` of a W-pixel-wide RGB8 row `s` (mirrored
+// when kMirror) into the sample at `out`: NCHW planes of `plane` elements,
+// or NHWC rows of 3W; float through the per-channel table.
+// NOTE: plain stores measured faster here than streaming (non-temporal)
+// ones, which back up the store buffer behind the next row's resize.
 template <bool kMirror>
-void write_float_nchw(const ImageView& v, const float (*lut)[256], float* out) {
-  const std::size_t W = static_cast<std::size_t>(v.width), plane = W * static_cast<std::size_t>(v.height);
-  for (int y = 0; y < v.height; ++y) {
-    const std::uint8_t* s = v.row(y);
-    float* r0 = out + static_cast<std::size_t>(y) * W;
-    float* r1 = r0 + plane;
-    float* r2 = r1 + plane;
-    for (std::size_t x = 0; x < W; ++x) {
-      const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
-      r0[x] = lut[0][p[0]];
-      r1[x] = lut[1][p[1]];
-      r2[x] = lut[2][p[2]];
-    }
+void write_row_float_nchw(const std::uint8_t* s, std::size_t W, std::size_t plane, const float (*lut)[256],
+                          float* out) {
+  for (std::size_t x = 0; x < W; ++x) {
+    const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
+    out[x] = lut[0][p[0]];
+    out[x + plane] = lut[1][p[1]];
+    out[x + 2 * plane] = lut[2][p[2]];
   }
 }
 
 template <bool kMirror>
-void write_float_nhwc(const ImageView& v, const float (*lut)[256], float* out) {
-  const std::size_t W = static_cast<std::size_t>(v.width);
-  for (int y = 0; y < v.height; ++y) {
-    const std::uint8_t* s = v.row(y);
-    float* o = out + static_cast<std::size_t>(y) * W * 3;
-    for (std::size_t x = 0; x < W; ++x, o += 3) {
-      const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
-      o[0] = lut[0][p[0]];
-      o[1] = lut[1][p[1]];
-      o[2] = lut[2][p[2]];
-    }
+void write_row_float_nhwc(const std::uint8_t* s, std::size_t W, const float (*lut)[256], float* out) {
+  for (std::size_t x = 0; x < W; ++x, out += 3) {
+    const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
+    out[0] = lut[0][p[0]];
+    out[1] = lut[1][p[1]];
+    out[2] = lut[2][p[2]];
   }
 }
 
 template <bool kMirror>
-void write_u8_nchw(const ImageView& v, std::uint8_t* out) {
-  const std::size_t W = static_cast<std::size_t>(v.width), plane = W * static_cast<std::size_t>(v.height);
-  for (int y = 0; y < v.height; ++y) {
-    const std::uint8_t* s = v.row(y);
-    std::uint8_t* r0 = out + static_cast<std::size_t>(y) * W;
-    for (std::size_t x = 0; x < W; ++x) {
-      const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
-      r0[x] = p[0];
-      r0[x + plane] = p[1];
-      r0[x + 2 * plane] = p[2];
-    }
+void write_row_u8_nchw(const std::uint8_t* s, std::size_t W, std::size_t plane, std::uint8_t* out) {
+  for (std::size_t x = 0; x < W; ++x) {
+    const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
+    out[x] = p[0];
+    out[x + plane] = p[1];
+    out[x + 2 * plane] = p[2];
   }
 }
 
 template <bool kMirror>
-void write_u8_nhwc(const ImageView& v, std::uint8_t* out) {
-  const std::size_t W = static_cast<std::size_t>(v.width);
-  for (int y = 0; y < v.height; ++y) {
-    const std::uint8_t* s = v.row(y);
-    std::uint8_t* o = out + static_cast<std::size_t>(y) * W * 3;
-    if (!kMirror) {
-      std::memcpy(o, s, W * 3);
-      continue;
-    }
-    for (std::size_t x = 0; x < W; ++x, o += 3) {
-      const std::uint8_t* p = s + 3 * (W - 1 - x);
-      o[0] = p[0];
-      o[1] = p[1];
-      o[2] = p[2];
-    }
+void write_row_u8_nhwc(const std::uint8_t* s, std::size_t W, std::uint8_t* out) {
+  if (!kMirror) {
+    std::memcpy(out, s, W * 3);
+    return;
+  }
+  for (std::size_t x = 0; x < W; ++x, out += 3) {
+    const std::uint8_t* p = s + 3 * (W - 1 - x);
+    out[0] = p[0];
+    out[1] = p[1];
+    out[2] = p[2];
   }
 }
 
 }  // namespace
+
+// Writes output rows into one sample of the batch slot. As a RowSink, the
+// last resize hands it each row while the row is hot.
+class Pipeline::OutputWriter final : public RowSink {
+ public:
+  OutputWriter(const Pipeline& p, bool mirror, Workspace* ws, void* out, int width, int height)
+      : p_(p), mirror_(mirror), ws_(ws), out_(out), W_(static_cast<std::size_t>(width)),
+        plane_(W_ * static_cast<std::size_t>(height)) {
+    if (ws_->row.size() < 3 * W_) ws_->row.resize(3 * W_);
+  }
+  std::uint8_t* row(int /*y*/) override { return ws_->row.data(); }
+  void done(int y) override { write(ws_->row.data(), y); }
+
+  void write(const std::uint8_t* s, int y) {
+    const std::size_t yy = static_cast<std::size_t>(y);
+    if (p_.dtype_ == DType::kFloat32) {
+      float* o = static_cast<float*>(out_);
+      if (p_.layout_ == Layout::kNCHW) {
+        mirror_ ? write_row_float_nchw<true>(s, W_, plane_, p_.lut_, o + yy * W_)
+                : write_row_float_nchw<false>(s, W_, plane_, p_.lut_, o + yy * W_);
+      } else {
+        mirror_ ? write_row_float_nhwc<true>(s, W_, p_.lut_, o + yy * W_ * 3)
+                : write_row_float_nhwc<false>(s, W_, p_.lut_, o + yy * W_ * 3);
+      }
+    } else {
+      auto* o = static_cast<std::uint8_t*>(out_);
+      if (p_.layout_ == Layout::kNCHW) {
+        mirror_ ? write_row_u8_nchw<true>(s, W_, plane_, o + yy * W_) : write_row_u8_nchw<false>(s, W_, plane_, o + yy * W_);
+      } else {
+        mirror_ ? write_row_u8_nhwc<true>(s, W_, o + yy * W_ * 3) : write_row_u8_nhwc<false>(s, W_, o + yy * W_ * 3);
+      }
+    }
+  }
+
+ private:
+  const Pipeline& p_;
+  bool mirror_;
+  Workspace* ws_;
+  void* out_;
+  std::size_t W_, plane_;
+};
 
 void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const {
   ImageView view = decoded;
@@ -269,7 +295,8 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
     }
     return nullptr;
   };
-  for (const Step& s : plan.steps) {
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
     if (s.kind == Step::kCrop) {
       const Box& b = s.box;
       if (b.x >= 0 && b.y >= 0 && b.x + b.width <= view.width && b.y + b.height <= view.height) {
@@ -286,28 +313,19 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
       }
       view = dst->view();
       current = dst;
+    } else if (i + 1 == plan.steps.size()) {  // the last step: its rows go straight to the output
+      OutputWriter writer(*this, plan.mirror, ws, out, s.width, s.height);
+      resize_bilinear(view, s.width, s.height, &ws->resize, &writer, Simd::kAvx512, s.has_src_box ? s.src_box : nullptr);
+      return;
     } else {
       ImageBuffer* dst = spare();
-      resize_bilinear(view, s.width, s.height, &ws->resize, dst, /*simd=*/true, s.has_src_box ? s.src_box : nullptr);
+      resize_bilinear(view, s.width, s.height, &ws->resize, dst, Simd::kAvx512, s.has_src_box ? s.src_box : nullptr);
       view = dst->view();
       current = dst;
     }
   }
-  if (dtype_ == DType::kFloat32) {
-    auto* o = static_cast<float*>(out);
-    if (layout_ == Layout::kNCHW) {
-      plan.mirror ? write_float_nchw<true>(view, lut_, o) : write_float_nchw<false>(view, lut_, o);
-    } else {
-      plan.mirror ? write_float_nhwc<true>(view, lut_, o) : write_float_nhwc<false>(view, lut_, o);
-    }
-  } else {
-    auto* o = static_cast<std::uint8_t*>(out);
-    if (layout_ == Layout::kNCHW) {
-      plan.mirror ? write_u8_nchw<true>(view, o) : write_u8_nchw<false>(view, o);
-    } else {
-      plan.mirror ? write_u8_nhwc<true>(view, o) : write_u8_nhwc<false>(view, o);
-    }
-  }
+  OutputWriter writer(*this, plan.mirror, ws, out, view.width, view.height);
+  for (int y = 0; y < view.height; ++y) writer.write(view.row(y), y);
 }
 
 }  // namespace stoker::detail

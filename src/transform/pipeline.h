@@ -42,6 +42,7 @@ struct SamplePlan {
 struct Workspace {
   ImageBuffer a, b, pad;
   ResizeScratch resize;
+  std::vector<std::uint8_t> row;  // one output row, between the last resize and the output write
 };
 
 class Pipeline {
@@ -62,6 +63,7 @@ class Pipeline {
   void run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const;
 
  private:
+  class OutputWriter;
   std::vector<Transform> transforms_;
   DType dtype_;
   Layout layout_;

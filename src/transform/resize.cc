@@ -207,13 +207,177 @@ void horizontal_pass_avx2(const ImageView& src, int y0, int rows, const Resample
 }
 #endif
 
-void horizontal_pass(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out, bool simd,
+#if defined(__x86_64__)
+// AVX-512 (VBMI + VNNI): four output pixels per 512-bit register, one per
+// 128-bit lane. A quad's taps all lie in one 64-byte window of the row, so
+// one masked load (masked-off bytes read as zero and never fault: no
+// careful path at the row's end) and, per pair of taps, one vpermb that
+// places each pixel's two taps as int16 (R_t R_t+1 G_t G_t+1 B_t B_t+1 0 0)
+// in its lane, then one vpdpwssd per weight half (the same exact split as
+// the AVX2 pass). Two rows share each quad's indices and weights.
+#define STOKER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")))
+
+struct Quad512 {
+  std::int64_t offset;       // byte offset of the window in the row: 3 * first pixel
+  std::uint64_t load_mask;   // window bytes inside the row
+  std::uint16_t store_mask;  // output bytes of the quad's pixels (12 for a full quad)
+};
+
+// Per quad: Quad512, then per tap pair the vpermb indices, hi and lo weights (64 bytes each).
+struct Plan512 {
+  int npairs = 0;
+  int quads = 0;
+  std::size_t stride = 0;  // bytes per quad in `data`
+};
+
+constexpr int kMaxPairs512 = 4;
+
+// Lays out the quads' indices and weights in `scratch`; false when a quad's
+// taps do not fit one 64-byte window (strong downscales: the AVX2 pass runs).
+bool plan_avx512(const ResampleAxis& ax, int src_width, std::vector<std::int32_t>* scratch, Plan512* plan) {
+  const int out_w = static_cast<int>(ax.first.size());
+  const int npairs = (ax.ksize + 1) / 2;
+  if (npairs > kMaxPairs512) return false;
+  const int quads = (out_w + 3) / 4;
+  for (int qd = 0; qd < quads; ++qd) {
+    const int x = 4 * qd, last = std::min(out_w, x + 4) - 1;
+    const int span = ax.first[static_cast<std::size_t>(last)] - ax.first[static_cast<std::size_t>(x)] + 2 * npairs;
+    if (3 * span > 64) return false;
+  }
+  plan->npairs = npairs;
+  plan->quads = quads;
+  plan->stride = 64 + static_cast<std::size_t>(npairs) * 192;
+  scratch->resize(static_cast<std::size_t>(quads) * plan->stride / sizeof(std::int32_t));  // every byte used is written
+  auto* base = reinterpret_cast<std::uint8_t*>(scratch->data());
+  const std::int64_t row_bytes = static_cast<std::int64_t>(src_width) * 3;
+  for (int qd = 0; qd < quads; ++qd) {
+    std::uint8_t* d = base + static_cast<std::size_t>(qd) * plan->stride;
+    const int x = 4 * qd, n = std::min(out_w - x, 4);
+    const int f0 = ax.first[static_cast<std::size_t>(x)];
+    Quad512 q;
+    q.offset = 3 * static_cast<std::int64_t>(f0);
+    const std::int64_t avail = row_bytes - q.offset;
+    q.load_mask = avail >= 64 ? ~0ull : (avail <= 0 ? 0ull : (1ull << avail) - 1);
+    q.store_mask = static_cast<std::uint16_t>((1u << (3 * n)) - 1);
+    std::memcpy(d, &q, sizeof(q));
+    for (int j = 0; j < npairs; ++j) {
+      std::uint8_t* idx = d + 64 + static_cast<std::size_t>(j) * 192;
+      std::int16_t hi[32] = {}, lo[32] = {};
+      for (int l = 0; l < n; ++l) {
+        const std::size_t xi = static_cast<std::size_t>(x + l);
+        const int rel = ax.first[xi] - f0 + 2 * j;  // tap 2j of pixel x+l, in pixels from the window start
+        for (int c = 0; c < 3; ++c) {
+          idx[16 * l + 4 * c] = static_cast<std::uint8_t>(3 * rel + c);
+          idx[16 * l + 4 * c + 2] = static_cast<std::uint8_t>(3 * (rel + 1) + c);
+        }
+        for (int t = 2 * j; t < 2 * j + 2 && t < ax.count[xi]; ++t) {
+          const std::int32_t k = ax.weights[xi * static_cast<std::size_t>(ax.ksize) + static_cast<std::size_t>(t)];
+          for (int c = 0; c < 4; ++c) {  // every dword of the lane: (w_2j, w_2j+1)
+            hi[8 * l + 2 * c + (t & 1)] = static_cast<std::int16_t>(k >> 11);
+            lo[8 * l + 2 * c + (t & 1)] = static_cast<std::int16_t>(k & 2047);
+          }
+        }
+      }
+      // NOTE: indices past the window (rel + 1 of a padded tap) are harmless:
+      // vpermb uses the low 6 bits, and such taps weigh zero.
+      for (int i = 0; i < 64; ++i) idx[i] &= 63;
+      std::memcpy(idx + 64, hi, 64);
+      std::memcpy(idx + 128, lo, 64);
+    }
+  }
+  return true;
+}
+
+STOKER_AVX512 inline __m128i finish_quad(__m512i acc_hi, __m512i acc_lo) {
+  // NOTE: the maskz forms (all lanes) because GCC 12's unmasked ones start
+  // from _mm512_undefined_epi32() and trip -Wmaybe-uninitialized.
+  constexpr __mmask16 all = 0xFFFF;
+  __m512i acc = _mm512_add_epi32(_mm512_add_epi32(_mm512_maskz_slli_epi32(all, acc_hi, 11), acc_lo),
+                                 _mm512_set1_epi32(1 << (kPrecisionBits - 1)));
+  acc = _mm512_maskz_max_epi32(all, _mm512_maskz_srai_epi32(all, acc, kPrecisionBits), _mm512_setzero_si512());
+  const __m128i bytes = _mm512_maskz_cvtusepi32_epi8(all, acc);  // R0 G0 B0 0 R1 G1 B1 0 ... (clamped to 255)
+  return _mm_shuffle_epi8(bytes, _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+}
+
+template <int P>
+STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows, const Plan512& plan,
+                                          const std::uint8_t* data, ImageBuffer* out) {
+  const int n_pairs = P > 0 ? P : plan.npairs;
+  const __mmask64 spread = 0x0555055505550555ull;  // the low byte of words 0-5 of each lane
+  int y = 0;
+  for (; y + 1 < rows; y += 2) {
+    const std::uint8_t* in0 = src.row(y0 + y);
+    const std::uint8_t* in1 = src.row(y0 + y + 1);
+    std::uint8_t* o0 = out->row(y);
+    std::uint8_t* o1 = out->row(y + 1);
+    for (int qd = 0; qd < plan.quads; ++qd) {
+      const std::uint8_t* d = data + static_cast<std::size_t>(qd) * plan.stride;
+      Quad512 q;
+      std::memcpy(&q, d, sizeof(q));
+      const __m512i w0 = _mm512_maskz_loadu_epi8(q.load_mask, in0 + q.offset);
+      const __m512i w1 = _mm512_maskz_loadu_epi8(q.load_mask, in1 + q.offset);
+      __m512i h0 = _mm512_setzero_si512(), l0 = h0, h1 = h0, l1 = h0;
+      for (int j = 0; j < n_pairs; ++j) {
+        const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
+        const __m512i idx = _mm512_loadu_si512(pj);
+        const __m512i whi = _mm512_loadu_si512(pj + 64);
+        const __m512i wlo = _mm512_loadu_si512(pj + 128);
+        const __m512i v0 = _mm512_maskz_permutexvar_epi8(spread, idx, w0);
+        const __m512i v1 = _mm512_maskz_permutexvar_epi8(spread, idx, w1);
+        h0 = _mm512_dpwssd_epi32(h0, v0, whi);
+        l0 = _mm512_dpwssd_epi32(l0, v0, wlo);
+        h1 = _mm512_dpwssd_epi32(h1, v1, whi);
+        l1 = _mm512_dpwssd_epi32(l1, v1, wlo);
+      }
+      _mm_mask_storeu_epi8(o0 + 12 * qd, q.store_mask, finish_quad(h0, l0));
+      _mm_mask_storeu_epi8(o1 + 12 * qd, q.store_mask, finish_quad(h1, l1));
+    }
+  }
+  for (; y < rows; ++y) {
+    const std::uint8_t* in0 = src.row(y0 + y);
+    std::uint8_t* o0 = out->row(y);
+    for (int qd = 0; qd < plan.quads; ++qd) {
+      const std::uint8_t* d = data + static_cast<std::size_t>(qd) * plan.stride;
+      Quad512 q;
+      std::memcpy(&q, d, sizeof(q));
+      const __m512i w0 = _mm512_maskz_loadu_epi8(q.load_mask, in0 + q.offset);
+      __m512i h0 = _mm512_setzero_si512(), l0 = h0;
+      for (int j = 0; j < n_pairs; ++j) {
+        const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
+        const __m512i v0 = _mm512_maskz_permutexvar_epi8(spread, _mm512_loadu_si512(pj), w0);
+        h0 = _mm512_dpwssd_epi32(h0, v0, _mm512_loadu_si512(pj + 64));
+        l0 = _mm512_dpwssd_epi32(l0, v0, _mm512_loadu_si512(pj + 128));
+      }
+      _mm_mask_storeu_epi8(o0 + 12 * qd, q.store_mask, finish_quad(h0, l0));
+    }
+  }
+}
+
+// False when the quads do not fit the kernel's window (the caller falls back).
+bool horizontal_pass_avx512(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out,
+                            std::vector<std::int32_t>* scratch) {
+  Plan512 plan;
+  if (!plan_avx512(ax, src.width, scratch, &plan)) return false;
+  const auto* data = reinterpret_cast<const std::uint8_t*>(scratch->data());
+  switch (plan.npairs) {
+    case 1: horizontal_rows_avx512<1>(src, y0, rows, plan, data, out); break;
+    case 2: horizontal_rows_avx512<2>(src, y0, rows, plan, data, out); break;
+    case 3: horizontal_rows_avx512<3>(src, y0, rows, plan, data, out); break;
+    case 4: horizontal_rows_avx512<4>(src, y0, rows, plan, data, out); break;
+    default: horizontal_rows_avx512<0>(src, y0, rows, plan, data, out); break;
+  }
+  return true;
+}
+#endif
+
+void horizontal_pass(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out, Simd simd,
                      std::vector<std::int32_t>* scratch) {
 #if defined(__x86_64__)
-  static const bool kHasAvx2 = __builtin_cpu_supports("avx2");
-  static const bool kHasSse41 = __builtin_cpu_supports("sse4.1");
-  if (simd && kHasAvx2) return horizontal_pass_avx2(src, y0, rows, ax, out, scratch);
-  if (simd && kHasSse41) return horizontal_pass_sse41(src, y0, rows, ax, out);
+  if (simd >= Simd::kAvx512 && simd_supported(Simd::kAvx512) && horizontal_pass_avx512(src, y0, rows, ax, out, scratch)) {
+    return;
+  }
+  if (simd >= Simd::kAvx2 && simd_supported(Simd::kAvx2)) return horizontal_pass_avx2(src, y0, rows, ax, out, scratch);
+  if (simd >= Simd::kSse41 && simd_supported(Simd::kSse41)) return horizontal_pass_sse41(src, y0, rows, ax, out);
 #else
   (void)simd;
   (void)scratch;
@@ -222,8 +386,9 @@ void horizontal_pass(const ImageView& src, int y0, int rows, const ResampleAxis&
 }
 
 // `src` row 0 is input row `row_offset` of the axis' coordinates.
-__attribute__((always_inline)) inline void vertical_pass_body(const ImageView& src, int row_offset, const ResampleAxis& ax, std::vector<std::int32_t>* accum,
-                   ImageBuffer* out) {
+__attribute__((always_inline)) inline void vertical_pass_body(const ImageView& src, int row_offset,
+                                                             const ResampleAxis& ax, std::vector<std::int32_t>* accum,
+                                                             RowSink* out) {
   const int out_h = static_cast<int>(ax.first.size());
   const std::size_t n = static_cast<std::size_t>(src.width) * 3;
   if (accum->size() < n) accum->resize(n);
@@ -240,11 +405,12 @@ __attribute__((always_inline)) inline void vertical_pass_body(const ImageView& s
     }
     std::uint8_t* o = out->row(y);
     for (std::size_t i = 0; i < n; ++i) o[i] = clip8(acc[i]);
+    out->done(y);
   }
 }
 
 void vertical_pass_portable(const ImageView& src, int row_offset, const ResampleAxis& ax,
-                            std::vector<std::int32_t>* accum, ImageBuffer* out) {
+                            std::vector<std::int32_t>* accum, RowSink* out) {
   vertical_pass_body(src, row_offset, ax, accum, out);
 }
 
@@ -254,16 +420,15 @@ void vertical_pass_portable(const ImageView& src, int row_offset, const Resample
 // runtimes start and crashes TSan builds.
 __attribute__((target("avx2"))) void vertical_pass_avx2(const ImageView& src, int row_offset,
                                                         const ResampleAxis& ax, std::vector<std::int32_t>* accum,
-                                                        ImageBuffer* out) {
+                                                        RowSink* out) {
   vertical_pass_body(src, row_offset, ax, accum, out);
 }
 #endif
 
 void vertical_pass(const ImageView& src, int row_offset, const ResampleAxis& ax, std::vector<std::int32_t>* accum,
-                   ImageBuffer* out, bool simd) {
+                   RowSink* out, Simd simd) {
 #if defined(__x86_64__)
-  static const bool kHasAvx2 = __builtin_cpu_supports("avx2");
-  if (simd && kHasAvx2) return vertical_pass_avx2(src, row_offset, ax, accum, out);
+  if (simd >= Simd::kAvx2 && simd_supported(Simd::kAvx2)) return vertical_pass_avx2(src, row_offset, ax, accum, out);
 #else
   (void)simd;
 #endif
@@ -271,6 +436,25 @@ void vertical_pass(const ImageView& src, int row_offset, const ResampleAxis& ax,
 }
 
 }  // namespace
+
+bool simd_supported(Simd level) {
+#if defined(__x86_64__)
+  static const bool kSse41 = __builtin_cpu_supports("sse4.1");
+  static const bool kAvx2 = __builtin_cpu_supports("avx2");
+  static const bool kAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+                              __builtin_cpu_supports("avx512vnni");
+  switch (level) {
+    case Simd::kNone: return true;
+    case Simd::kSse41: return kSse41;
+    case Simd::kAvx2: return kAvx2;
+    case Simd::kAvx512: return kAvx512;
+  }
+  return false;
+#else
+  return level == Simd::kNone;
+#endif
+}
 
 void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, double in1) {
   if (in1 < 0) in1 = in_size;
@@ -307,34 +491,41 @@ void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, dou
   }
 }
 
-void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, ImageBuffer* dst, bool simd,
+void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, RowSink* sink, Simd simd,
                      const double* box) {
   // As Pillow: a pass is skipped only when its size is unchanged and the box spans the input.
   const bool need_h = out_w != src.width || (box && (box[0] != 0 || box[2] != src.width));
   const bool need_v = out_h != src.height || (box && (box[1] != 0 || box[3] != src.height));
-  dst->reset(out_w, out_h);
-  if (!need_h && !need_v) {
-    for (int y = 0; y < out_h; ++y) std::memcpy(dst->row(y), src.row(y), static_cast<std::size_t>(out_w) * 3);
-    return;
-  }
+  auto copy_rows = [&](const ImageView& v) {
+    for (int y = 0; y < out_h; ++y) {
+      std::memcpy(sink->row(y), v.row(y), static_cast<std::size_t>(out_w) * 3);
+      sink->done(y);
+    }
+  };
+  if (!need_h && !need_v) return copy_rows(src);
   if (need_v) compute_axis(src.height, out_h, &s->vertical, box ? box[1] : 0, box ? box[3] : -1);
-  if (need_h) {
-    compute_axis(src.width, out_w, &s->horizontal, box ? box[0] : 0, box ? box[2] : -1);
-    int y0 = 0, y1 = src.height;
-    if (need_v) {  // only the rows the vertical pass reads
-      y0 = s->vertical.first.front();
-      y1 = s->vertical.first.back() + s->vertical.count.back();
-    }
-    if (!need_v) {
-      horizontal_pass(src, 0, src.height, s->horizontal, dst, simd, &s->pair_weights);
-      return;
-    }
-    s->temp.reset(out_w, y1 - y0);
-    horizontal_pass(src, y0, y1 - y0, s->horizontal, &s->temp, simd, &s->pair_weights);
-    vertical_pass(s->temp.view(), y0, s->vertical, &s->accum, dst, simd);
-    return;
+  if (!need_h) return vertical_pass(src, 0, s->vertical, &s->accum, sink, simd);
+  compute_axis(src.width, out_w, &s->horizontal, box ? box[0] : 0, box ? box[2] : -1);
+  int y0 = 0, y1 = src.height;
+  if (need_v) {  // only the rows the vertical pass reads
+    y0 = s->vertical.first.front();
+    y1 = s->vertical.first.back() + s->vertical.count.back();
   }
-  vertical_pass(src, 0, s->vertical, &s->accum, dst, simd);
+  s->temp.reset(out_w, y1 - y0);
+  horizontal_pass(src, y0, y1 - y0, s->horizontal, &s->temp, simd, &s->pair_weights);
+  if (!need_v) return copy_rows(s->temp.view());
+  vertical_pass(s->temp.view(), y0, s->vertical, &s->accum, sink, simd);
+}
+
+void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, ImageBuffer* dst, Simd simd,
+                     const double* box) {
+  struct IntoImage final : RowSink {
+    ImageBuffer* image;
+    explicit IntoImage(ImageBuffer* i) : image(i) {}
+    std::uint8_t* row(int y) override { return image->row(y); }
+  } sink(dst);
+  dst->reset(out_w, out_h);
+  resize_bilinear(src, out_w, out_h, s, &sink, simd, box);
 }
 
 }  // namespace stoker::detail

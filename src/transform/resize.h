@@ -30,14 +30,38 @@ struct ResizeScratch {
   ResampleAxis vertical;
   ImageBuffer temp;                 // result of the horizontal pass
   std::vector<std::int32_t> accum;         // one output row of the vertical pass
-  std::vector<std::int32_t> pair_weights;  // AVX2 horizontal pass: weights as int16 pairs, two pixels at a time
+  std::vector<std::int32_t> pair_weights;  // SIMD horizontal passes: weights as int16 pairs (and AVX-512's indices)
+};
+
+// Instruction sets the kernels may use, in order; each level also uses those
+// below it where it has no kernel of its own.
+enum class Simd { kNone, kSse41, kAvx2, kAvx512 };
+// Whether this CPU runs `level`'s kernels (kNone: always).
+bool simd_supported(Simd level);
+
+// Where a resize's output rows go. row(y) gives the memory for output row y
+// (width x 3 bytes); done(y) is called once it is complete, rows in order.
+// The pipeline's sink converts each row into the batch slot while it is
+// still in L1, instead of a second pass over a whole uint8 image.
+class RowSink {
+ public:
+  virtual std::uint8_t* row(int y) = 0;
+  virtual void done(int /*y*/) {}
+
+ protected:
+  ~RowSink() = default;
 };
 
 // Resizes `src` (RGB8) to out_w x out_h into *dst. REQUIRES: out_w, out_h > 0.
-// `simd` = false forces the portable kernels (tests compare the two).
+// `simd` caps the instruction set (tests compare every level with kNone);
+// the best the CPU has below the cap runs.
 // `box` (x0, y0, x1, y1), when given, is the source region to resample, in
 // fractional pixels, as Pillow's Image.resize(size, box=...).
 void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* scratch, ImageBuffer* dst,
-                     bool simd = true, const double* box = nullptr);
+                     Simd simd = Simd::kAvx512, const double* box = nullptr);
+// The same, handing the rows to `sink` (the horizontal-only and same-size
+// cases copy each row into it).
+void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* scratch, RowSink* sink,
+                     Simd simd = Simd::kAvx512, const double* box = nullptr);
 
 }  // namespace stoker::detail

@@ -1,0 +1,109 @@
+// Per-sample cost on one thread, without threads, queues or Python: the
+// files of a folder held in memory, each planned (RandomResizedCrop(224) +
+// flip + Normalize, float32 NCHW, as the loader does), region-decoded and
+// transformed into a batch-sized output buffer; beside it, the same files
+// fully decoded by stoker's decoder (the work a plain decoder does). Rounds
+// alternate so drift on a shared machine hits both alike.
+//
+//   sample_bench DIR [--rounds R] [--size S]
+// Prints microseconds per image (best round) for: region decode,
+// transform (resize + flip + normalize + write), their sum, full decode, and
+// full / sum (the per-core speedup over decoding everything).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "decode/decode.h"
+#include "order/rng.h"
+#include "transform/pipeline.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace stoker;
+  using namespace stoker::detail;
+  if (argc < 2) {
+    std::cerr << "usage: sample_bench DIR [--rounds R] [--size S]\n";
+    return 2;
+  }
+  int rounds = 7, size = 224;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--rounds") rounds = std::stoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--size") size = std::stoi(argv[i + 1]);
+  }
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1])) {
+    std::string ext = e.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) names.push_back(e.path().string());
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty()) {
+    std::cerr << "sample_bench: no JPEG files under " << argv[1] << "\n";
+    return 1;
+  }
+  std::vector<std::vector<std::uint8_t>> files;
+  for (const auto& n : names) {
+    std::ifstream in(n, std::ios::binary);
+    files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::vector<Transform> transforms = {RandomResizedCrop(size), RandomHorizontalFlip(),
+                                             Normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225})};
+  Pipeline pipeline(transforms, DType::kFloat32, Layout::kNCHW);
+  static const std::size_t kBatch = std::getenv("BATCH1") ? 1 : 64;
+  std::vector<float> out(kBatch * pipeline.sample_bytes() / sizeof(float));
+  ImageDecoder dec;
+  ImageBuffer buf;
+  Workspace ws;
+  SamplePlan plan;
+  std::vector<double> t_decode, t_transform, t_full;
+  for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
+    double dsum = 0, tsum = 0, fsum = 0;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      Rng rng(mix_key(0, static_cast<std::uint64_t>(r), i, kStreamTransform));
+      auto t0 = Clock::now();
+      Status st = dec.open(files[i].data(), files[i].size(), ~0ull);
+      pipeline.plan(dec.width(), dec.height(), &rng, &plan);
+      ImageView view;
+      if (st.ok()) st = dec.decode(plan.decode_region, &buf, &view);
+      dsum += since(t0);
+      if (!st.ok()) {
+        std::cerr << names[i] << ": " << st.message() << "\n";
+        return 1;
+      }
+      auto t1 = Clock::now();
+      pipeline.run(plan, view, &ws, reinterpret_cast<std::uint8_t*>(out.data()) + (i % kBatch) * pipeline.sample_bytes());
+      tsum += since(t1);
+    }
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      auto t0 = Clock::now();
+      Status st = dec.open(files[i].data(), files[i].size(), ~0ull);
+      ImageView view;
+      if (st.ok()) st = dec.decode(Box{0, 0, dec.width(), dec.height()}, &buf, &view);
+      fsum += since(t0);
+    }
+    if (r == 0) continue;
+    const double n = static_cast<double>(files.size());
+    t_decode.push_back(dsum / n * 1e6);
+    t_transform.push_back(tsum / n * 1e6);
+    t_full.push_back(fsum / n * 1e6);
+  }
+  const double d = *std::min_element(t_decode.begin(), t_decode.end()), t = *std::min_element(t_transform.begin(), t_transform.end()), f = *std::min_element(t_full.begin(), t_full.end());
+  std::printf("%s: %zu images, best of %d rounds, us per image (1 thread)\n", argv[1], files.size(), rounds);
+  std::printf("| region decode | transform | sample total | full decode | full / total |\n");
+  std::printf("|---:|---:|---:|---:|---:|\n");
+  std::printf("| %.1f | %.1f | %.1f | %.1f | %.3f |\n", d, t, d + t, f, f / (d + t));
+  return 0;
+}

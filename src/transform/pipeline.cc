@@ -92,18 +92,12 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
     invalid("transforms must give every sample the same size to batch them: end with RandomResizedCrop, "
             "CenterCrop or Resize((h, w)), after any Resize(int)");
   }
-  for (int c = 0; c < 3; ++c) {
-    for (int v = 0; v < 256; ++v) {
-      // Same float32 operations as ToTensor (div 255) then Normalize (sub, div).
-      float f = static_cast<float>(v) / 255.0f;
-      if (normalize) {
-        float m = normalize->mean[normalize->mean.size() == 1 ? 0 : static_cast<std::size_t>(c)];
-        float s = normalize->std[normalize->std.size() == 1 ? 0 : static_cast<std::size_t>(c)];
-        f = (f - m) / s;
-      }
-      lut_[c][v] = f;
-    }
+  float mean[3], stdev[3];
+  for (std::size_t c = 0; normalize && c < 3; ++c) {
+    mean[c] = normalize->mean[normalize->mean.size() == 1 ? 0 : c];
+    stdev[c] = normalize->std[normalize->std.size() == 1 ? 0 : c];
   }
+  table_.build(normalize ? mean : nullptr, normalize ? stdev : nullptr);
 }
 
 std::size_t Pipeline::sample_bytes() const {
@@ -191,99 +185,32 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allo
   }
 }
 
-namespace {
-
-// Output rows. Each writes row `y` of a W-pixel-wide RGB8 row `s` (mirrored
-// when kMirror) into the sample at `out`: NCHW planes of `plane` elements,
-// or NHWC rows of 3W; float through the per-channel table.
-// NOTE: plain stores measured faster here than streaming (non-temporal)
-// ones, which back up the store buffer behind the next row's resize.
-template <bool kMirror>
-void write_row_float_nchw(const std::uint8_t* s, std::size_t W, std::size_t plane, const float (*lut)[256],
-                          float* out) {
-  for (std::size_t x = 0; x < W; ++x) {
-    const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
-    out[x] = lut[0][p[0]];
-    out[x + plane] = lut[1][p[1]];
-    out[x + 2 * plane] = lut[2][p[2]];
-  }
-}
-
-template <bool kMirror>
-void write_row_float_nhwc(const std::uint8_t* s, std::size_t W, const float (*lut)[256], float* out) {
-  for (std::size_t x = 0; x < W; ++x, out += 3) {
-    const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
-    out[0] = lut[0][p[0]];
-    out[1] = lut[1][p[1]];
-    out[2] = lut[2][p[2]];
-  }
-}
-
-template <bool kMirror>
-void write_row_u8_nchw(const std::uint8_t* s, std::size_t W, std::size_t plane, std::uint8_t* out) {
-  for (std::size_t x = 0; x < W; ++x) {
-    const std::uint8_t* p = s + 3 * (kMirror ? W - 1 - x : x);
-    out[x] = p[0];
-    out[x + plane] = p[1];
-    out[x + 2 * plane] = p[2];
-  }
-}
-
-template <bool kMirror>
-void write_row_u8_nhwc(const std::uint8_t* s, std::size_t W, std::uint8_t* out) {
-  if (!kMirror) {
-    std::memcpy(out, s, W * 3);
-    return;
-  }
-  for (std::size_t x = 0; x < W; ++x, out += 3) {
-    const std::uint8_t* p = s + 3 * (W - 1 - x);
-    out[0] = p[0];
-    out[1] = p[1];
-    out[2] = p[2];
-  }
-}
-
-}  // namespace
-
 // Writes output rows into one sample of the batch slot. As a RowSink, the
 // last resize hands it each row while the row is hot.
 class Pipeline::OutputWriter final : public RowSink {
  public:
   OutputWriter(const Pipeline& p, bool mirror, Workspace* ws, void* out, int width, int height)
-      : p_(p), mirror_(mirror), ws_(ws), out_(out), W_(static_cast<std::size_t>(width)),
-        plane_(W_ * static_cast<std::size_t>(height)) {
-    if (ws_->row.size() < 3 * W_) ws_->row.resize(3 * W_);
+      : p_(p), mirror_(mirror), out_(out), width_(width), height_(height) {
+    const std::size_t need = kRowPad + 3 * static_cast<std::size_t>(width) + kRowPad;
+    if (ws->row.size() < need) ws->row.resize(need);
+    row_ = ws->row.data() + kRowPad;
   }
-  std::uint8_t* row(int /*y*/) override { return ws_->row.data(); }
-  void done(int y) override { write(ws_->row.data(), y); }
-
-  void write(const std::uint8_t* s, int y) {
-    const std::size_t yy = static_cast<std::size_t>(y);
-    if (p_.dtype_ == DType::kFloat32) {
-      float* o = static_cast<float*>(out_);
-      if (p_.layout_ == Layout::kNCHW) {
-        mirror_ ? write_row_float_nchw<true>(s, W_, plane_, p_.lut_, o + yy * W_)
-                : write_row_float_nchw<false>(s, W_, plane_, p_.lut_, o + yy * W_);
-      } else {
-        mirror_ ? write_row_float_nhwc<true>(s, W_, p_.lut_, o + yy * W_ * 3)
-                : write_row_float_nhwc<false>(s, W_, p_.lut_, o + yy * W_ * 3);
-      }
-    } else {
-      auto* o = static_cast<std::uint8_t*>(out_);
-      if (p_.layout_ == Layout::kNCHW) {
-        mirror_ ? write_row_u8_nchw<true>(s, W_, plane_, o + yy * W_) : write_row_u8_nchw<false>(s, W_, plane_, o + yy * W_);
-      } else {
-        mirror_ ? write_row_u8_nhwc<true>(s, W_, o + yy * W_ * 3) : write_row_u8_nhwc<false>(s, W_, o + yy * W_ * 3);
-      }
-    }
+  std::uint8_t* row(int /*y*/) override { return row_; }
+  void done(int y) override {
+    write_output_row(row_, width_, height_, y, mirror_, p_.dtype_, p_.layout_, p_.table_, out_);
+  }
+  // A row from elsewhere: copied into the padded buffer first.
+  void write(const std::uint8_t* pixels, int y) {
+    std::memcpy(row_, pixels, 3 * static_cast<std::size_t>(width_));
+    done(y);
   }
 
  private:
   const Pipeline& p_;
   bool mirror_;
-  Workspace* ws_;
   void* out_;
-  std::size_t W_, plane_;
+  int width_, height_;
+  std::uint8_t* row_;
 };
 
 void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const {

@@ -10,6 +10,7 @@
 #include "order/rng.h"
 #include "stoker/options.h"
 #include "stoker/transforms.h"
+#include "transform/output_rows.h"
 #include "transform/resize.h"
 
 namespace stoker::detail {
@@ -68,7 +69,7 @@ class Pipeline {
   DType dtype_;
   Layout layout_;
   int out_h_ = 0, out_w_ = 0;
-  float lut_[3][256];  // uint8 -> float32: ToTensor, then Normalize if given
+  FloatTable table_;  // uint8 -> float32: ToTensor, then Normalize if given
 };
 
 }  // namespace stoker::detail

@@ -208,79 +208,83 @@ void horizontal_pass_avx2(const ImageView& src, int y0, int rows, const Resample
 #endif
 
 #if defined(__x86_64__)
-// AVX-512 (VBMI + VNNI): four output pixels per 512-bit register, one per
-// 128-bit lane. A quad's taps all lie in one 64-byte window of the row, so
-// one masked load (masked-off bytes read as zero and never fault: no
-// careful path at the row's end) and, per pair of taps, one vpermb that
-// places each pixel's two taps as int16 (R_t R_t+1 G_t G_t+1 B_t B_t+1 0 0)
-// in its lane, then one vpdpwssd per weight half (the same exact split as
-// the AVX2 pass). Two rows share each quad's indices and weights.
+// AVX-512 (VBMI + VNNI): five output pixels per 512-bit register, one int32
+// lane per (pixel, channel), lane 15 idle. A group's taps all lie in one
+// 64-byte window of the row, so one masked load (masked-off bytes read as
+// zero and never fault: no careful path at the row's end) and, per pair of
+// taps, one vpermb that places each lane's two taps as int16 (c_t, c_t+1),
+// then one vpdpwssd per weight half (the same exact split as the AVX2 pass).
+// The lanes come out as R0 G0 B0 R1 ... B4: one saturating narrow, one
+// masked store. Two rows share each group's indices and weights.
 #define STOKER_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni")))
 
-struct Quad512 {
-  std::int64_t offset;       // byte offset of the window in the row: 3 * first pixel
-  std::uint64_t load_mask;   // window bytes inside the row
-  std::uint16_t store_mask;  // output bytes of the quad's pixels (12 for a full quad)
-};
-
-// Per quad: Quad512, then per tap pair the vpermb indices, hi and lo weights (64 bytes each).
-struct Plan512 {
-  int npairs = 0;
-  int quads = 0;
-  std::size_t stride = 0;  // bytes per quad in `data`
-};
-
+constexpr int kPixels512 = 5;
 constexpr int kMaxPairs512 = 4;
 
-// Lays out the quads' indices and weights in `scratch`; false when a quad's
-// taps do not fit one 64-byte window (strong downscales: the AVX2 pass runs).
+struct Group512 {
+  std::int64_t offset;       // byte offset of the window in the row: 3 * first pixel
+  std::uint64_t load_mask;   // window bytes inside the row
+  std::uint16_t store_mask;  // output bytes of the group's pixels (15 for a full group)
+};
+
+// Per group: Group512 (in 64 bytes), then per tap pair the vpermb indices,
+// hi and lo weights (64 bytes each).
+struct Plan512 {
+  int npairs = 0;
+  int groups = 0;
+  std::size_t stride = 0;  // bytes per group in the scratch
+};
+
+// Lays out the groups' indices and weights in `scratch`; false when a
+// group's taps do not fit one 64-byte window (strong downscales: the AVX2
+// pass runs).
 bool plan_avx512(const ResampleAxis& ax, int src_width, std::vector<std::int32_t>* scratch, Plan512* plan) {
   const int out_w = static_cast<int>(ax.first.size());
   const int npairs = (ax.ksize + 1) / 2;
   if (npairs > kMaxPairs512) return false;
-  const int quads = (out_w + 3) / 4;
-  for (int qd = 0; qd < quads; ++qd) {
-    const int x = 4 * qd, last = std::min(out_w, x + 4) - 1;
+  const int groups = (out_w + kPixels512 - 1) / kPixels512;
+  for (int g = 0; g < groups; ++g) {
+    const int x = kPixels512 * g, last = std::min(out_w, x + kPixels512) - 1;
     const int span = ax.first[static_cast<std::size_t>(last)] - ax.first[static_cast<std::size_t>(x)] + 2 * npairs;
     if (3 * span > 64) return false;
   }
   plan->npairs = npairs;
-  plan->quads = quads;
+  plan->groups = groups;
   plan->stride = 64 + static_cast<std::size_t>(npairs) * 192;
-  scratch->resize(static_cast<std::size_t>(quads) * plan->stride / sizeof(std::int32_t));  // every byte used is written
+  scratch->resize(static_cast<std::size_t>(groups) * plan->stride / sizeof(std::int32_t));  // every byte read is written
   auto* base = reinterpret_cast<std::uint8_t*>(scratch->data());
   const std::int64_t row_bytes = static_cast<std::int64_t>(src_width) * 3;
-  for (int qd = 0; qd < quads; ++qd) {
-    std::uint8_t* d = base + static_cast<std::size_t>(qd) * plan->stride;
-    const int x = 4 * qd, n = std::min(out_w - x, 4);
+  for (int g = 0; g < groups; ++g) {
+    std::uint8_t* d = base + static_cast<std::size_t>(g) * plan->stride;
+    const int x = kPixels512 * g, n = std::min(out_w - x, kPixels512);
     const int f0 = ax.first[static_cast<std::size_t>(x)];
-    Quad512 q;
-    q.offset = 3 * static_cast<std::int64_t>(f0);
-    const std::int64_t avail = row_bytes - q.offset;
-    q.load_mask = avail >= 64 ? ~0ull : (avail <= 0 ? 0ull : (1ull << avail) - 1);
-    q.store_mask = static_cast<std::uint16_t>((1u << (3 * n)) - 1);
-    std::memcpy(d, &q, sizeof(q));
+    Group512 head;
+    head.offset = 3 * static_cast<std::int64_t>(f0);
+    const std::int64_t avail = row_bytes - head.offset;
+    head.load_mask = avail >= 64 ? ~0ull : (avail <= 0 ? 0ull : (1ull << avail) - 1);
+    head.store_mask = static_cast<std::uint16_t>((1u << (3 * n)) - 1);
+    std::memcpy(d, &head, sizeof(head));
     for (int j = 0; j < npairs; ++j) {
       std::uint8_t* idx = d + 64 + static_cast<std::size_t>(j) * 192;
       std::int16_t hi[32] = {}, lo[32] = {};
-      for (int l = 0; l < n; ++l) {
-        const std::size_t xi = static_cast<std::size_t>(x + l);
-        const int rel = ax.first[xi] - f0 + 2 * j;  // tap 2j of pixel x+l, in pixels from the window start
+      std::memset(idx, 0, 64);
+      for (int q = 0; q < n; ++q) {
+        const std::size_t xi = static_cast<std::size_t>(x + q);
+        // Tap 2j of pixel x+q, in pixels from the window start. NOTE: a
+        // padded tap's index may pass the window: vpermb uses the low 6
+        // bits, and such taps weigh zero.
+        const int rel = ax.first[xi] - f0 + 2 * j;
         for (int c = 0; c < 3; ++c) {
-          idx[16 * l + 4 * c] = static_cast<std::uint8_t>(3 * rel + c);
-          idx[16 * l + 4 * c + 2] = static_cast<std::uint8_t>(3 * (rel + 1) + c);
-        }
-        for (int t = 2 * j; t < 2 * j + 2 && t < ax.count[xi]; ++t) {
-          const std::int32_t k = ax.weights[xi * static_cast<std::size_t>(ax.ksize) + static_cast<std::size_t>(t)];
-          for (int c = 0; c < 4; ++c) {  // every dword of the lane: (w_2j, w_2j+1)
-            hi[8 * l + 2 * c + (t & 1)] = static_cast<std::int16_t>(k >> 11);
-            lo[8 * l + 2 * c + (t & 1)] = static_cast<std::int16_t>(k & 2047);
+          const int lane = 3 * q + c;
+          idx[4 * lane] = static_cast<std::uint8_t>((3 * rel + c) & 63);
+          idx[4 * lane + 2] = static_cast<std::uint8_t>((3 * (rel + 1) + c) & 63);
+          for (int t = 2 * j; t < 2 * j + 2 && t < ax.count[xi]; ++t) {
+            const std::int32_t k = ax.weights[xi * static_cast<std::size_t>(ax.ksize) + static_cast<std::size_t>(t)];
+            hi[2 * lane + (t & 1)] = static_cast<std::int16_t>(k >> 11);
+            lo[2 * lane + (t & 1)] = static_cast<std::int16_t>(k & 2047);
           }
         }
       }
-      // NOTE: indices past the window (rel + 1 of a padded tap) are harmless:
-      // vpermb uses the low 6 bits, and such taps weigh zero.
-      for (int i = 0; i < 64; ++i) idx[i] &= 63;
       std::memcpy(idx + 64, hi, 64);
       std::memcpy(idx + 128, lo, 64);
     }
@@ -288,34 +292,34 @@ bool plan_avx512(const ResampleAxis& ax, int src_width, std::vector<std::int32_t
   return true;
 }
 
-STOKER_AVX512 inline __m128i finish_quad(__m512i acc_hi, __m512i acc_lo) {
+STOKER_AVX512 inline __m128i finish_group(__m512i acc_hi, __m512i acc_lo) {
   // NOTE: the maskz forms (all lanes) because GCC 12's unmasked ones start
   // from _mm512_undefined_epi32() and trip -Wmaybe-uninitialized.
   constexpr __mmask16 all = 0xFFFF;
   __m512i acc = _mm512_add_epi32(_mm512_add_epi32(_mm512_maskz_slli_epi32(all, acc_hi, 11), acc_lo),
                                  _mm512_set1_epi32(1 << (kPrecisionBits - 1)));
   acc = _mm512_maskz_max_epi32(all, _mm512_maskz_srai_epi32(all, acc, kPrecisionBits), _mm512_setzero_si512());
-  const __m128i bytes = _mm512_maskz_cvtusepi32_epi8(all, acc);  // R0 G0 B0 0 R1 G1 B1 0 ... (clamped to 255)
-  return _mm_shuffle_epi8(bytes, _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+  return _mm512_maskz_cvtusepi32_epi8(all, acc);  // R0 G0 B0 R1 ... B4, clamped to 255
 }
 
 template <int P>
 STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows, const Plan512& plan,
                                           const std::uint8_t* data, ImageBuffer* out) {
   const int n_pairs = P > 0 ? P : plan.npairs;
-  const __mmask64 spread = 0x0555055505550555ull;  // the low byte of words 0-5 of each lane
+  const __mmask64 spread = 0x0555555555555555ull;  // bytes 0 and 2 of lanes 0-14
+  constexpr int kOutBytes = 3 * kPixels512;
   int y = 0;
   for (; y + 1 < rows; y += 2) {
     const std::uint8_t* in0 = src.row(y0 + y);
     const std::uint8_t* in1 = src.row(y0 + y + 1);
     std::uint8_t* o0 = out->row(y);
     std::uint8_t* o1 = out->row(y + 1);
-    for (int qd = 0; qd < plan.quads; ++qd) {
-      const std::uint8_t* d = data + static_cast<std::size_t>(qd) * plan.stride;
-      Quad512 q;
-      std::memcpy(&q, d, sizeof(q));
-      const __m512i w0 = _mm512_maskz_loadu_epi8(q.load_mask, in0 + q.offset);
-      const __m512i w1 = _mm512_maskz_loadu_epi8(q.load_mask, in1 + q.offset);
+    for (int g = 0; g < plan.groups; ++g) {
+      const std::uint8_t* d = data + static_cast<std::size_t>(g) * plan.stride;
+      Group512 head;
+      std::memcpy(&head, d, sizeof(head));
+      const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
+      const __m512i w1 = _mm512_maskz_loadu_epi8(head.load_mask, in1 + head.offset);
       __m512i h0 = _mm512_setzero_si512(), l0 = h0, h1 = h0, l1 = h0;
       for (int j = 0; j < n_pairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
@@ -329,18 +333,18 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
         h1 = _mm512_dpwssd_epi32(h1, v1, whi);
         l1 = _mm512_dpwssd_epi32(l1, v1, wlo);
       }
-      _mm_mask_storeu_epi8(o0 + 12 * qd, q.store_mask, finish_quad(h0, l0));
-      _mm_mask_storeu_epi8(o1 + 12 * qd, q.store_mask, finish_quad(h1, l1));
+      _mm_mask_storeu_epi8(o0 + kOutBytes * g, head.store_mask, finish_group(h0, l0));
+      _mm_mask_storeu_epi8(o1 + kOutBytes * g, head.store_mask, finish_group(h1, l1));
     }
   }
   for (; y < rows; ++y) {
     const std::uint8_t* in0 = src.row(y0 + y);
     std::uint8_t* o0 = out->row(y);
-    for (int qd = 0; qd < plan.quads; ++qd) {
-      const std::uint8_t* d = data + static_cast<std::size_t>(qd) * plan.stride;
-      Quad512 q;
-      std::memcpy(&q, d, sizeof(q));
-      const __m512i w0 = _mm512_maskz_loadu_epi8(q.load_mask, in0 + q.offset);
+    for (int g = 0; g < plan.groups; ++g) {
+      const std::uint8_t* d = data + static_cast<std::size_t>(g) * plan.stride;
+      Group512 head;
+      std::memcpy(&head, d, sizeof(head));
+      const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
       __m512i h0 = _mm512_setzero_si512(), l0 = h0;
       for (int j = 0; j < n_pairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
@@ -348,12 +352,12 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
         h0 = _mm512_dpwssd_epi32(h0, v0, _mm512_loadu_si512(pj + 64));
         l0 = _mm512_dpwssd_epi32(l0, v0, _mm512_loadu_si512(pj + 128));
       }
-      _mm_mask_storeu_epi8(o0 + 12 * qd, q.store_mask, finish_quad(h0, l0));
+      _mm_mask_storeu_epi8(o0 + kOutBytes * g, head.store_mask, finish_group(h0, l0));
     }
   }
 }
 
-// False when the quads do not fit the kernel's window (the caller falls back).
+// False when the groups do not fit the kernel's window (the caller falls back).
 bool horizontal_pass_avx512(const ImageView& src, int y0, int rows, const ResampleAxis& ax, ImageBuffer* out,
                             std::vector<std::int32_t>* scratch) {
   Plan512 plan;
@@ -363,8 +367,7 @@ bool horizontal_pass_avx512(const ImageView& src, int y0, int rows, const Resamp
     case 1: horizontal_rows_avx512<1>(src, y0, rows, plan, data, out); break;
     case 2: horizontal_rows_avx512<2>(src, y0, rows, plan, data, out); break;
     case 3: horizontal_rows_avx512<3>(src, y0, rows, plan, data, out); break;
-    case 4: horizontal_rows_avx512<4>(src, y0, rows, plan, data, out); break;
-    default: horizontal_rows_avx512<0>(src, y0, rows, plan, data, out); break;
+    default: horizontal_rows_avx512<kMaxPairs512>(src, y0, rows, plan, data, out); break;
   }
   return true;
 }
@@ -425,9 +428,73 @@ __attribute__((target("avx2"))) void vertical_pass_avx2(const ImageView& src, in
 }
 #endif
 
+#if defined(__x86_64__)
+// AVX-512 (BW + VNNI): 32 bytes of an output row at a time, every tap of the
+// row in registers (no accumulator array in memory): two source rows'
+// bytes widened to int16 and interleaved as (row t, row t+1) pairs, one
+// vpdpwssd per weight half (the split of the horizontal passes). Rows with
+// an odd tap count pair the last one with itself at weight zero.
+constexpr int kMaxPairsVertical = 32;
+
+STOKER_AVX512 void vertical_pass_avx512(const ImageView& src, int row_offset, const ResampleAxis& ax, RowSink* out) {
+  constexpr __mmask32 all32 = 0xFFFFFFFFu;
+  const int out_h = static_cast<int>(ax.first.size());
+  const int n = src.width * 3;
+  const __m512i half = _mm512_set1_epi32(1 << (kPrecisionBits - 1));
+  const std::uint8_t* ra[kMaxPairsVertical];
+  const std::uint8_t* rb[kMaxPairsVertical];
+  __m512i whi[kMaxPairsVertical], wlo[kMaxPairsVertical];
+  for (int y = 0; y < out_h; ++y) {
+    const std::int32_t* k = &ax.weights[static_cast<std::size_t>(y) * static_cast<std::size_t>(ax.ksize)];
+    const int first = ax.first[static_cast<std::size_t>(y)] - row_offset;
+    const int count = ax.count[static_cast<std::size_t>(y)];
+    const int npairs = (count + 1) / 2;
+    for (int j = 0; j < npairs; ++j) {
+      const int t = 2 * j;
+      const std::int32_t wa = k[t], wb = t + 1 < count ? k[t + 1] : 0;
+      ra[j] = src.row(first + t);
+      rb[j] = t + 1 < count ? src.row(first + t + 1) : ra[j];
+      auto pair = [](std::int32_t a, std::int32_t b) {
+        return static_cast<int>(static_cast<std::uint32_t>(static_cast<std::uint16_t>(a)) |
+                                (static_cast<std::uint32_t>(static_cast<std::uint16_t>(b)) << 16));
+      };
+      whi[j] = _mm512_set1_epi32(pair(wa >> 11, wb >> 11));
+      wlo[j] = _mm512_set1_epi32(pair(wa & 2047, wb & 2047));
+    }
+    std::uint8_t* o = out->row(y);
+    for (int i = 0; i < n; i += 32) {
+      const __mmask32 m = n - i >= 32 ? all32 : static_cast<__mmask32>((1u << (n - i)) - 1);
+      __m512i a_hi = _mm512_setzero_si512(), a_lo = a_hi, b_hi = a_hi, b_lo = a_hi;
+      for (int j = 0; j < npairs; ++j) {
+        const __m512i a = _mm512_maskz_cvtepu8_epi16(all32, _mm256_maskz_loadu_epi8(m, ra[j] + i));
+        const __m512i b = _mm512_maskz_cvtepu8_epi16(all32, _mm256_maskz_loadu_epi8(m, rb[j] + i));
+        const __m512i lo = _mm512_unpacklo_epi16(a, b);  // per 128-bit lane: elements 8l..8l+3 as (a, b)
+        const __m512i hi = _mm512_unpackhi_epi16(a, b);  // elements 8l+4..8l+7
+        a_hi = _mm512_dpwssd_epi32(a_hi, lo, whi[j]);
+        a_lo = _mm512_dpwssd_epi32(a_lo, lo, wlo[j]);
+        b_hi = _mm512_dpwssd_epi32(b_hi, hi, whi[j]);
+        b_lo = _mm512_dpwssd_epi32(b_lo, hi, wlo[j]);
+      }
+      constexpr __mmask16 all16 = 0xFFFF;
+      const __m512i A = _mm512_maskz_srai_epi32(
+          all16, _mm512_add_epi32(_mm512_add_epi32(_mm512_maskz_slli_epi32(all16, a_hi, 11), a_lo), half), kPrecisionBits);
+      const __m512i B = _mm512_maskz_srai_epi32(
+          all16, _mm512_add_epi32(_mm512_add_epi32(_mm512_maskz_slli_epi32(all16, b_hi, 11), b_lo), half), kPrecisionBits);
+      // packs per lane: A's 4 then B's 4 = elements 8l..8l+7 in order; then clamp to [0, 255] as clip8.
+      const __m512i words = _mm512_maskz_max_epi16(all32, _mm512_packs_epi32(A, B), _mm512_setzero_si512());
+      _mm256_mask_storeu_epi8(o + i, m, _mm512_maskz_cvtusepi16_epi8(all32, words));
+    }
+    out->done(y);
+  }
+}
+#endif
+
 void vertical_pass(const ImageView& src, int row_offset, const ResampleAxis& ax, std::vector<std::int32_t>* accum,
                    RowSink* out, Simd simd) {
 #if defined(__x86_64__)
+  if (simd >= Simd::kAvx512 && simd_supported(Simd::kAvx512) && (ax.ksize + 1) / 2 <= kMaxPairsVertical) {
+    return vertical_pass_avx512(src, row_offset, ax, out);
+  }
   if (simd >= Simd::kAvx2 && simd_supported(Simd::kAvx2)) return vertical_pass_avx2(src, row_offset, ax, accum, out);
 #else
   (void)simd;

@@ -36,7 +36,7 @@ bench:
 # Issue 4's table: every cache mode, 1 and all threads, both encodings.
 bench-speed: build data
 	@$(MAKE) --no-print-directory $(DATA_Q90)/.stoker-sample-complete
-	$(PYTHON) bench/loader_bench.py $(DATA) $(DATA_Q90) --full --build $(BUILD)
+	$(PYTHON) bench/loader_bench.py $(DATA) $(DATA_Q90) --full --rounds 3 --build $(BUILD)
 
 test: build test-cpp test-python
 

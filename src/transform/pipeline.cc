@@ -8,6 +8,10 @@
 
 #include "stoker/status.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace stoker::detail {
 namespace {
 
@@ -194,6 +198,13 @@ class Pipeline::OutputWriter final : public RowSink {
     const std::size_t need = kRowPad + 3 * static_cast<std::size_t>(width) + kRowPad;
     if (ws->row.size() < need) ws->row.resize(need);
     row_ = ws->row.data() + kRowPad;
+  }
+  // The row writer's streaming stores are weakly ordered: fenced before the
+  // sample counts as written and another thread hands the batch out.
+  ~OutputWriter() {
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
   }
   std::uint8_t* row(int /*y*/) override { return row_; }
   void done(int y) override {

@@ -117,10 +117,14 @@ def measure(kind, data, workers, cache, args):
     peak = [0]
     done = threading.Event()
 
+    # NOTE: reading smaps_rollup walks the child's page tables: ~8 ms of CPU
+    # for a process with torch loaded. Every 20 ms that took a third of a
+    # core from the measured run (and the 2-thread runs have no spare core);
+    # every 0.25 s it is ~3% of one core, and memory here changes slowly.
     def sample():
         while not done.is_set():
             peak[0] = max(peak[0], sum(pss_kib(p) for p in tree_pids(proc.pid)))
-            done.wait(0.02)
+            done.wait(0.25)
 
     sampler = threading.Thread(target=sample)
     sampler.start()
@@ -165,7 +169,15 @@ def bench_one(data, args):
             print(f"  round {r + 1}: {f'ceiling ({t} threads)':38s} {ceilings[t][-1]:8.1f} images/s", flush=True)
     best = {c: max(v, key=lambda x: x["images_per_s"]) for c, v in runs.items()}
     ceil = {t: max(v) for t, v in ceilings.items()}
-    return configs, best, ceil
+    # Same-round ratios: each pair ran within seconds of each other, so drift
+    # of a shared machine between rounds cancels; their median beside best/best.
+    rate = {c: [x["images_per_s"] for x in v] for c, v in runs.items()}
+    paired = {"x_ceiling": [a / b for a, b in zip(rate[("stoker", n, "mmap")], ceilings[n])]}
+    if ("stoker", 1, "mmap") in runs and n > 1:
+        paired["parallel_efficiency"] = [a / (n * b) for a, b in zip(rate[("stoker", n, "mmap")], rate[("stoker", 1, "mmap")])]
+        paired["x_ceiling_1"] = [a / b for a, b in zip(rate[("stoker", 1, "mmap")], ceilings[1])]
+        paired["ceiling_efficiency"] = [a / (n * b) for a, b in zip(ceilings[n], ceilings[1])]
+    return configs, best, ceil, paired
 
 
 def name_of(c):
@@ -175,7 +187,12 @@ def name_of(c):
     return f"stoker cache={cache} ({threads} thread{'s' if threads > 1 else ''})"
 
 
-def print_table(data, configs, best, ceil, args):
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def print_table(data, configs, best, ceil, paired, args):
     n = args.workers
     dl = best[("dataloader", n, "mmap")]["images_per_s"]
     print(f"\n{data}:")
@@ -196,14 +213,22 @@ def print_table(data, configs, best, ceil, args):
     summary = {"data": data, "stoker_per_s": st["images_per_s"], "dataloader_per_s": dl,
                "x_dataloader": st["images_per_s"] / dl, "x_ceiling": st["images_per_s"] / ceil[n],
                "pss_ratio": st["peak_pss_mib"] / best[("dataloader", n, "mmap")]["peak_pss_mib"]}
+    summary["paired_median"] = {k: median(v) for k, v in paired.items()}
+    pm = summary["paired_median"]
     print(f"\nstoker / DataLoader: {summary['x_dataloader']:.2f}× images/s, {summary['pss_ratio']:.2f}× peak memory; "
-          f"stoker / decode ceiling: {summary['x_ceiling']:.2f}×")
+          f"stoker / decode ceiling: {summary['x_ceiling']:.2f}× (best/best), {pm['x_ceiling']:.2f}× (median of "
+          f"same-round ratios: {', '.join(f'{x:.2f}' for x in paired['x_ceiling'])})")
     if ("stoker", 1, "mmap") in best and n > 1:
         one = best[("stoker", 1, "mmap")]["images_per_s"]
         summary["parallel_efficiency"] = st["images_per_s"] / (n * one)
         summary["x_dataloader_decoded"] = best[("stoker", n, "decoded")]["images_per_s"] / dl
-        print(f"parallel efficiency 1 -> {n} threads: {100 * summary['parallel_efficiency']:.0f}%; "
-              f"cache=decoded (second epoch on) / DataLoader: {summary['x_dataloader_decoded']:.1f}×")
+        print(f"1 thread: stoker / decode ceiling {one / ceil[1]:.2f}× (best/best), {pm['x_ceiling_1']:.2f}× (median "
+              f"same-round)")
+        print(f"parallel efficiency 1 -> {n} threads: {100 * summary['parallel_efficiency']:.0f}% (best/best), "
+              f"{100 * pm['parallel_efficiency']:.0f}% (median same-round: "
+              f"{', '.join(f'{100 * x:.0f}%' for x in paired['parallel_efficiency'])}); the plain decoder's own: "
+              f"{100 * ceil[n] / (n * ceil[1]):.0f}% (best/best), {100 * pm['ceiling_efficiency']:.0f}% (median)")
+        print(f"cache=decoded (second epoch on) / DataLoader: {summary['x_dataloader_decoded']:.1f}×")
     return summary
 
 
@@ -230,11 +255,11 @@ def main():
         print(f"loader_bench: {data}: {n_files} files; batch {args.batch_size}; {args.workers} threads/workers; "
               f"{args.rounds} rounds of warm-up + {args.epochs} epochs each", flush=True)
         results.append((data,) + bench_one(data, args))
-    summaries = [print_table(d, c, b, ce, args) for d, c, b, ce in results]
+    summaries = [print_table(d, c, b, ce, p, args) for d, c, b, ce, p in results]
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"data": d, "best": {name_of(k): v for k, v in b.items()}, "ceiling": ce, "summary": s}
-                       for (d, _, b, ce), s in zip(results, summaries)], f, indent=1)
+            json.dump([{"data": d, "best": {name_of(k): v for k, v in b.items()}, "ceiling": ce, "paired": p,
+                        "summary": s} for (d, _, b, ce, p), s in zip(results, summaries)], f, indent=1)
 
 
 if __name__ == "__main__":

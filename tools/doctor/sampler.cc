@@ -212,13 +212,20 @@ Sample Sampler::take(double t) {
       if (k == "read_bytes:") pt.read_bytes = v;
       if (k == "rchar:") pt.rchar = v;
     }
-    std::istringstream smaps(slurp(base + "/smaps_rollup"));
-    std::string line;
-    while (std::getline(smaps, line)) {
-      if (line.rfind("Pss:", 0) == 0) {
-        s.pss_mib += std::stod(line.substr(4)) / 1024;
-        break;
+    const auto known = last_pss_mib_.find(p);
+    if (samples_taken_ % kPssEvery == 0 || known == last_pss_mib_.end()) {
+      std::istringstream smaps(slurp(base + "/smaps_rollup"));
+      double pss = 0;
+      for (std::string line; std::getline(smaps, line);) {
+        if (line.rfind("Pss:", 0) == 0) {
+          pss = std::stod(line.substr(4)) / 1024;
+          break;
+        }
       }
+      last_pss_mib_[p] = pss;
+      s.pss_mib += pss;
+    } else {
+      s.pss_mib += known->second;
     }
     const auto it = last_proc_.find(p);
     const ProcTimes last = it == last_proc_.end() ? ProcTimes{} : it->second;
@@ -240,6 +247,8 @@ Sample Sampler::take(double t) {
     s.tree_read_mbs = static_cast<double>(delta.read_bytes) / 1e6 / dt;
     s.tree_rchar_mbs = static_cast<double>(delta.rchar) / 1e6 / dt;
   }
+  std::erase_if(last_pss_mib_, [&](const auto& kv) { return cur.count(kv.first) == 0; });  // exited processes
+  ++samples_taken_;
   last_proc_ = std::move(cur);
 
   // GPUs.

@@ -67,6 +67,12 @@ class Sampler {
   std::vector<std::vector<std::uint64_t>> last_cpu_;  // per core: the /proc/stat fields
   std::uint64_t last_sectors_ = 0, last_reads_ = 0;
   std::map<pid_t, ProcTimes> last_proc_;
+  // NOTE: PSS comes from smaps_rollup, which walks the process's page tables
+  // (~8 ms of CPU for a process with torch loaded): read every kPssEvery-th
+  // sample, per process, so the doctor does not take a core from the run.
+  static constexpr int kPssEvery = 4;
+  int samples_taken_ = 0;
+  std::map<pid_t, double> last_pss_mib_;
   void* nvml_ = nullptr;
   unsigned gpu_count_ = 0;
   std::string gpu_note_;

@@ -81,7 +81,7 @@ void u8_nhwc(const std::uint8_t* s, std::size_t W, std::uint8_t* out) {
 // 16j + 4l + q. Whole 64-byte lines leave with streaming stores (no read
 // of the line first: a batch is larger than the caches and read later by
 // the consumer; 5-8% of the transform, less memory traffic for the other
-// cores); the caller fences them (OutputWriter).
+// cores), fenced by finish_output_rows().
 #define STOKER_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 
 struct GatherIndices {
@@ -106,13 +106,18 @@ struct GatherIndices {
   }
 };
 
+const GatherIndices& gather_indices() {
+  static const GatherIndices k;  // both mirror states, built once
+  return k;
+}
+
 template <bool kMirror>
 STOKER_VBMI void float_nchw_avx512(const std::uint8_t* s, int W, std::size_t plane, const FloatTable& t, float* out) {
-  static const GatherIndices kIdx;
+  const GatherIndices& idx = gather_indices();
   for (int c = 0; c < 3; ++c) {
-    const __m512i lo_idx = _mm512_load_si512(kIdx.low[kMirror][c]);
-    const __m512i hi_idx = _mm512_load_si512(kIdx.high[kMirror][c]);
-    const __mmask64 from_high = kIdx.from_high[kMirror][c];
+    const __m512i lo_idx = _mm512_load_si512(idx.low[kMirror][c]);
+    const __m512i hi_idx = _mm512_load_si512(idx.high[kMirror][c]);
+    const __mmask64 from_high = idx.from_high[kMirror][c];
     __m512i tab[4][4];
     for (int b = 0; b < 4; ++b) {
       for (int k = 0; k < 4; ++k) tab[b][k] = _mm512_load_si512(t.planes[c][b] + 64 * k);
@@ -181,6 +186,12 @@ void write_output_row(const std::uint8_t* row, int width, int height, int y, boo
     return mirror ? u8_nchw<true>(row, W, plane, o + yy * W) : u8_nchw<false>(row, W, plane, o + yy * W);
   }
   return mirror ? u8_nhwc<true>(row, W, o + yy * W * 3) : u8_nhwc<false>(row, W, o + yy * W * 3);
+}
+
+void finish_output_rows() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
 }
 
 }  // namespace stoker::detail

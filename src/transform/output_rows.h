@@ -29,5 +29,8 @@ inline constexpr std::size_t kRowPad = 192;
 // 3 * width bytes. `simd` caps the instruction set (tests compare levels).
 void write_output_row(const std::uint8_t* row, int width, int height, int y, bool mirror, DType dtype, Layout layout,
                       const FloatTable& table, void* out, Simd simd = Simd::kAvx512);
+// Orders the rows' streaming stores before anything written after: call once
+// a sample's rows are written, before another thread may read it.
+void finish_output_rows();
 
 }  // namespace stoker::detail

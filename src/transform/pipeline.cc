@@ -8,10 +8,6 @@
 
 #include "stoker/status.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 namespace stoker::detail {
 namespace {
 
@@ -199,13 +195,8 @@ class Pipeline::OutputWriter final : public RowSink {
     if (ws->row.size() < need) ws->row.resize(need);
     row_ = ws->row.data() + kRowPad;
   }
-  // The row writer's streaming stores are weakly ordered: fenced before the
-  // sample counts as written and another thread hands the batch out.
-  ~OutputWriter() {
-#if defined(__x86_64__)
-    _mm_sfence();
-#endif
-  }
+  // Before the sample counts as written and another thread hands the batch out.
+  ~OutputWriter() { finish_output_rows(); }
   std::uint8_t* row(int /*y*/) override { return row_; }
   void done(int y) override {
     write_output_row(row_, width_, height_, y, mirror_, p_.dtype_, p_.layout_, p_.table_, out_);

@@ -302,10 +302,9 @@ STOKER_AVX512 inline __m128i finish_group(__m512i acc_hi, __m512i acc_lo) {
   return _mm512_maskz_cvtusepi32_epi8(all, acc);  // R0 G0 B0 R1 ... B4, clamped to 255
 }
 
-template <int P>
+template <int kPairs>  // plan.npairs, as a constant: the tap loops unroll
 STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows, const Plan512& plan,
                                           const std::uint8_t* data, ImageBuffer* out) {
-  const int n_pairs = P > 0 ? P : plan.npairs;
   const __mmask64 spread = 0x0555555555555555ull;  // bytes 0 and 2 of lanes 0-14
   constexpr int kOutBytes = 3 * kPixels512;
   int y = 0;
@@ -321,7 +320,7 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
       const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
       const __m512i w1 = _mm512_maskz_loadu_epi8(head.load_mask, in1 + head.offset);
       __m512i h0 = _mm512_setzero_si512(), l0 = h0, h1 = h0, l1 = h0;
-      for (int j = 0; j < n_pairs; ++j) {
+      for (int j = 0; j < kPairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
         const __m512i idx = _mm512_loadu_si512(pj);
         const __m512i whi = _mm512_loadu_si512(pj + 64);
@@ -346,7 +345,7 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
       std::memcpy(&head, d, sizeof(head));
       const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
       __m512i h0 = _mm512_setzero_si512(), l0 = h0;
-      for (int j = 0; j < n_pairs; ++j) {
+      for (int j = 0; j < kPairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
         const __m512i v0 = _mm512_maskz_permutexvar_epi8(spread, _mm512_loadu_si512(pj), w0);
         h0 = _mm512_dpwssd_epi32(h0, v0, _mm512_loadu_si512(pj + 64));
@@ -367,7 +366,7 @@ bool horizontal_pass_avx512(const ImageView& src, int y0, int rows, const Resamp
     case 1: horizontal_rows_avx512<1>(src, y0, rows, plan, data, out); break;
     case 2: horizontal_rows_avx512<2>(src, y0, rows, plan, data, out); break;
     case 3: horizontal_rows_avx512<3>(src, y0, rows, plan, data, out); break;
-    default: horizontal_rows_avx512<kMaxPairs512>(src, y0, rows, plan, data, out); break;
+    default: horizontal_rows_avx512<kMaxPairs512>(src, y0, rows, plan, data, out); break;  // plan_avx512 caps npairs
   }
   return true;
 }

@@ -5,12 +5,15 @@
 // fully decoded by stoker's decoder (the work a plain decoder does). Rounds
 // alternate so drift on a shared machine hits both alike.
 //
-//   sample_bench DIR [--rounds R] [--size S]
+//   sample_bench DIR [--rounds R] [--size S] [--decode-scale exact|auto]
 // Prints microseconds per image (best round) for: region decode,
 // transform (resize + flip + normalize + write), their sum, full decode, and
-// full / sum (the per-core speedup over decoding everything).
+// full / sum (the per-core speedup over decoding everything). With
+// --decode-scale auto the region is DCT-scaled (decode_scale="auto"), and
+// the output's distance from the exact output (same crops, uint8) is printed.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -35,13 +38,15 @@ int main(int argc, char** argv) {
   using namespace stoker;
   using namespace stoker::detail;
   if (argc < 2) {
-    std::cerr << "usage: sample_bench DIR [--rounds R] [--size S]\n";
+    std::cerr << "usage: sample_bench DIR [--rounds R] [--size S] [--decode-scale exact|auto]\n";
     return 2;
   }
   int rounds = 7, size = 224;
+  bool scale = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--rounds") rounds = std::stoi(argv[i + 1]);
     if (std::string(argv[i]) == "--size") size = std::stoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--decode-scale") scale = std::string(argv[i + 1]) == "auto";
   }
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1])) {
@@ -75,9 +80,9 @@ int main(int argc, char** argv) {
       Rng rng(mix_key(0, static_cast<std::uint64_t>(r), i, kStreamTransform));
       auto t0 = Clock::now();
       Status st = dec.open(files[i].data(), files[i].size(), ~0ull);
-      pipeline.plan(dec.width(), dec.height(), &rng, &plan);
+      pipeline.plan(dec.width(), dec.height(), &rng, &plan, scale);
       ImageView view;
-      if (st.ok()) st = dec.decode(plan.decode_region, &buf, &view);
+      if (st.ok()) st = dec.decode(plan.decode_region, &buf, &view, plan.scale_eighths);
       dsum += since(t0);
       if (!st.ok()) {
         std::cerr << names[i] << ": " << st.message() << "\n";
@@ -106,6 +111,37 @@ int main(int argc, char** argv) {
     t_transform.push_back(tsum / n * 1e6);
     t_full.push_back(fsum / n * 1e6);
     t_entropy.push_back(esum / n * 1e6);
+  }
+  if (scale) {  // the same crops, exact and scaled, as uint8
+    const std::vector<Transform> u8 = {RandomResizedCrop(size), RandomHorizontalFlip()};
+    Pipeline p8(u8, DType::kUInt8, Layout::kNHWC);
+    std::vector<std::uint8_t> a(p8.sample_bytes()), b(p8.sample_bytes());
+    double sum = 0, sq = 0, n = 0;
+    int scaled = 0, maxd = 0;
+    for (int r = 1; r <= rounds; ++r) {
+      for (std::size_t i = 0; i < files.size(); ++i) {
+        for (int s8 = 0; s8 < 2; ++s8) {
+          Rng rng(mix_key(0, static_cast<std::uint64_t>(r), i, kStreamTransform));
+          ImageView view;
+          Status st = dec.open(files[i].data(), files[i].size(), ~0ull);
+          p8.plan(dec.width(), dec.height(), &rng, &plan, s8 == 1);
+          if (st.ok()) st = dec.decode(plan.decode_region, &buf, &view, plan.scale_eighths);
+          if (!st.ok()) return 1;
+          p8.run(plan, view, &ws, s8 ? b.data() : a.data());
+          if (s8 && plan.scale_eighths < 8) ++scaled;
+        }
+        for (std::size_t k = 0; k < a.size(); ++k) {
+          const int d = std::abs(static_cast<int>(a[k]) - static_cast<int>(b[k]));
+          sum += d;
+          sq += static_cast<double>(d) * d;
+          maxd = std::max(maxd, d);
+        }
+        n += static_cast<double>(a.size());
+      }
+    }
+    std::printf("decode_scale=auto: %d of %zu samples scaled; vs exact (uint8): mean |diff| %.3f, max %d, PSNR %.1f dB\n",
+                scaled, static_cast<std::size_t>(rounds) * files.size(), sum / n, maxd,
+                10 * std::log10(255.0 * 255.0 / (sq / n)));
   }
   auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
   const double d = best(t_decode), t = best(t_transform), f = best(t_full), e = best(t_entropy);

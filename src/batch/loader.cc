@@ -690,7 +690,7 @@ class Loader::Impl {
       detail::Rng rng(detail::mix_key(order_.seed, epoch, rec, detail::kStreamTransform));
       const bool scale = opt_.decode_scale == DecodeScale::kAuto && ws->decoder.format() == detail::Format::kJpeg;
       pipeline_->plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan, scale);
-      st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view, ws->plan.scale_denom);
+      st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view, ws->plan.scale_eighths);
     }
     timer.decode();
     if (!st.ok()) return st;

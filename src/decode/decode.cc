@@ -56,8 +56,8 @@ Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint6
   return Status::Ok();
 }
 
-Status ImageDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_denom) {
-  if (format_ == Format::kJpeg) return jpeg_->decode(region, buf, view, scale_denom);
+Status ImageDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths) {
+  if (format_ == Format::kJpeg) return jpeg_->decode(region, buf, view, scale_eighths);
   if (format_ == Format::kNpy) return npy_->decode(region, buf, view);
   return png_->decode(region, buf, view);
 }

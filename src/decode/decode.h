@@ -41,10 +41,11 @@ class ImageDecoder {
   // is exactly the region. For JPEG only the rows from the region's top to
   // its bottom are decoded and columns outside it skip the IDCT: the result
   // is identical to a full decode followed by a crop.
-  // scale_denom > 1 (JPEG only): the region is in the coordinates of the
-  // image decoded at 1/scale_denom (libjpeg-turbo DCT scaling; 2, 4 or 8).
+  // scale_eighths < 8 (JPEG only): the region is in the coordinates of the
+  // image decoded at scale_eighths/8 (libjpeg-turbo DCT scaling, 1/8 to 7/8;
+  // that image is ceil(width * scale_eighths / 8) pixels wide).
   // REQUIRES: open() returned ok.
-  Status decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_denom = 1);
+  Status decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths = 8);
 
  private:
   Format format_ = Format::kUnknown;

@@ -87,23 +87,31 @@ bool read_header(jpeg_decompress_struct* cinfo, LibjpegError* err, const std::ui
   return true;
 }
 
-bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r, int scale_denom, ImageBuffer* buf,
+bool read_region(jpeg_decompress_struct* cinfo, LibjpegError* err, const Box* r, int scale_eighths, ImageBuffer* buf,
                  std::vector<std::uint8_t>* cmyk_row, std::vector<JSAMPROW>* row_ptrs, int* x_shift) {
   if (setjmp(err->jump)) return false;
-  cinfo->scale_num = 1;
-  cinfo->scale_denom = static_cast<unsigned>(scale_denom);
+  cinfo->scale_num = static_cast<unsigned>(scale_eighths);
+  cinfo->scale_denom = 8;
   const bool cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo->dct_method = JDCT_ISLOW;  // PIL's default; exact
   jpeg_start_decompress(cinfo);
   int x0 = r->x, x1 = r->x + r->width;
   if (cinfo->max_h_samp_factor > 1) {
-    // NOTE: fancy upsampling treats a cropped edge as the image edge, which
-    // changes the chroma of the outermost columns; one extra iMCU on each
-    // side keeps every pixel of the region identical to a full decode.
-    const int imcu = cinfo->max_h_samp_factor * cinfo->min_DCT_scaled_size;
-    x0 = std::max(0, x0 - imcu);
-    x1 = std::min(static_cast<int>(cinfo->output_width), x1 + imcu);
+    // NOTE: fancy upsampling reads the neighbouring chroma sample on each
+    // side, and treats the edge of a column crop as the image edge (it
+    // repeats the outermost sample), which changes the outermost column of
+    // the cropped range. One more column on each side keeps every pixel of
+    // the region identical to a full decode. And the range stays at least 6
+    // columns wide: libjpeg-turbo switches to plain (replicating) upsampling
+    // for a crop whose chroma is under 2 samples wide.
+    const int W = static_cast<int>(cinfo->output_width);
+    x0 = std::max(0, x0 - 1);
+    x1 = std::min(W, x1 + 1);
+    if (x1 - x0 < 6) {
+      x1 = std::min(W, x0 + 6);
+      x0 = std::max(0, x1 - 6);
+    }
   }
   JDIMENSION xoff = static_cast<JDIMENSION>(x0), w = static_cast<JDIMENSION>(x1 - x0);
   if (xoff > 0 || w < cinfo->output_width) {
@@ -184,9 +192,9 @@ Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width,
   return Status::Ok();
 }
 
-Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_denom) {
+Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths) {
   int shift = 0;
-  bool ok = read_region(&s_->cinfo, &s_->err, &region, scale_denom, buf, &s_->cmyk_row, &s_->rows, &shift);
+  bool ok = read_region(&s_->cinfo, &s_->err, &region, scale_eighths, buf, &s_->cmyk_row, &s_->rows, &shift);
   int warning = s_->err.data_warning;
   close();
   if (!ok) return Status::Corrupt(std::string("JPEG data: ") + s_->err.message);

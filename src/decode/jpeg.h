@@ -19,8 +19,9 @@ class JpegDecoder {
 
   // Reads the header; *width/*height get the image size.
   Status open(const std::uint8_t* data, std::size_t size, int* width, int* height);
-  // Decodes `region` of the image opened last into RGB8. REQUIRES: open() ok.
-  Status decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_denom = 1);
+  // Decodes `region` of the image opened last, decoded at scale_eighths/8,
+  // into RGB8. REQUIRES: open() ok.
+  Status decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths = 8);
   // Releases the image opened last (safe to call at any time).
   void close();
 

@@ -35,7 +35,7 @@ struct Step {
 // Everything one sample's transforms do, decided before decoding.
 struct SamplePlan {
   Box decode_region;        // the part of the (scaled) source image the steps read
-  int scale_denom = 1;      // decode at 1/scale_denom (JPEG DCT scaling)
+  int scale_eighths = 8;    // decode at scale_eighths/8 (JPEG DCT scaling)
   std::vector<Step> steps;  // applied to the decoded region
   bool mirror = false;      // horizontal flip, applied while writing the output
 };

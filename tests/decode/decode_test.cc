@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <tuple>
 
 #include "test_util.h"
@@ -17,12 +18,13 @@ struct Decoded {
   int width = 0, height = 0;
 };
 
-Decoded decode_full(const std::vector<std::uint8_t>& bytes, int scale = 1) {
+// The whole image, decoded at eighths/8.
+Decoded decode_full(const std::vector<std::uint8_t>& bytes, int eighths = 8) {
   ImageDecoder dec;
   EXPECT_TRUE(dec.open(bytes.data(), bytes.size(), 1u << 30).ok());
   ImageBuffer buf;
   ImageView v;
-  Status s = dec.decode({0, 0, (dec.width() + scale - 1) / scale, (dec.height() + scale - 1) / scale}, &buf, &v, scale);
+  Status s = dec.decode({0, 0, (dec.width() * eighths + 7) / 8, (dec.height() * eighths + 7) / 8}, &buf, &v, eighths);
   EXPECT_TRUE(s.ok()) << s.to_string();
   Decoded d{{}, v.width, v.height};
   for (int y = 0; y < v.height; ++y) d.rgb.insert(d.rgb.end(), v.row(y), v.row(y) + v.width * 3);
@@ -62,24 +64,24 @@ TEST(DecodeTest, GrayscaleBecomesRgb) {
 
 // Region decoding (skip rows, crop columns, stop early) must give exactly the
 // pixels of a full decode, for every subsampling and for progressive files.
-// With DCT scaling (1/2, 1/4, 1/8), the region is in scaled coordinates and
-// must equal the same region of the whole image decoded at that scale.
+// With DCT scaling (M/8), the region is in scaled coordinates and must equal
+// the same region of the whole image decoded at that scale.
 class RegionTest : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
 
 TEST_P(RegionTest, RegionEqualsCropOfFullDecode) {
-  auto [subsampling, progressive, scale] = GetParam();
-  const int W = 203 * scale, H = 157 * scale;
+  auto [subsampling, progressive, eighths] = GetParam();
+  const int W = (203 * 8 + eighths - 1) / eighths, H = (157 * 8 + eighths - 1) / eighths;
   auto bytes = encode_jpeg(test_pixels(W, H, 9), W, H, 90, subsampling, 3, progressive);
-  Decoded full = decode_full(bytes, scale);
+  Decoded full = decode_full(bytes, eighths);
   const int w = full.width, h = full.height;
-  ASSERT_EQ(w, (W + scale - 1) / scale);
+  ASSERT_EQ(w, (W * eighths + 7) / 8);
   ImageDecoder dec;
   ImageBuffer buf;
   for (Box r : {Box{0, 0, w, h}, Box{17, 33, 100, 50}, Box{0, 80, w, h - 80}, Box{150, 0, w - 150, 20}, Box{1, 1, 1, 1},
                 Box{64, 64, 32, 32}, Box{w - 1, h - 1, 1, 1}, Box{w - 9, 0, 9, h}}) {
     ASSERT_TRUE(dec.open(bytes.data(), bytes.size(), 1u << 30).ok());
     ImageView v;
-    Status s = dec.decode(r, &buf, &v, scale);
+    Status s = dec.decode(r, &buf, &v, eighths);
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_EQ(v.width, r.width);
     ASSERT_EQ(v.height, r.height);
@@ -95,7 +97,38 @@ TEST_P(RegionTest, RegionEqualsCropOfFullDecode) {
 
 INSTANTIATE_TEST_SUITE_P(Subsampling, RegionTest,
                          ::testing::Combine(::testing::Values(444, 422, 420), ::testing::Bool(),
-                                            ::testing::Values(1, 2, 4, 8)));
+                                            ::testing::Values(8, 4, 2, 1, 3, 6, 7)));
+
+// Chroma upsampling reads one neighbouring chroma sample on each side, and
+// libjpeg-turbo treats the edge of a column crop as the image's edge: every
+// left and right edge of a region, at every offset within and across iMCU
+// columns, must still give the full decode's pixels.
+TEST(DecodeTest, RegionColumnsAtEveryOffsetEqualFullDecode) {
+  const int W = 77, H = 35;
+  for (int subsampling : {420, 422, 444}) {
+    auto bytes = encode_jpeg(test_pixels(W, H, 5), W, H, 85, subsampling);
+    for (int eighths : {8, 4}) {
+      Decoded full = decode_full(bytes, eighths);
+      const int w = full.width;
+      ImageDecoder dec;
+      ImageBuffer buf;
+      for (int x0 = 0; x0 < w; ++x0) {
+        for (int x1 : {x0 + 1, x0 + 2, x0 + 3, x0 + 17, w}) {
+          if (x1 > w) continue;
+          const Box r{x0, 3, x1 - x0, 9};
+          ASSERT_TRUE(dec.open(bytes.data(), bytes.size(), 1u << 30).ok());
+          ImageView v;
+          ASSERT_TRUE(dec.decode(r, &buf, &v, eighths).ok());
+          for (int y = 0; y < r.height; ++y) {
+            const std::size_t at = (static_cast<std::size_t>(r.y + y) * static_cast<std::size_t>(w) + static_cast<std::size_t>(x0)) * 3;
+            ASSERT_EQ(std::memcmp(v.row(y), &full.rgb[at], static_cast<std::size_t>(r.width) * 3), 0)
+                << subsampling << " at " << eighths << "/8: columns " << x0 << ".." << x1 << ", row " << y;
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(DecodeTest, CorruptInputsAreNamedByReason) {
   auto good = encode_jpeg(test_pixels(64, 48, 2), 64, 48);

@@ -8,7 +8,7 @@ process tree), for a warm-up epoch and then --epochs timed epochs, --rounds
 times; the table shows the best round of each. The plain libjpeg-turbo decode
 of every file (bench/decode_ceiling) runs in the same run as the ceiling, on
 the same threads. Peak memory is PSS summed over the child and its descendants
-(DataLoader workers included), sampled every 20 ms; minor page faults are per
+(DataLoader workers included), sampled every 0.25 s; minor page faults are per
 image over the whole child run (startup and warm-up included: `import torch`
 alone is ~50,000), and over the timed epochs only (steady state; the
 DataLoader's reaped workers included). Time to first batch is stoker's own

@@ -22,11 +22,12 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "jpeg_files.h"
 
 namespace {
 
@@ -91,12 +92,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--threads") threads = std::stoi(argv[i + 1]);
     if (std::string(argv[i]) == "--passes") passes = std::stoi(argv[i + 1]);
   }
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    std::string ext = e.path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) files.push_back(e.path().string());
-  }
+  const std::vector<std::string> files = bench::jpeg_files(dir);
   if (files.empty()) {
     std::cerr << "decode_ceiling: no JPEG files under " << dir << "\n";
     return 1;

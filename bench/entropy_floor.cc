@@ -22,11 +22,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
+
+#include "jpeg_files.h"
 
 namespace {
 
@@ -324,19 +323,12 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--rounds") rounds = std::stoi(argv[i + 1]);
   }
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1])) {
-    std::string ext = e.path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) names.push_back(e.path().string());
-  }
-  std::sort(names.begin(), names.end());
+  const std::vector<std::string> names = bench::jpeg_files(argv[1]);
   std::vector<std::vector<std::uint8_t>> files;
   std::vector<std::uint8_t> clean;
   std::vector<std::int16_t> coefs;
   for (const std::string& n : names) {  // only what the hand-written decoder handles, verified
-    std::ifstream in(n, std::ios::binary);
-    std::vector<std::uint8_t> f{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::vector<std::uint8_t> f = bench::read_bytes(n);
     if (!decode_coefficients(f, &clean, &coefs)) continue;
     if (coefs != reference_coefficients(f)) {
       std::fprintf(stderr, "entropy_floor: %s: coefficients differ from libjpeg-turbo's\n", n.c_str());

@@ -16,14 +16,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "decode/decode.h"
+#include "jpeg_files.h"
 #include "order/rng.h"
 #include "transform/pipeline.h"
 
@@ -48,22 +46,13 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--size") size = std::stoi(argv[i + 1]);
     if (std::string(argv[i]) == "--decode-scale") scale = std::string(argv[i + 1]) == "auto";
   }
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1])) {
-    std::string ext = e.path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg")) names.push_back(e.path().string());
-  }
-  std::sort(names.begin(), names.end());
+  const std::vector<std::string> names = bench::jpeg_files(argv[1]);
   if (names.empty()) {
     std::cerr << "sample_bench: no JPEG files under " << argv[1] << "\n";
     return 1;
   }
   std::vector<std::vector<std::uint8_t>> files;
-  for (const auto& n : names) {
-    std::ifstream in(n, std::ios::binary);
-    files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  for (const auto& n : names) files.push_back(bench::read_bytes(n));
   const std::vector<Transform> transforms = {RandomResizedCrop(size), RandomHorizontalFlip(),
                                              Normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225})};
   Pipeline pipeline(transforms, DType::kFloat32, Layout::kNCHW);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "batch/autotune.h"
@@ -162,7 +163,13 @@ class Loader::Impl {
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
-    for (int i = 0; i < threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+    for (int i = 0; i < threads_; ++i) {
+      workers_.emplace_back([this, i] { worker_main(i); });
+      // Named for top -H, gdb and py-spy (and so tests can count them);
+      // named here, not by the thread itself, so the name is there on return.
+      const std::string name = "stoker-w" + std::to_string(i);
+      pthread_setname_np(workers_.back().native_handle(), name.c_str());
+    }
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
 

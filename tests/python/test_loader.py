@@ -1,4 +1,5 @@
 """The Loader's behaviour: order, sharding, determinism, corruption, lifetime."""
+import collections
 import gc
 import os
 import subprocess
@@ -213,22 +214,30 @@ def test_missing_file_is_counted_as_not_found(tmp_path, numbered, make_numbered)
     assert loader.stats()["corrupt_by_reason"] == {"not_found": 1}
 
 
-def thread_count():
-    return len(os.listdir("/proc/self/task"))
+def worker_threads():
+    """This process's stoker worker threads, by name (other threads come and go)."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # the thread ended while listed
+            pass
+    return sorted(n for n in names if n.startswith("stoker-w"))
 
 
 def test_destroy_mid_epoch_releases_threads(photos):
     gc.collect()  # loaders of earlier tests still waiting for the collector
-    base = thread_count()
+    base = collections.Counter(worker_threads())  # of loaders something still holds
     for _ in range(5):
         loader = stoker.Loader(photos, batch_size=2, shuffle=True, transforms=[stoker.RandomResizedCrop(64)],
                                threads=3)
         it = iter(loader)
         next(it)
-        assert thread_count() >= base + 3
+        assert collections.Counter(worker_threads()) - base == collections.Counter(["stoker-w0", "stoker-w1", "stoker-w2"])
         del it, loader
         gc.collect()
-    assert thread_count() == base
+        assert collections.Counter(worker_threads()) == base
 
 
 def test_abandoned_iteration_restarts_cleanly(numbered):

@@ -1,5 +1,6 @@
 """Shutdown and errors across the boundary: Ctrl-C while waiting, exceptions in
 the consumer's loop, fork() with a live loader, interpreter exit."""
+import errno
 import gc
 import os
 import signal
@@ -60,9 +61,19 @@ def test_ctrl_c_interrupts_a_wait_that_cannot_end(tmp_path):
     assert read_line(p) == "waiting"
     p.send_signal(signal.SIGINT)
     assert read_line(p) == "interrupted"
-    # Releases the worker's open(); it reads junk and counts it. Non-blocking:
-    # if no reader were waiting this raises instead of hanging.
-    w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    # Releases the worker's open(); it reads junk and counts it. Non-blocking,
+    # retried while no reader has the FIFO open yet (ENXIO: the worker may not
+    # have reached its open() when the interrupt came), so a worker that never
+    # opens it fails the test instead of hanging it.
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            w = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
     os.write(w, b"junk")
     os.close(w)
     p.stdin.write("\n")

@@ -24,6 +24,7 @@ enum class SampleKind {
 };
 enum class Layout { kNCHW, kNHWC };
 enum class DecodeScale { kExact, kAuto };
+enum class Progress { kAuto, kOn, kOff };
 enum class Cache {
   kMmap,     // read every epoch (the OS page cache keeps the files)
   kRam,      // encoded bytes kept in the loader's memory after the first read
@@ -79,6 +80,15 @@ struct LoaderOptions {
   // slower path; stats() reports hits, misses and bytes.
   Cache cache = Cache::kMmap;
   std::uint64_t memory_budget = 0;
+  // cache=kRam: from construction on, background threads (at lower CPU
+  // priority) read every record into RAM in record order, in parallel, until
+  // the set is in or the budget is spent; workers never wait for them (a
+  // record not in yet is read by its worker as usual). stats() reports
+  // cache_preload ("loading", "done", "budget full"), records and bytes.
+  bool preload = true;
+  // A progress line on stderr while preloading: kAuto when stderr is a
+  // terminal, kOn always (a line every 2 s when it is not a terminal).
+  Progress progress = Progress::kAuto;
   // cache=kDecoded: images are stored with their shorter side at most this
   // (torchvision's Resize rule, PIL's bilinear), and every epoch, first or
   // cached, transforms that stored image, so results do not depend on hits.

@@ -45,6 +45,13 @@ struct Stats {
   std::uint64_t cache_records = 0;
   std::uint64_t cache_bytes = 0;
   std::uint64_t cache_budget_bytes = 0;
+  // cache="ram" preload: "off", "loading", "done" (every record read),
+  // "budget full" (stopped there); records and bytes it stored; its wall
+  // time so far (or in all, once it ended).
+  std::string cache_preload = "off";
+  std::uint64_t cache_preload_records = 0;
+  std::uint64_t cache_preload_bytes = 0;
+  double cache_preload_s = 0;
   // Corrupt or unreadable samples, by reason (code name), and the first few
   // messages, each naming the file and the reason.
   std::uint64_t corrupt = 0;

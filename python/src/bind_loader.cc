@@ -66,6 +66,10 @@ py::dict stats_dict(const Stats& s) {
   d["cache_records"] = s.cache_records;
   d["cache_bytes"] = s.cache_bytes;
   d["cache_budget_bytes"] = s.cache_budget_bytes;
+  d["cache_preload"] = s.cache_preload;
+  d["cache_preload_records"] = s.cache_preload_records;
+  d["cache_preload_bytes"] = s.cache_preload_bytes;
+  d["cache_preload_s"] = s.cache_preload_s;
   d["corrupt"] = s.corrupt;
   d["corrupt_by_reason"] = s.corrupt_by_reason;
   d["corrupt_examples"] = s.corrupt_examples;
@@ -91,7 +95,8 @@ void bind_loader(py::module_& m) {
                        int world_size, const std::string& on_corrupt, const std::string& dtype,
                        const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels,
                        const std::string& kind, const std::string& decode_scale, const std::string& cache,
-                       std::uint64_t memory_budget, int cache_max_side, int max_threads, bool trace, bool stage_timing) {
+                       std::uint64_t memory_budget, int cache_max_side, int max_threads, bool trace, bool stage_timing,
+                       bool preload, const std::string& progress) {
              if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
              LoaderOptions o;
              o.batch_size = static_cast<std::size_t>(batch_size);
@@ -121,6 +126,9 @@ void bind_loader(py::module_& m) {
                                          {{"mmap", Cache::kMmap}, {"ram", Cache::kRam}, {"decoded", Cache::kDecoded}});
              o.memory_budget = memory_budget;
              o.cache_max_side = cache_max_side;
+             o.preload = preload;
+             o.progress = parse_enum<Progress>("progress", progress,
+                                               {{"auto", Progress::kAuto}, {"on", Progress::kOn}, {"off", Progress::kOff}});
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
              return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(sources, std::move(o)));
            }),
@@ -128,7 +136,8 @@ void bind_loader(py::module_& m) {
            py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
            py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
            py::arg("labels"), py::arg("kind"), py::arg("decode_scale"), py::arg("cache"), py::arg("memory_budget"),
-           py::arg("cache_max_side"), py::arg("max_threads"), py::arg("trace"), py::arg("stage_timing"))
+           py::arg("cache_max_side"), py::arg("max_threads"), py::arg("trace"), py::arg("stage_timing"), py::arg("preload"),
+           py::arg("progress"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })

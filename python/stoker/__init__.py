@@ -125,6 +125,13 @@ class Loader:
         cache (0 = half the available memory, never above the cgroup limit);
         what does not fit is served by the slower path (stats(): cache_hits,
         cache_misses, cache_bytes).
+    preload: with cache="ram", background threads (at lower CPU priority)
+        read every record into RAM from the start, in parallel, until the set
+        is in or memory_budget is spent; batches never wait for them.
+        stats(): cache_preload ("loading", "done", "budget full"),
+        cache_preload_records, cache_preload_bytes, cache_preload_s.
+    progress: a progress line on stderr while preloading: None (when stderr
+        is a terminal), True (always) or False.
     device: None (CPU tensors viewing the loader's buffers, no copy) or
         "cuda" / "cuda:N": each batch is copied through pinned memory to the
         device on a side CUDA stream, one batch ahead, so it is there when
@@ -137,7 +144,8 @@ class Loader:
                  threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
                  kind="auto", device=None, pin_memory=False, decode_scale="exact", cache="mmap",
-                 memory_budget=0, cache_max_side=448, max_threads=0, trace=False, stage_timing=True):
+                 memory_budget=0, cache_max_side=448, max_threads=0, trace=False, stage_timing=True,
+                 preload=True, progress=None):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -150,6 +158,8 @@ class Loader:
         _check_int("prefetch", prefetch, 0)
         _check_int("max_threads", max_threads, 0)
         _check_int("seed", seed, 0)
+        if progress not in (None, True, False):
+            raise ValueError(f"progress must be None, True or False, got {progress!r}")
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', got {output!r}")
         if output == "torch":
@@ -167,7 +177,8 @@ class Loader:
                                      transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
                                      layout, int(max_image_pixels), labels, kind, decode_scale, cache,
                                      int(memory_budget), int(cache_max_side), max_threads, bool(trace),
-                                     bool(stage_timing))
+                                     bool(stage_timing), bool(preload),
+                                     {None: "auto", True: "on", False: "off"}[progress])
         _profiling.register_loader(self)
         self.batch_size = batch_size
         self._h2d_ns = 0     # consumer-thread time staging and starting host-to-device copies

@@ -1,6 +1,7 @@
 // In-memory caches of samples under one byte budget: encoded bytes
 // (cache="ram") or decoded, downscaled pixels (cache="decoded"). Filled as
-// records are first read (no up-front pass); when the budget is spent, the
+// records are first read (and, for cache="ram", by a background preload that
+// never delays a batch); when the budget is spent, the
 // rest of the data set is served by the slower path. Thread-safe, lock-free
 // on the read path: an entry is published once and never changes.
 #pragma once
@@ -38,14 +39,18 @@ class SampleCache {
     return e;
   }
 
+  // Whether record i is held (not counted as a hit or a miss).
+  bool contains(std::size_t i) const { return entries_[i].load(std::memory_order_acquire) != nullptr; }
+
+  enum class Insert { kStored, kAlreadyHeld, kNoRoom };
   // Stores a copy of `data` as record i's entry when the budget allows.
-  void insert(std::size_t i, const std::uint8_t* data, std::size_t size, int width = 0, int height = 0) {
+  Insert insert(std::size_t i, const std::uint8_t* data, std::size_t size, int width = 0, int height = 0) {
     const std::uint64_t cost = size + sizeof(Entry) + 64;
     std::uint64_t used = used_.load(std::memory_order_relaxed);
     do {
       if (used + cost > budget_) {
         full_.store(true, std::memory_order_relaxed);
-        return;
+        return Insert::kNoRoom;
       }
     } while (!used_.compare_exchange_weak(used, used + cost, std::memory_order_relaxed));
     auto* e = new Entry;
@@ -54,11 +59,12 @@ class SampleCache {
     e->height = height;
     Entry* expected = nullptr;
     if (!entries_[i].compare_exchange_strong(expected, e, std::memory_order_acq_rel)) {
-      delete e;  // another worker stored it first
+      delete e;  // another thread stored it first
       used_.fetch_sub(cost, std::memory_order_relaxed);
-      return;
+      return Insert::kAlreadyHeld;
     }
     count_.fetch_add(1, std::memory_order_relaxed);
+    return Insert::kStored;
   }
 
   std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }

@@ -42,7 +42,9 @@ std::string Stats::to_json() const {
     << ",\"batch_buffers\":" << batch_buffers << ",\"batch_buffer_bytes\":" << batch_buffer_bytes
     << ",\"cache_hits\":" << cache_hits << ",\"cache_misses\":" << cache_misses
     << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
-    << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
+    << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"cache_preload\":" << json_quote(cache_preload)
+    << ",\"cache_preload_records\":" << cache_preload_records << ",\"cache_preload_bytes\":" << cache_preload_bytes
+    << ",\"cache_preload_s\":" << cache_preload_s << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
   bool first = true;
   for (const auto& [k, v] : corrupt_by_reason) {
     o << (first ? "" : ",") << json_quote(k) << ":" << v;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <numeric>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -155,6 +156,48 @@ TEST(LoaderTest, DestroyMidEpochJoinsEveryThread) {
     EXPECT_EQ(thread_count(), before + 4);
   }
   EXPECT_EQ(thread_count(), before);
+}
+
+// cache=kRam preload: background threads load every record while (and
+// after) batches are made; the batches are those of an uncached loader, the
+// preload ends "done" with every record held, and a loader destroyed while
+// its preload is held back or running joins every thread.
+TEST(LoaderTest, RamPreloadLoadsEveryRecordAndChangesNoBatch) {
+  TempDir d;
+  auto list = numbered_list(d, 40);
+  auto o = small(6);
+  o.shuffle = true;
+  Loader plain(list, o);
+  o.cache = Cache::kRam;
+  Loader ram(list, o);
+  EXPECT_EQ(epoch_pixels(plain), epoch_pixels(ram));
+  for (int spins = 0; ram.stats().cache_preload == "loading"; ++spins) {
+    ASSERT_LT(spins, 12000) << "the preload never ended";  // a hang guard (2 minutes), not a time bound
+    usleep(10000);
+  }
+  const Stats s = ram.stats();
+  EXPECT_EQ(s.cache_preload, "done");
+  EXPECT_EQ(s.cache_records, 40u);
+  EXPECT_LE(s.cache_preload_records, 40u);  // the workers may have stored them all first
+  plain.set_epoch(1);
+  ram.set_epoch(1);
+  EXPECT_EQ(epoch_pixels(plain), epoch_pixels(ram));
+  EXPECT_EQ(ram.stats().cache_misses, s.cache_misses);
+  {
+    Loader idle(list, o);  // never iterated: the preload alone loads the set, after its hold-back
+    for (int spins = 0; idle.stats().cache_preload == "loading"; ++spins) {
+      ASSERT_LT(spins, 12000) << "the preload never ended";
+      usleep(10000);
+    }
+    EXPECT_EQ(idle.stats().cache_preload, "done");
+    EXPECT_EQ(idle.stats().cache_preload_records, 40u);
+    EXPECT_EQ(idle.stats().cache_misses, 0u);
+  }
+  for (int i = 0; i < 5; ++i) {
+    Loader held(list, o);  // destroyed while its preload is held back
+    Loader running(list, o);
+    ASSERT_TRUE(running.next().has_value());
+  }
 }
 
 TEST(LoaderTest, RestartMidEpoch) {

@@ -1,5 +1,6 @@
 """cache="ram" and cache="decoded": same results as the uncached path, budget held."""
 import os
+import time
 
 import pytest
 import torch
@@ -20,13 +21,99 @@ def same(a, b):
 
 def test_ram_cache_gives_the_same_batches_and_hits(photos):
     plain = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF)
-    ram = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="ram")
+    ram = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="ram", preload=False)
     for e in range(3):
         assert same(epoch_of(plain, e), epoch_of(ram, e))
     s = ram.stats()
     assert s["cache_records"] == 24 and s["cache_hits"] == 48 and s["cache_misses"] == 24
     assert s["cache_bytes"] >= sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(photos) for f in fs
                                    if f.endswith(".jpg"))
+
+
+def jpeg_bytes(folder):
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(folder) for f in fs if f.endswith(".jpg"))
+
+
+def preload_ended(loader, limit_s=120):
+    """Polls stats() until the preload is no longer "loading" (a hang guard, not a time bound)."""
+    deadline = time.monotonic() + limit_s
+    while loader.stats()["cache_preload"] == "loading":
+        assert time.monotonic() < deadline, "the preload never ended"
+        time.sleep(0.01)
+    return loader.stats()
+
+
+def test_ram_preload_loads_every_record_in_the_background(photos):
+    plain = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF)
+    ram = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="ram")
+    assert same(epoch_of(plain, 0), epoch_of(ram, 0))
+    s = preload_ended(ram)
+    assert s["cache_preload"] == "done"
+    assert s["cache_records"] == 24 and s["cache_bytes"] >= jpeg_bytes(photos)
+    # The workers may have stored some (or all) first: the preload counts only its own.
+    assert s["cache_preload_records"] <= 24 and s["cache_preload_bytes"] <= jpeg_bytes(photos)
+    misses, hits = s["cache_misses"], s["cache_hits"]
+    assert misses + hits == 24
+    for e in (1, 2):
+        assert same(epoch_of(plain, e), epoch_of(ram, e))
+    s = ram.stats()
+    assert s["cache_misses"] == misses and s["cache_hits"] == hits + 48, "later epochs find every record in RAM"
+
+
+def test_ram_preload_starts_without_iterating_and_stops_at_the_budget(photos):
+    budget = jpeg_bytes(photos) // 3
+    plain = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF)
+    ram = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="ram", memory_budget=budget)
+    s = preload_ended(ram)  # no batch asked for: it starts after a hold-back of a second
+    assert s["cache_preload"] == "budget full"
+    assert 0 < s["cache_records"] < 24 and s["cache_bytes"] <= budget
+    assert s["cache_records"] == s["cache_preload_records"] and s["cache_preload_s"] > 0
+    for e in range(2):
+        assert same(epoch_of(plain, e), epoch_of(ram, e)), "the part not cached is read as usual"
+
+
+def test_ram_preload_leaves_unreadable_records_to_the_workers(photo_files, make_numbered, tmp_path):
+    listed = make_numbered([photo_files[0], str(tmp_path / "gone.jpg"), photo_files[1]])
+    ram = stoker.Loader(listed, batch_size=3, transforms=TF, cache="ram")
+    s = preload_ended(ram)
+    assert s["cache_preload"] == "done" and s["cache_records"] == 2
+    for e in range(2):
+        epoch_of(ram, e)
+    assert ram.stats()["corrupt_by_reason"] == {"not_found": 2}, "counted once per epoch, by the workers"
+
+
+def test_loader_destroyed_while_preloading_or_holding_back(photos):
+    for _ in range(3):
+        ram = stoker.Loader(photos, batch_size=5, transforms=TF, cache="ram")
+        del ram  # its preload threads are still held back
+        ram = stoker.Loader(photos, batch_size=5, transforms=TF, cache="ram")
+        next(iter(ram))
+        del ram  # mid-preload, or just after it
+
+
+PROGRESS_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import stoker
+loader = stoker.Loader(sys.argv[2], batch_size=5, cache="ram", progress=True,
+                       transforms=[stoker.RandomResizedCrop(32)])
+for x, y in loader:
+    pass
+while loader.stats()["cache_preload"] == "loading":
+    pass
+"""
+
+
+def test_preload_progress_on_stderr(photos):
+    """progress=True writes lines even when stderr is not a terminal; the last says what was loaded."""
+    import subprocess
+    import sys
+    pkg = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+    err = subprocess.run([sys.executable, "-c", PROGRESS_CHILD, pkg, photos], capture_output=True, text=True,
+                         timeout=300, check=True).stderr
+    assert "stoker: loaded into RAM: 24 records" in err.splitlines()[-1]
+    with pytest.raises(ValueError, match="progress"):
+        stoker.Loader(photos, transforms=TF, cache="ram", progress="yes")
 
 
 def test_decoded_cache_results_do_not_depend_on_hits(photos):
@@ -68,6 +155,8 @@ def test_bad_cache_arguments(photos):
         stoker.Loader(photos, transforms=TF, cache="disk")
     with pytest.raises(ValueError, match="cache_max_side"):
         stoker.Loader(photos, transforms=TF, cache="decoded", cache_max_side=0)
+    assert stoker.Loader(photos, transforms=TF).stats()["cache_preload"] == "off"
+    assert stoker.Loader(photos, transforms=TF, cache="ram", preload=False).stats()["cache_preload"] == "off"
 
 
 BUDGET_CHILD = r"""

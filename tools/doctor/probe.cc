@@ -56,6 +56,10 @@ Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads) {
     o.world_size = 1;
     o.drop_last = false;
     o.trace = false;
+    // The warm-up epoch fills a "ram" cache; a background preload would only
+    // compete with the epochs being timed (and print progress).
+    o.preload = false;
+    o.progress = Progress::kOff;
     o.stage_timing = true;
     o.batch_size = std::min<std::size_t>(o.batch_size, std::max<std::size_t>(1, source->size() / 4));
     Loader loader(source, o);

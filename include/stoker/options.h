@@ -75,7 +75,8 @@ struct LoaderOptions {
   // that factor, and box edges rounded to the scaled pixel grid).
   DecodeScale decode_scale = DecodeScale::kExact;
   // What is kept in memory between epochs, under memory_budget bytes (0 =
-  // half of the available memory, never above the cgroup limit). When the
+  // half of the available memory, never above the cgroup limit, divided by
+  // LOCAL_WORLD_SIZE when torchrun starts several ranks on a node). When the
   // data set does not fit, part of it is cached and the rest served by the
   // slower path; stats() reports hits, misses and bytes.
   Cache cache = Cache::kMmap;

@@ -122,7 +122,8 @@ class Loader:
         every epoch transforms that stored image; the default 448 keeps
         RandomResizedCrop(224) output within 40 dB PSNR of the exact path,
         see bench/cache_quality.py). memory_budget: bytes for the
-        cache (0 = half the available memory, never above the cgroup limit);
+        cache (0 = half the available memory, never above the cgroup limit,
+        divided by LOCAL_WORLD_SIZE when torchrun runs several ranks on a node);
         what does not fit is served by the slower path (stats(): cache_hits,
         cache_misses, cache_bytes).
     preload: with cache="ram", background threads (at lower CPU priority)

@@ -1,5 +1,6 @@
 #include "cache/sample_cache.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -38,6 +39,14 @@ std::uint64_t default_memory_budget() {
     current = read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes");
   }
   if (limit != UINT64_MAX && current != UINT64_MAX && limit > current) budget = std::min(budget, (limit - current) / 2);
+  // NOTE: torchrun starts LOCAL_WORLD_SIZE ranks on a node, each with its
+  // own loader and cache, all seeing the same available memory: each takes
+  // its share, or together they would ask for that many halves of it.
+  if (const char* env = std::getenv("LOCAL_WORLD_SIZE")) {
+    char* end = nullptr;
+    const long ranks = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && ranks > 1) budget /= static_cast<std::uint64_t>(ranks);
+  }
   return budget;
 }
 

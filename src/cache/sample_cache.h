@@ -81,8 +81,9 @@ class SampleCache {
   std::atomic<bool> full_{false};
 };
 
-// Default memory budget: half of MemAvailable, never above what the cgroup
-// (v2 memory.max, or v1 limit) still allows.
+// Default memory budget: half of MemAvailable, never above half of what the
+// cgroup (v2 memory.max, or v1 limit) still allows, divided among the ranks
+// torchrun starts on this node (LOCAL_WORLD_SIZE).
 std::uint64_t default_memory_budget();
 
 }  // namespace stoker::detail

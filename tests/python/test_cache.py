@@ -206,3 +206,28 @@ def test_memory_budget_bounds_peak_rss(tmp_path):
     assert peak - base <= budget + overhead, (peak - base) / 2**20
     print(f"budget test: RSS grew {(peak - base) / 2**20:.1f} MiB; cache {cache_bytes / 2**20:.1f} MiB "
           f"({records} of 52 images); bound {(budget + overhead) / 2**20:.1f} MiB")
+
+
+BUDGET_OF_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import stoker
+print(stoker.Loader(sys.argv[2], cache="ram", preload=False, transforms=[stoker.RandomResizedCrop(32)]).stats()["cache_budget_bytes"])
+"""
+
+
+def test_default_budget_is_shared_by_the_ranks_of_a_node(photos):
+    """torchrun's LOCAL_WORLD_SIZE ranks on a node each default to their share of the memory."""
+    import subprocess
+    import sys
+    pkg = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+
+    def budget(local_world_size):
+        env = {k: v for k, v in os.environ.items() if k != "LOCAL_WORLD_SIZE"}
+        if local_world_size:
+            env["LOCAL_WORLD_SIZE"] = str(local_world_size)
+        return int(subprocess.run([sys.executable, "-c", BUDGET_OF_CHILD, pkg, photos], capture_output=True,
+                                  text=True, timeout=300, check=True, env=env).stdout)
+
+    alone, shared = budget(None), budget(4)
+    assert 0.2 < shared / alone < 0.3, (alone, shared)  # available memory moves a little between the two

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What offline preparation buys: pack throughput, then loader images/s from
 (a) the original image folder, (b) shards holding the original bytes
-(--keep), (c) shards packed at --max-side 256, (d) shards packed --raw at
+(--keep), (c) shards packed at --max-side 256 (re-encoded with restart
+markers, so crops decode only the segments covering them), (c') the same
+without restart markers, (d) shards packed --raw at
 max side 256 (decoded pixels as .npy), and the DataLoader + torchvision + PIL
 baseline on the folder. All loaders run RandomResizedCrop(224) + flip +
 Normalize, float32 NCHW, batch 64, threads = workers = cores, in one run as
@@ -37,6 +39,7 @@ def main():
     shutil.rmtree(args.out, ignore_errors=True)
     variants = [("(b) shards, original bytes", "keep", ["--keep"]),
                 ("(c) shards, --max-side 256", "s256", ["--max-side", "256"]),
+                ("(c') (c) --no-restart-markers", "s256nr", ["--max-side", "256", "--no-restart-markers"]),
                 ("(d) shards, --raw --max-side 256", "raw256", ["--raw", "--max-side", "256"])]
     n = sum(1 for _, _, fs in os.walk(args.data) for f in fs if f.lower().endswith((".jpg", ".jpeg", ".png")))
     print(f"pack_bench: {args.data}: {n} images; {args.workers} threads", flush=True)

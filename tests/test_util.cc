@@ -39,7 +39,7 @@ std::vector<std::uint8_t> test_pixels(int width, int height, std::uint32_t seed)
 }
 
 std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height, int quality,
-                                      int subsampling, int channels, bool progressive) {
+                                      int subsampling, int channels, bool progressive, int restart_mcus) {
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -58,6 +58,7 @@ std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, i
     c.comp_info[0].v_samp_factor = subsampling == 420 ? 2 : 1;
   }
   if (progressive) jpeg_simple_progression(&c);
+  c.restart_interval = static_cast<unsigned>(restart_mcus);
   jpeg_start_compress(&c, TRUE);
   std::vector<std::uint8_t> row;
   while (c.next_scanline < c.image_height) {

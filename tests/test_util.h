@@ -24,9 +24,10 @@ class TempDir {
 std::vector<std::uint8_t> test_pixels(int width, int height, std::uint32_t seed);
 
 // Encodes RGB8 (or gray when channels == 1) pixels as JPEG. subsampling: 444, 422 or 420.
+// restart_mcus > 0: a restart marker every that many MCUs.
 std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height,
                                       int quality = 90, int subsampling = 444, int channels = 3,
-                                      bool progressive = false);
+                                      bool progressive = false, int restart_mcus = 0);
 
 void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes);
 void write_file(const std::string& path, const std::string& text);

@@ -25,6 +25,11 @@ struct PackOptions {
   // JPEG re-encoding settings.
   int quality = 95;
   int subsampling = 444;  // 444 or 420
+  // Restart markers on a grid (segments at most 64 px wide) in re-encoded
+  // JPEGs: the loader then decodes a crop from just the segments covering
+  // it instead of every row above it and every column beside it. ~2-4% more
+  // bytes.
+  bool restart_markers = true;
   // Copy the original bytes when no resize is needed (lossless pack).
   bool keep = false;
   // Store decoded uint8 HWC pixels as .npy (decode once, never again).

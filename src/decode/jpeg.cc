@@ -1,5 +1,6 @@
 #include "decode/jpeg.h"
 
+#include "decode/jpeg_restart.h"
 #include "decode/libjpeg_error.h"
 
 #include <algorithm>
@@ -59,6 +60,9 @@ struct JpegDecoder::State {
   std::size_t size = 0;
   std::vector<std::uint8_t> cmyk_row;
   std::vector<JSAMPROW> rows;
+  bool restart = false;  // written with restart markers on a grid: random access
+  RestartLayout layout;
+  std::vector<std::uint8_t> cut;  // the segments a region needs, as a JPEG of their own
 };
 
 JpegDecoder::JpegDecoder() : s_(std::make_unique<State>()) {
@@ -184,6 +188,7 @@ Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width,
   }
   *width = static_cast<int>(s_->cinfo.image_width);
   *height = static_cast<int>(s_->cinfo.image_height);
+  s_->restart = s_->cinfo.restart_interval > 0 && parse_restart_layout(data, size, &s_->layout);
   if (s_->cinfo.num_components != 1 && s_->cinfo.num_components != 3 && s_->cinfo.num_components != 4) {
     int n = s_->cinfo.num_components;
     close();
@@ -193,13 +198,37 @@ Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width,
 }
 
 Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths) {
+  Box r = region;
+  if (s_->restart && scale_eighths == 8) {
+    // Chroma upsampling reads one sample beyond the region on each side:
+    // the cut keeps a pixel of margin so that its edges (treated as image
+    // edges) stay outside the region.
+    const bool sub = s_->cinfo.max_h_samp_factor > 1 || s_->cinfo.max_v_samp_factor > 1;
+    const int m = sub ? 1 : 0;
+    const bool whole_rows = r.y - m <= 0 && r.x - m <= 0 && r.x + r.width + m >= s_->layout.width;
+    int ox = 0, oy = 0;
+    if (!whole_rows && cut_restart_segments(s_->data, s_->size, s_->layout, r.x - m, r.y - m, r.x + r.width + m,
+                                            r.y + r.height + m, &s_->cut, &ox, &oy)) {
+      jpeg_abort_decompress(&s_->cinfo);
+      if (read_header(&s_->cinfo, &s_->err, s_->cut.data(), s_->cut.size())) {
+        r.x -= ox;
+        r.y -= oy;
+      } else {  // not expected: decode the original
+        jpeg_abort_decompress(&s_->cinfo);
+        if (!read_header(&s_->cinfo, &s_->err, s_->data, s_->size)) {
+          close();
+          return Status::Corrupt(std::string("JPEG header: ") + s_->err.message);
+        }
+      }
+    }
+  }
   int shift = 0;
-  bool ok = read_region(&s_->cinfo, &s_->err, &region, scale_eighths, buf, &s_->cmyk_row, &s_->rows, &shift);
+  bool ok = read_region(&s_->cinfo, &s_->err, &r, scale_eighths, buf, &s_->cmyk_row, &s_->rows, &shift);
   int warning = s_->err.data_warning;
   close();
   if (!ok) return Status::Corrupt(std::string("JPEG data: ") + s_->err.message);
   if (warning) return Status::Corrupt(std::string("JPEG data: ") + s_->err.warning);
-  *view = ImageView{buf->pixels.data() + shift * 3, region.width, region.height, buf->stride};
+  *view = ImageView{buf->pixels.data() + shift * 3, r.width, r.height, buf->stride};
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 #include "pack/jpeg_encode.h"
 
+#include "decode/jpeg_restart.h"
 #include "decode/libjpeg_error.h"
 
 #include <csetjmp>
@@ -15,7 +16,7 @@ namespace stoker::detail {
 namespace {
 
 bool compress(jpeg_compress_struct* c, LibjpegError* err, const ImageView* img, int quality, int subsampling,
-              unsigned char** out, unsigned long* size) {
+              bool restart_markers, unsigned char** out, unsigned long* size) {
   if (setjmp(err->jump)) return false;
   jpeg_mem_dest(c, out, size);
   c->image_width = static_cast<JDIMENSION>(img->width);
@@ -27,6 +28,11 @@ bool compress(jpeg_compress_struct* c, LibjpegError* err, const ImageView* img, 
   c->comp_info[0].h_samp_factor = subsampling == 420 ? 2 : 1;
   c->comp_info[0].v_samp_factor = subsampling == 420 ? 2 : 1;
   c->optimize_coding = TRUE;
+  // Restart markers on a grid that divides each MCU row (segments at most
+  // 64 px wide): the loader decodes a crop from the segments that cover it
+  // (decode/jpeg_restart.h), for ~2-4% more bytes.
+  c->restart_interval =
+      restart_markers ? static_cast<unsigned>(restart_interval_for(img->width, subsampling == 420 ? 16 : 8)) : 0;
   jpeg_start_compress(c, TRUE);
   while (c->next_scanline < c->image_height) {
     JSAMPROW row = const_cast<JSAMPROW>(img->row(static_cast<int>(c->next_scanline)));
@@ -51,10 +57,11 @@ JpegEncoder::JpegEncoder() : s_(std::make_unique<State>()) {
 
 JpegEncoder::~JpegEncoder() { jpeg_destroy_compress(&s_->cinfo); }
 
-Status JpegEncoder::encode(const ImageView& image, int quality, int subsampling, std::vector<std::uint8_t>* out) {
+Status JpegEncoder::encode(const ImageView& image, int quality, int subsampling, bool restart_markers,
+                          std::vector<std::uint8_t>* out) {
   unsigned char* mem = nullptr;
   unsigned long size = 0;
-  bool ok = compress(&s_->cinfo, &s_->err, &image, quality, subsampling, &mem, &size);
+  bool ok = compress(&s_->cinfo, &s_->err, &image, quality, subsampling, restart_markers, &mem, &size);
   if (ok) out->assign(mem, mem + size);
   std::free(mem);
   if (!ok) {

@@ -15,8 +15,10 @@ class JpegEncoder {
  public:
   JpegEncoder();
   ~JpegEncoder();
-  // subsampling: 444 or 420. Replaces *out.
-  Status encode(const ImageView& image, int quality, int subsampling, std::vector<std::uint8_t>* out);
+  // subsampling: 444 or 420. restart_markers: on a grid that divides each
+  // MCU row (decode/jpeg_restart.h). Replaces *out.
+  Status encode(const ImageView& image, int quality, int subsampling, bool restart_markers,
+                std::vector<std::uint8_t>* out);
 
   struct State;
 

@@ -124,7 +124,7 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
     detail::encode_npy(view, &it->bytes);
     it->ext = "npy";
   } else {
-    it->status = w->encoder.encode(view, o.quality, o.subsampling, &it->bytes);
+    it->status = w->encoder.encode(view, o.quality, o.subsampling, o.restart_markers, &it->bytes);
     it->ext = "jpg";
   }
 }

@@ -1,7 +1,9 @@
 #include "decode/decode.h"
+#include "decode/jpeg_restart.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 
@@ -128,6 +130,79 @@ TEST(DecodeTest, RegionColumnsAtEveryOffsetEqualFullDecode) {
       }
     }
   }
+}
+
+// JPEGs with restart markers on a grid (as `stoker pack` writes them): a
+// region is decoded from a JPEG of just the restart segments that cover it,
+// and must still give exactly the pixels of a full decode, at every edge.
+TEST(DecodeTest, RegionsOfRestartMarkedJpegsEqualFullDecode) {
+  struct Case {
+    int w, h, subsampling, channels, interval;
+  };
+  for (const Case c : {Case{203, 157, 444, 3, 0}, Case{203, 157, 420, 3, 0}, Case{203, 157, 422, 3, 0},
+                       Case{77, 35, 420, 3, 1}, Case{77, 35, 444, 3, 2}, Case{96, 64, 420, 3, 0},
+                       Case{131, 93, 444, 1, 0}}) {
+    const int mcu_w = c.channels == 1 || c.subsampling == 444 ? 8 : 16;
+    const int interval = c.interval ? c.interval : restart_interval_for(c.w, mcu_w);
+    auto bytes = encode_jpeg(test_pixels(c.w, c.h, 11), c.w, c.h, 85, c.subsampling, c.channels, false, interval);
+    RestartLayout layout;
+    ASSERT_TRUE(parse_restart_layout(bytes.data(), bytes.size(), &layout)) << c.w << "x" << c.h << " " << c.subsampling;
+    ASSERT_EQ(layout.interval, interval);
+    Decoded full = decode_full(bytes);
+    ImageDecoder dec;
+    ImageBuffer buf;
+    std::vector<Box> boxes = {{1, 1, 1, 1}, {c.w - 1, c.h - 1, 1, 1}, {0, 0, 1, c.h}, {c.w - 1, 0, 1, c.h},
+                              {0, c.h - 1, c.w, 1}, {c.w / 3, c.h / 3, c.w / 3, c.h / 3}, {0, 17, c.w, 9}};
+    for (int x = 0; x < c.w; x += 5) {
+      for (int y = 0; y < c.h; y += 7) boxes.push_back({x, y, std::min(c.w - x, 1 + (x * 7 + y) % 40), std::min(c.h - y, 1 + (y * 3 + x) % 30)});
+    }
+    for (const Box& r : boxes) {
+      ASSERT_TRUE(dec.open(bytes.data(), bytes.size(), 1u << 30).ok());
+      ImageView v;
+      Status st = dec.decode(r, &buf, &v);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      for (int y = 0; y < r.height; ++y) {
+        const std::size_t at = (static_cast<std::size_t>(r.y + y) * static_cast<std::size_t>(c.w) + static_cast<std::size_t>(r.x)) * 3;
+        ASSERT_EQ(std::memcmp(v.row(y), &full.rgb[at], static_cast<std::size_t>(r.width) * 3), 0)
+            << c.w << "x" << c.h << " " << c.subsampling << "/" << c.channels << " interval " << interval << ": region "
+            << r.x << "," << r.y << " " << r.width << "x" << r.height << ", row " << y;
+      }
+    }
+  }
+}
+
+// A restart marker out of sequence: the cut is refused and the original is
+// decoded, where libjpeg reports the lost sync: corrupt, named as such.
+TEST(DecodeTest, MisnumberedRestartMarkerIsCorrupt) {
+  auto bytes = encode_jpeg(test_pixels(64, 64, 3), 64, 64, 90, 444, 3, false, 2);
+  int seen = 0;
+  for (std::size_t i = 0; i + 1 < bytes.size(); ++i) {
+    if (bytes[i] == 0xFF && bytes[i + 1] >= 0xD0 && bytes[i + 1] <= 0xD7 && ++seen == 3) {
+      bytes[i + 1] = 0xD6;  // RST2 -> RST6
+      break;
+    }
+  }
+  ASSERT_EQ(seen, 3);
+  ImageDecoder dec;
+  ImageBuffer buf;
+  ImageView v;
+  ASSERT_TRUE(dec.open(bytes.data(), bytes.size(), 1u << 30).ok());
+  Status st = dec.decode({40, 40, 10, 10}, &buf, &v);
+  EXPECT_EQ(st.code(), Code::kCorrupt) << st.to_string();
+  EXPECT_NE(st.message().find("JPEG data"), std::string::npos) << st.message();
+}
+
+TEST(DecodeTest, RestartLayoutOnlyForSingleScanGridFiles) {
+  RestartLayout layout;
+  auto plain = encode_jpeg(test_pixels(64, 48, 1), 64, 48);
+  EXPECT_FALSE(parse_restart_layout(plain.data(), plain.size(), &layout)) << "no restart markers";
+  auto progressive = encode_jpeg(test_pixels(64, 48, 1), 64, 48, 90, 444, 3, true, 2);
+  EXPECT_FALSE(parse_restart_layout(progressive.data(), progressive.size(), &layout));
+  auto off_grid = encode_jpeg(test_pixels(64, 48, 1), 64, 48, 90, 444, 3, false, 3);  // 8 MCUs a row, 3 a segment
+  EXPECT_FALSE(parse_restart_layout(off_grid.data(), off_grid.size(), &layout));
+  EXPECT_EQ(restart_interval_for(256, 16), 4);  // 16 MCUs: 4 of 16 px
+  EXPECT_EQ(restart_interval_for(256, 8), 8);
+  EXPECT_EQ(restart_interval_for(17 * 16, 16), 1);  // 17 MCUs: prime
 }
 
 TEST(DecodeTest, CorruptInputsAreNamedByReason) {

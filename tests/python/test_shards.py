@@ -114,6 +114,28 @@ def test_pack_reencode_and_shuffle(photos, tmp_path):
     assert min(img.size) == 128
 
 
+@pytest.mark.parametrize("subsampling", ["444", "420"])
+def test_restart_markers_change_bytes_not_batches(photos, tmp_path, subsampling):
+    """pack's restart markers (random access for crops) cost a few bytes and change
+    no pixel: the same shards without them give the same batches, crop for crop."""
+    for tag, flags in (("rst", []), ("plain", ["--no-restart-markers"])):
+        run_cli("pack", photos, tmp_path / f"{tag}-%02d.tar", "--max-side", "160", "--subsampling", subsampling,
+                "--shard-count", "2", *flags)
+    rst, plain = (str(tmp_path / f"{tag}-{{00..01}}.tar") for tag in ("rst", "plain"))
+    jpg = next(v for k, v in sorted(members(str(tmp_path / "rst-00.tar")).items()) if k.endswith(".jpg"))
+    assert b"\xff\xdd" in jpg, "a DRI marker"
+    sizes = [sum(os.path.getsize(tmp_path / f"{tag}-{i:02d}.tar") for i in range(2)) for tag in ("rst", "plain")]
+    assert sizes[0] > sizes[1]
+    tf = [stoker.RandomResizedCrop(64), stoker.RandomHorizontalFlip()]
+    a = stoker.Loader(rst, batch_size=8, shuffle=True, seed=5, transforms=tf, dtype="uint8")
+    b = stoker.Loader(plain, batch_size=8, shuffle=True, seed=5, transforms=tf, dtype="uint8")
+    for e in range(2):
+        a.set_epoch(e)
+        b.set_epoch(e)
+        for (x, y), (z, w) in zip(a, b):
+            assert torch.equal(x, z) and torch.equal(y, w)
+
+
 def test_pack_counts_and_reports_bad_inputs(photos, tmp_path):
     src = tmp_path / "src"
     shutil.copytree(photos, src)

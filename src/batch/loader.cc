@@ -2,8 +2,6 @@
 #include "stoker/loader.h"
 
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -23,6 +21,7 @@
 
 #include "batch/autotune.h"
 #include "batch/slot_pool.h"
+#include "cache/preload.h"
 #include "cache/sample_cache.h"
 #include "transform/resize.h"
 #include "decode/decode.h"
@@ -172,18 +171,16 @@ class Loader::Impl {
       const std::string name = "stoker-w" + std::to_string(i);
       pthread_setname_np(workers_.back().native_handle(), name.c_str());
     }
-    if (cache_ && opt_.cache == Cache::kRam && opt_.preload) start_preload();
+    if (cache_ && opt_.cache == Cache::kRam && opt_.preload) {
+      const bool progress = opt_.progress == Progress::kOn || (opt_.progress == Progress::kAuto && ::isatty(2));
+      preload_ = std::make_unique<detail::Preloader>(*source_, cache_.get(), progress);
+    }
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
 
   ~Impl() {
     if (!channel_dir_.empty() && !forked()) publish(true);
-    {
-      std::lock_guard<std::mutex> plock(preload_mu_);
-      preload_stop_.store(true, std::memory_order_relaxed);
-      preload_cv_.notify_all();
-    }
-    for (auto& t : preloaders_) t.join();
+    preload_.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -277,11 +274,7 @@ class Loader::Impl {
     consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
     if (first_batch_ns_.load(std::memory_order_relaxed) < 0) {
       first_batch_ns_.store(t1 - created_ns_);
-      if (!preloaders_.empty()) {
-        std::lock_guard<std::mutex> plock(preload_mu_);
-        preload_go_ = true;
-        preload_cv_.notify_all();
-      }
+      if (preload_) preload_->go();
     }
     last_batch_ns_ = t1;
     Slot* slot = e.slot;
@@ -385,113 +378,14 @@ class Loader::Impl {
       s.cache_bytes = cache_->bytes();
       s.cache_budget_bytes = cache_->budget();
     }
-    if (!preloaders_.empty()) {
-      static const char* const kStates[] = {"loading", "done", "budget full"};
-      s.cache_preload = kStates[preload_state_.load(std::memory_order_acquire)];
-      s.cache_preload_records = preload_records_.load(std::memory_order_relaxed);
-      s.cache_preload_bytes = preload_bytes_.load(std::memory_order_relaxed);
-      const std::int64_t start = preload_start_ns_.load(std::memory_order_relaxed);
-      const std::int64_t end = preload_end_ns_.load(std::memory_order_relaxed);
-      if (start) s.cache_preload_s = static_cast<double>((end ? end : now_ns()) - start) * 1e-9;
+    if (preload_) {
+      const auto p = preload_->progress();
+      s.cache_preload = p.state;
+      s.cache_preload_records = p.records;
+      s.cache_preload_bytes = p.bytes;
+      s.cache_preload_s = p.seconds;
     }
     return s;
-  }
-
-  // ---- cache="ram" preload ----
-  // NOTE: a few threads, because a cold disk or a network file system
-  // serves parallel reads faster; they run at nice +10 so that the decode
-  // workers (and the first batch) win the CPU when the files are already in
-  // the page cache and reading costs only copies.
-  void start_preload() {
-    const std::size_t n = source_->size();
-    const int count = static_cast<int>(std::min<std::size_t>(n, 4));
-    progress_ = opt_.progress == Progress::kOn || (opt_.progress == Progress::kAuto && ::isatty(2));
-    progress_tty_ = ::isatty(2) != 0;
-    preload_running_.store(count, std::memory_order_relaxed);
-    for (int i = 0; i < count; ++i) {
-      preloaders_.emplace_back([this, i] { preload_main(i); });
-      const std::string name = "stoker-load" + std::to_string(i);
-      pthread_setname_np(preloaders_.back().native_handle(), name.c_str());
-    }
-  }
-
-  void preload_main(int id) {
-    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);  // best effort
-    {
-      // NOTE: held back until the first batch is out (or a second has passed
-      // without one): its allocations and copies would otherwise compete
-      // with the first batch (measured: time to first batch 0.08 -> 0.13 s).
-      std::unique_lock<std::mutex> plock(preload_mu_);
-      preload_cv_.wait_for(plock, std::chrono::seconds(1),
-                           [&] { return preload_go_ || preload_stop_.load(std::memory_order_relaxed); });
-    }
-    std::int64_t unset = 0;
-    preload_start_ns_.compare_exchange_strong(unset, now_ns(), std::memory_order_relaxed);
-    std::vector<std::uint8_t> buf;
-    const std::size_t n = source_->size();
-    std::int64_t printed_ns = now_ns();
-    bool full = false;
-    while (!preload_stop_.load(std::memory_order_relaxed)) {
-      const std::size_t i = preload_next_.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n) break;
-      if (cache_->contains(i)) continue;
-      // NOTE: a record that fails to read is left to the worker that needs
-      // it, which reads it again and applies on_corrupt (and counts it).
-      if (!source_->read(i, &buf).ok()) continue;
-      const auto r = cache_->insert(i, buf.data(), buf.size());
-      if (r == detail::SampleCache::Insert::kNoRoom) {
-        full = true;
-        preload_stop_.store(true, std::memory_order_relaxed);
-        break;
-      }
-      if (r == detail::SampleCache::Insert::kStored) {
-        preload_records_.fetch_add(1, std::memory_order_relaxed);
-        preload_bytes_.fetch_add(buf.size(), std::memory_order_relaxed);
-      }
-      if (id == 0 && progress_) {
-        const std::int64_t t = now_ns();
-        if (t - printed_ns >= (progress_tty_ ? 250'000'000 : 2'000'000'000)) {
-          print_progress(false);
-          printed_ns = t;
-        }
-      }
-    }
-    if (full) preload_full_.store(true, std::memory_order_relaxed);
-    if (preload_running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {  // the last one out
-      preload_end_ns_.store(now_ns(), std::memory_order_relaxed);
-      const bool stopped_early = preload_next_.load(std::memory_order_relaxed) < n;
-      if (preload_full_.load(std::memory_order_relaxed)) {
-        preload_state_.store(2, std::memory_order_release);
-      } else if (!stopped_early) {
-        preload_state_.store(1, std::memory_order_release);
-      }  // else: the loader is being destroyed
-      if (progress_ && (!stopped_early || preload_full_.load(std::memory_order_relaxed))) print_progress(true);
-    }
-  }
-
-  // "stoker: loading into RAM: 1234 of 2040 records, 98.1 MB, 45 MB/s"
-  void print_progress(bool last) const {
-    const std::uint64_t recs = cache_->records(), bytes = preload_bytes_.load(std::memory_order_relaxed);
-    const std::int64_t end = preload_end_ns_.load(std::memory_order_relaxed);
-    const double s = static_cast<double>((end ? end : now_ns()) - preload_start_ns_.load(std::memory_order_relaxed)) * 1e-9;
-    const double mb = static_cast<double>(cache_->bytes()) / 1e6;
-    char line[512];
-    if (!last) {
-      std::snprintf(line, sizeof(line), "stoker: loading into RAM: %llu of %zu records, %.1f MB, %.0f MB/s",
-                    static_cast<unsigned long long>(recs), source_->size(), mb,
-                    s > 0 ? static_cast<double>(bytes) / 1e6 / s : 0.0);
-    } else if (preload_full_.load(std::memory_order_relaxed)) {
-      std::snprintf(line, sizeof(line),
-                    "stoker: RAM budget (%.1f MB) full at %llu of %zu records; the rest is read each epoch (%s)",
-                    static_cast<double>(cache_->budget()) / 1e6, static_cast<unsigned long long>(recs), source_->size(),
-                    source_->describe().c_str());
-    } else {
-      std::snprintf(line, sizeof(line), "stoker: loaded into RAM: %llu records, %.1f MB in %.1f s (%s)",
-                    static_cast<unsigned long long>(recs), mb, s, source_->describe().c_str());
-    }
-    // On a terminal the line rewrites itself; elsewhere (logs) one per line.
-    std::fprintf(stderr, progress_tty_ ? (last ? "\r\033[K%s\n" : "\r\033[K%s") : "%s\n", line);
-    std::fflush(stderr);
   }
 
   void set_epoch(std::uint64_t e) {
@@ -926,17 +820,7 @@ class Loader::Impl {
   std::int64_t first_next_ns_ = -1, last_batch_ns_ = -1;  // under mu_
   std::vector<std::thread> workers_;
 
-  // cache="ram" preload (preload_state_: 0 loading, 1 done, 2 budget full)
-  std::vector<std::thread> preloaders_;
-  std::atomic<bool> preload_stop_{false}, preload_full_{false};
-  std::atomic<std::size_t> preload_next_{0};
-  std::atomic<int> preload_running_{0}, preload_state_{0};
-  std::atomic<std::uint64_t> preload_records_{0}, preload_bytes_{0};
-  std::atomic<std::int64_t> preload_end_ns_{0};
-  std::atomic<std::int64_t> preload_start_ns_{0};  // when reading began (after the hold-back)
-  std::mutex preload_mu_;
-  std::condition_variable preload_cv_;  // preloaders: the first batch is out, or stop
-  bool preload_go_ = false;             // under preload_mu_
+  std::unique_ptr<detail::Preloader> preload_;  // cache="ram": the set moving into RAM
   bool progress_ = false, progress_tty_ = false;
 };
 

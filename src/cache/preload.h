@@ -1,0 +1,59 @@
+// cache="ram": moving the data set into RAM in the background. A few threads
+// read every record of a source into a SampleCache, in record order, until
+// the set is in or the budget is spent, printing progress on stderr. They
+// wait for go() (the loader's first batch is out) or a second, whichever
+// comes first, so the first batch never competes with them, and nothing
+// ever waits for them: a record not in yet is read by its worker as usual.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/sample_cache.h"
+#include "stoker/source.h"
+
+namespace stoker::detail {
+
+class Preloader {
+ public:
+  // progress: print to stderr (rewriting one line on a terminal, a line
+  // every 2 s elsewhere). The threads start here, held back.
+  Preloader(const Source& source, SampleCache* cache, bool progress, int threads = 4);
+  ~Preloader();  // stops the threads after the record in hand, and joins them
+  Preloader(const Preloader&) = delete;
+  Preloader& operator=(const Preloader&) = delete;
+
+  void go();  // the first batch is out: start reading
+
+  struct Progress {
+    const char* state = "loading";  // "loading", "done", "budget full"
+    std::uint64_t records = 0;      // stored by the preload (workers may store others)
+    std::uint64_t bytes = 0;
+    double seconds = 0;  // since reading began (0 while held back)
+  };
+  Progress progress() const;
+
+ private:
+  void run(int id);
+  void print(bool last) const;
+
+  const Source& source_;
+  SampleCache* cache_;
+  const bool progress_, tty_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false}, full_{false};
+  std::atomic<std::size_t> next_{0};
+  std::atomic<int> running_{0}, state_{0};  // state_: 0 loading, 1 done, 2 budget full
+  std::atomic<std::uint64_t> records_{0}, bytes_{0};
+  std::atomic<std::int64_t> start_ns_{0}, end_ns_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;  // go() or stop
+  bool go_ = false;             // under mu_
+};
+
+}  // namespace stoker::detail

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What offline preparation buys: pack throughput, then loader images/s from
 (a) the original image folder, (b) shards holding the original bytes
-(--keep), (c) shards packed at --max-side 256 (re-encoded with restart
+(--keep), (b') the same pixels rewritten with restart markers (--lossless),
+(c) shards packed at --max-side 256 (re-encoded with restart
 markers, so crops decode only the segments covering them), (c') the same
 without restart markers, (d) shards packed --raw at
 max side 256 (decoded pixels as .npy), and the DataLoader + torchvision + PIL
@@ -38,6 +39,7 @@ def main():
     cli = os.path.join(args.build, "tools", "stoker")
     shutil.rmtree(args.out, ignore_errors=True)
     variants = [("(b) shards, original bytes", "keep", ["--keep"]),
+                ("(b') shards, --lossless", "lossless", ["--lossless"]),
                 ("(c) shards, --max-side 256", "s256", ["--max-side", "256"]),
                 ("(c') (c) --no-restart-markers", "s256nr", ["--max-side", "256", "--no-restart-markers"]),
                 ("(d) shards, --raw --max-side 256", "raw256", ["--raw", "--max-side", "256"])]

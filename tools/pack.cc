@@ -39,6 +39,9 @@ void add_pack_command(CLI::App& app) {
       ->check(CLI::IsMember({"444", "420"}))
       ->capture_default_str();
   cmd->add_flag("--keep", a->opt.keep, "copy the original bytes when no resize is needed (lossless)");
+  cmd->add_flag("--lossless", a->opt.lossless,
+                "when no resize is needed, rewrite JPEGs with the same pixels plus restart markers, so crops decode "
+                "only what they cover (~1-2% more bytes)");
   cmd->add_flag("--no-restart-markers", [a](std::int64_t) { a->opt.restart_markers = false; },
                 "re-encoded JPEGs without restart markers (smaller by ~2-4%; crops then decode every row above them)");
   cmd->add_flag("--raw", a->opt.raw, "store decoded uint8 pixels as .npy");

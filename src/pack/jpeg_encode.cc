@@ -71,6 +71,61 @@ Status JpegEncoder::encode(const ImageView& image, int quality, int subsampling,
   return Status::Ok();
 }
 
+namespace {
+
+struct Transcoder {
+  jpeg_decompress_struct d;
+  jpeg_compress_struct c;
+  LibjpegError err;  // shared: one thread drives both
+  Transcoder() {
+    std::memset(&d, 0, sizeof(d));
+    std::memset(&c, 0, sizeof(c));
+    std::memset(&err, 0, sizeof(err));
+    d.err = install_libjpeg_error(&err);
+    c.err = d.err;
+    jpeg_create_decompress(&d);
+    jpeg_create_compress(&c);
+  }
+  ~Transcoder() {
+    jpeg_destroy_compress(&c);
+    jpeg_destroy_decompress(&d);
+  }
+};
+
+// Only trivially destructible locals: libjpeg errors longjmp out.
+bool transcode(Transcoder* t, const std::uint8_t* data, std::size_t size, unsigned char** out, unsigned long* out_size) {
+  if (setjmp(t->err.jump)) return false;
+  jpeg_mem_src(&t->d, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&t->d, TRUE);
+  jvirt_barray_ptr* coefficients = jpeg_read_coefficients(&t->d);
+  jpeg_mem_dest(&t->c, out, out_size);
+  jpeg_copy_critical_parameters(&t->d, &t->c);
+  const int mcu_w = t->d.num_components == 1 ? 8 : 8 * t->d.max_h_samp_factor;
+  t->c.restart_interval = static_cast<unsigned>(restart_interval_for(static_cast<int>(t->d.image_width), mcu_w));
+  t->c.optimize_coding = TRUE;
+  jpeg_write_coefficients(&t->c, coefficients);
+  jpeg_finish_compress(&t->c);
+  jpeg_finish_decompress(&t->d);
+  return true;
+}
+
+}  // namespace
+
+Status transcode_with_restart_markers(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>* out) {
+  thread_local Transcoder t;
+  unsigned char* mem = nullptr;
+  unsigned long mem_size = 0;
+  const bool ok = transcode(&t, data, size, &mem, &mem_size);
+  if (ok) out->assign(mem, mem + mem_size);
+  std::free(mem);
+  if (!ok) {
+    jpeg_abort_compress(&t.c);
+    jpeg_abort_decompress(&t.d);
+    return Status::Corrupt(std::string("JPEG transcode: ") + t.err.message);
+  }
+  return Status::Ok();
+}
+
 void encode_npy(const ImageView& image, std::vector<std::uint8_t>* out) {
   std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + std::to_string(image.height) + ", " +
                      std::to_string(image.width) + ", 3), }";

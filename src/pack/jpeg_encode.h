@@ -26,6 +26,12 @@ class JpegEncoder {
   std::unique_ptr<State> s_;
 };
 
+// Rewrites a JPEG losslessly (the same quantized coefficients, so the same
+// pixels) as a sequential JPEG with optimized Huffman tables and restart
+// markers on the loader's grid (decode/jpeg_restart.h). Replaces *out.
+// Unsupported (arithmetic-coded, 12-bit) or corrupt input: an error.
+Status transcode_with_restart_markers(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>* out);
+
 // A .npy file holding `image` as uint8 (H, W, 3). Replaces *out.
 void encode_npy(const ImageView& image, std::vector<std::uint8_t>* out);
 

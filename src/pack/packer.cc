@@ -101,9 +101,13 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
   if (resize) detail::resize_output_size(Resize{o.max_side, 0, 0}, W, H, &ow, &oh);
   it->json = "{\"path\": " + detail::json_quote(src.key(rec)) + ", \"width\": " + std::to_string(W) +
              ", \"height\": " + std::to_string(H) + ", \"label\": " + std::to_string(src.label(rec)) + "}";
-  if (o.keep && !resize) {
+  if ((o.keep || o.lossless) && !resize) {
     it->kept = true;
-    it->bytes.assign(w->file.begin(), w->file.end());
+    // NOTE: a JPEG libjpeg cannot rewrite is copied as it is (still lossless).
+    if (!o.lossless || !o.restart_markers || w->decoder.format() != detail::Format::kJpeg ||
+        !detail::transcode_with_restart_markers(w->file.data(), w->file.size(), &it->bytes).ok()) {
+      it->bytes.assign(w->file.begin(), w->file.end());
+    }
     switch (w->decoder.format()) {
       case detail::Format::kPng: it->ext = "png"; break;
       case detail::Format::kNpy: it->ext = "npy"; break;
@@ -144,6 +148,8 @@ PackResult pack(const std::string& source, const PackOptions& o) {
     invalid("subsampling must be 444 or 420, got " + std::to_string(o.subsampling));
   }
   if (o.raw && o.keep) invalid("--raw and --keep exclude each other (raw stores decoded pixels)");
+  if (o.raw && o.lossless) invalid("--raw and --lossless exclude each other (raw stores decoded pixels)");
+  if (o.keep && o.lossless) invalid("--keep and --lossless exclude each other (--keep copies the bytes as they are)");
   if (o.max_side < 0) invalid("max_side must be >= 0, got " + std::to_string(o.max_side));
   if (o.shard_count < 0) invalid("shard_count must be >= 0, got " + std::to_string(o.shard_count));
   if (o.shard_size == 0) invalid("shard_size must be > 0");

@@ -114,6 +114,33 @@ def test_pack_reencode_and_shuffle(photos, tmp_path):
     assert min(img.size) == 128
 
 
+def test_pack_lossless_keeps_pixels_and_adds_restart_markers(photos, tmp_path):
+    """--lossless rewrites each JPEG with the same coefficients plus restart markers:
+    the loader gives exactly the folder's batches, and crops decode only what they cover."""
+    out = run_cli("pack", photos, tmp_path / "ll-%02d.tar", "--lossless", "--shard-count", "2").stdout
+    assert "24 records in, 24 written, 0 skipped" in out
+    m = members(str(tmp_path / "ll-00.tar"))
+    for k in (k for k in m if k.endswith(".jpg")):
+        meta = json.loads(m[k.replace(".jpg", ".json")])
+        original = open(meta["path"], "rb").read()
+        assert m[k] != original and b"\xff\xdd" in m[k], "rewritten, with a DRI marker"
+        a = np.asarray(Image.open(io.BytesIO(m[k])).convert("RGB"))
+        b = np.asarray(Image.open(io.BytesIO(original)).convert("RGB"))
+        assert np.array_equal(a, b), "the same pixels (PIL's decode)"
+    shards = str(tmp_path / "ll-{00..01}.tar")
+    tf = [stoker.RandomResizedCrop(64), stoker.RandomHorizontalFlip()]
+    folder = stoker.Loader(photos, batch_size=6, transforms=tf, dtype="uint8", seed=2)
+    packed = stoker.Loader(shards, batch_size=6, transforms=tf, dtype="uint8", seed=2)
+    for e in range(2):
+        folder.set_epoch(e)
+        packed.set_epoch(e)
+        for (x, y), (z, w) in zip(folder, packed):
+            assert torch.equal(x, z) and torch.equal(y, w)
+    for flags in (["--keep"], ["--raw"]):
+        bad = run_cli("pack", photos, tmp_path / "bad-%d.tar", "--lossless", *flags, check=False)
+        assert bad.returncode != 0 and "exclude each other" in bad.stdout + bad.stderr
+
+
 @pytest.mark.parametrize("subsampling", ["444", "420"])
 def test_restart_markers_change_bytes_not_batches(photos, tmp_path, subsampling):
     """pack's restart markers (random access for crops) cost a few bytes and change

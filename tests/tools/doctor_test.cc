@@ -62,7 +62,7 @@ RunFacts run(double samples, double active, double wait, double read, double dec
 }
 
 // Probes that return fixed per-sample costs.
-Probes fake(double base, double decoded, double packed, double uint8 = 0) {
+Probes fake(double base, double decoded, double packed, double uint8 = 0, double lossless = 0) {
   Probes p;
   p.measure = [=](const LoaderSetup& s, std::size_t, int) {
     Cost c;
@@ -74,11 +74,11 @@ Probes fake(double base, double decoded, double packed, double uint8 = 0) {
     c.cache_bytes_per_sample = 300000;
     return c;
   };
-  p.measure_packed = [=](const LoaderSetup&, std::size_t, int, int) {
+  p.measure_packed = [=](const LoaderSetup&, std::size_t, int max_side, int) {
     Cost c;
     c.ok = true;
     c.records = 192;
-    c.per_sample_s = packed;
+    c.per_sample_s = max_side == 0 ? (lossless > 0 ? lossless : base) : packed;
     return c;
   };
   return p;
@@ -115,6 +115,18 @@ TEST(DoctorTest, DecodeBoundPredictsFromTheProbeRatio) {
   EXPECT_NEAR(d->predicted_rate, 1 / 1.45e-3, 1e-6);
   EXPECT_NEAR(d->gain, d->predicted_rate / 100, 1e-9);
   EXPECT_EQ(&v.suggestions[0], d);  // ranked by gain
+}
+
+TEST(DoctorTest, LosslessPackSuggestedOnlyWhereItHelps) {
+  // Decode-bound as above; --lossless measured at 7 ms instead of 10.
+  Verdict v = diagnose(run(1000, 10, 9, 0.5, 17, 1.5), fake(10e-3, 1e-3, 2.5e-3, 0, /*lossless=*/7e-3));
+  const Suggestion* l = find(v, "--lossless");
+  ASSERT_TRUE(l);
+  // The input side's 10 ms -> 7 ms; CPU bound (19 x 0.7 + 1) / 2 = 7.15 ms is the larger.
+  EXPECT_NEAR(l->predicted_rate, 1 / 7.15e-3, 1e-6);
+  // Measured no faster (PNGs, say): not suggested.
+  Verdict w = diagnose(run(1000, 10, 9, 0.5, 17, 1.5), fake(10e-3, 1e-3, 2.5e-3));
+  EXPECT_EQ(find(w, "--lossless"), nullptr);
 }
 
 TEST(DoctorTest, TransformBoundSuggestsUint8Output) {

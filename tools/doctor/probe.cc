@@ -148,6 +148,7 @@ Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_s
     p.out_pattern = tmp.path() + "/packed-%04d.tar";
     p.shard_count = 1;
     p.max_side = max_side;
+    p.lossless = max_side == 0;
     p.threads = 0;
     PackResult r = pack(tmp.path() + "/records.csv", p);
     if (r.shards.empty()) throw std::runtime_error("packing the sample wrote no shard");

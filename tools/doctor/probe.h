@@ -38,8 +38,8 @@ LoaderSetup setup_from_snapshot(const nlohmann::json& snap);
 // one timed epoch on `threads` threads.
 Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads);
 // The same records packed once with `stoker pack --max-side max_side` (JPEG
-// q95, as the CLI does) into a temporary shard, then measured as above.
-// Image folders and list files only.
+// q95, as the CLI does), or with `--lossless` when max_side is 0, into a
+// temporary shard, then measured as above. Image folders and list files only.
 Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_side, int threads);
 // Image files (a DataLoader's), through stoker with RandomResizedCrop(224) +
 // flip + Normalize, float32.

@@ -172,8 +172,7 @@ class Loader::Impl {
       pthread_setname_np(workers_.back().native_handle(), name.c_str());
     }
     if (cache_ && opt_.cache == Cache::kRam && opt_.preload) {
-      const bool progress = opt_.progress == Progress::kOn || (opt_.progress == Progress::kAuto && ::isatty(2));
-      preload_ = std::make_unique<detail::Preloader>(*source_, cache_.get(), progress);
+      preload_ = std::make_unique<detail::Preloader>(*source_, cache_.get(), opt_.progress);
     }
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
@@ -379,7 +378,7 @@ class Loader::Impl {
       s.cache_budget_bytes = cache_->budget();
     }
     if (preload_) {
-      const auto p = preload_->progress();
+      const auto p = preload_->report();
       s.cache_preload = p.state;
       s.cache_preload_records = p.records;
       s.cache_preload_bytes = p.bytes;
@@ -821,7 +820,6 @@ class Loader::Impl {
   std::vector<std::thread> workers_;
 
   std::unique_ptr<detail::Preloader> preload_;  // cache="ram": the set moving into RAM
-  bool progress_ = false, progress_tty_ = false;
 };
 
 // ---- Batch ----

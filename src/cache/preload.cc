@@ -24,8 +24,11 @@ std::int64_t now_ns() {
 // the CPU when the files are already in the page cache and reading costs
 // only copies. Held back until go(): started with the loader, their
 // allocations and copies made the first batch on the sample set 0.08 -> 0.13 s.
-Preloader::Preloader(const Source& source, SampleCache* cache, bool progress, int threads)
-    : source_(source), cache_(cache), progress_(progress), tty_(::isatty(2) != 0) {
+Preloader::Preloader(const Source& source, SampleCache* cache, Progress progress, int threads)
+    : source_(source),
+      cache_(cache),
+      tty_(::isatty(2) != 0),
+      progress_(progress == Progress::kOn || (progress == Progress::kAuto && tty_)) {
   const int count = static_cast<int>(std::min<std::size_t>(source.size(), static_cast<std::size_t>(threads)));
   running_.store(count, std::memory_order_relaxed);
   for (int i = 0; i < count; ++i) {
@@ -50,9 +53,9 @@ void Preloader::go() {
   cv_.notify_all();
 }
 
-Preloader::Progress Preloader::progress() const {
+Preloader::Report Preloader::report() const {
   static const char* const kStates[] = {"loading", "done", "budget full"};
-  Progress p;
+  Report p;
   p.state = kStates[state_.load(std::memory_order_acquire)];
   p.records = records_.load(std::memory_order_relaxed);
   p.bytes = bytes_.load(std::memory_order_relaxed);
@@ -113,7 +116,7 @@ void Preloader::run(int id) {
 // "stoker: loading into RAM: 1234 of 2040 records, 98.1 MB, 45 MB/s"
 void Preloader::print(bool last) const {
   const std::uint64_t recs = cache_->records();
-  const double s = progress().seconds;
+  const double s = report().seconds;
   const double mb = static_cast<double>(cache_->bytes()) / 1e6;
   char line[512];
   if (!last) {

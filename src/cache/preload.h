@@ -15,28 +15,30 @@
 #include <vector>
 
 #include "cache/sample_cache.h"
+#include "stoker/options.h"
 #include "stoker/source.h"
 
 namespace stoker::detail {
 
 class Preloader {
  public:
-  // progress: print to stderr (rewriting one line on a terminal, a line
-  // every 2 s elsewhere). The threads start here, held back.
-  Preloader(const Source& source, SampleCache* cache, bool progress, int threads = 4);
+  // progress: kOn prints to stderr (rewriting one line on a terminal, a
+  // line every 2 s elsewhere), kAuto only on a terminal. The threads start
+  // here, held back.
+  Preloader(const Source& source, SampleCache* cache, Progress progress, int threads = 4);
   ~Preloader();  // stops the threads after the record in hand, and joins them
   Preloader(const Preloader&) = delete;
   Preloader& operator=(const Preloader&) = delete;
 
   void go();  // the first batch is out: start reading
 
-  struct Progress {
+  struct Report {
     const char* state = "loading";  // "loading", "done", "budget full"
     std::uint64_t records = 0;      // stored by the preload (workers may store others)
     std::uint64_t bytes = 0;
     double seconds = 0;  // since reading began (0 while held back)
   };
-  Progress progress() const;
+  Report report() const;
 
  private:
   void run(int id);
@@ -44,7 +46,8 @@ class Preloader {
 
   const Source& source_;
   SampleCache* cache_;
-  const bool progress_, tty_;
+  const bool tty_;       // stderr is a terminal
+  const bool progress_;  // print progress
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false}, full_{false};
   std::atomic<std::size_t> next_{0};

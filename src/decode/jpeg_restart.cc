@@ -88,27 +88,6 @@ bool cut_restart_segments(const std::uint8_t* p, std::size_t n, const RestartLay
   const int s0 = x0 / seg_w, s1 = (x1 - 1) / seg_w;
   const int m0 = y0 / L.mcu_h, m1 = (y1 - 1) / L.mcu_h;
   const long first = static_cast<long>(m0) * per_row + s0, last = static_cast<long>(m1) * per_row + s1;
-  // Walk the segments in order up to the last one needed; segment k starts
-  // after the k-th RST marker, whose number is (k - 1) mod 8.
-  const int cols = s1 - s0 + 1;
-  std::vector<std::size_t> start(static_cast<std::size_t>(cols) * static_cast<std::size_t>(m1 - m0 + 1)),
-      end(start.size());
-  std::size_t at = L.data;
-  for (long k = 0; k <= last; ++k) {
-    const std::size_t mark = next_marker(p, n, at);
-    if (mark >= n) return false;
-    const std::uint8_t m = p[mark + 1];
-    const int s = static_cast<int>(k % per_row);
-    if (k >= first && s >= s0 && s <= s1) {
-      const std::size_t i = static_cast<std::size_t>(k / per_row - m0) * static_cast<std::size_t>(cols) +
-                            static_cast<std::size_t>(s - s0);
-      start[i] = at;
-      end[i] = mark;
-    }
-    if (k == last) break;
-    if (m < 0xD0 || m > 0xD7 || (m & 7) != (k & 7)) return false;
-    at = mark + 2;
-  }
   const int w = std::min(L.width, (s1 + 1) * seg_w) - s0 * seg_w;
   const int h = std::min(L.height, (m1 + 1) * L.mcu_h) - m0 * L.mcu_h;
   out->assign(p, p + L.data);
@@ -116,12 +95,27 @@ bool cut_restart_segments(const std::uint8_t* p, std::size_t n, const RestartLay
   (*out)[L.sof_dims + 1] = static_cast<std::uint8_t>(h & 0xFF);
   (*out)[L.sof_dims + 2] = static_cast<std::uint8_t>(w >> 8);
   (*out)[L.sof_dims + 3] = static_cast<std::uint8_t>(w & 0xFF);
-  for (std::size_t i = 0; i < start.size(); ++i) {  // row by row, as the cut's own segments
-    if (i > 0) {
-      out->push_back(0xFF);
-      out->push_back(static_cast<std::uint8_t>(0xD0 + ((i - 1) & 7)));
+  // Walk the segments in order up to the last one needed (segment k starts
+  // after the k-th RST marker, numbered (k - 1) mod 8); raster order is the
+  // cut's own order, so each needed one is appended as it is reached.
+  std::size_t at = L.data;
+  int copied = 0;
+  for (long k = 0;; ++k) {
+    const std::size_t mark = next_marker(p, n, at);
+    if (mark >= n) return false;
+    const int s = static_cast<int>(k % per_row);
+    if (k >= first && s >= s0 && s <= s1) {
+      if (copied > 0) {
+        out->push_back(0xFF);
+        out->push_back(static_cast<std::uint8_t>(0xD0 + ((copied - 1) & 7)));
+      }
+      out->insert(out->end(), p + at, p + mark);
+      ++copied;
     }
-    out->insert(out->end(), p + start[i], p + end[i]);
+    if (k == last) break;
+    const std::uint8_t m = p[mark + 1];
+    if (m < 0xD0 || m > 0xD7 || (m & 7) != (k & 7)) return false;
+    at = mark + 2;
   }
   out->push_back(0xFF);
   out->push_back(0xD9);

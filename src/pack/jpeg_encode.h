@@ -1,6 +1,7 @@
 // JPEG encoding with libjpeg-turbo (for pack's re-encode).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -19,18 +20,17 @@ class JpegEncoder {
   // MCU row (decode/jpeg_restart.h). Replaces *out.
   Status encode(const ImageView& image, int quality, int subsampling, bool restart_markers,
                 std::vector<std::uint8_t>* out);
+  // Rewrites a JPEG losslessly (the same quantized coefficients, so the same
+  // pixels) as a sequential JPEG with optimized Huffman tables and restart
+  // markers on the loader's grid (decode/jpeg_restart.h). Replaces *out.
+  // Unsupported or corrupt input: an error.
+  Status transcode_with_restart_markers(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>* out);
 
   struct State;
 
  private:
   std::unique_ptr<State> s_;
 };
-
-// Rewrites a JPEG losslessly (the same quantized coefficients, so the same
-// pixels) as a sequential JPEG with optimized Huffman tables and restart
-// markers on the loader's grid (decode/jpeg_restart.h). Replaces *out.
-// Unsupported (arithmetic-coded, 12-bit) or corrupt input: an error.
-Status transcode_with_restart_markers(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>* out);
 
 // A .npy file holding `image` as uint8 (H, W, 3). Replaces *out.
 void encode_npy(const ImageView& image, std::vector<std::uint8_t>* out);

@@ -105,7 +105,7 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
     it->kept = true;
     // NOTE: a JPEG libjpeg cannot rewrite is copied as it is (still lossless).
     if (!o.lossless || !o.restart_markers || w->decoder.format() != detail::Format::kJpeg ||
-        !detail::transcode_with_restart_markers(w->file.data(), w->file.size(), &it->bytes).ok()) {
+        !w->encoder.transcode_with_restart_markers(w->file.data(), w->file.size(), &it->bytes).ok()) {
       it->bytes.assign(w->file.begin(), w->file.end());
     }
     switch (w->decoder.format()) {

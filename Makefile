@@ -87,6 +87,6 @@ fuzz: deps build
 bench-pack: build data
 	$(PYTHON) bench/pack_bench.py $(DATA) --build $(BUILD)
 
-# Many epochs; RSS, fds and threads must stay flat (not part of `make test`).
+# Many epochs: batch buffers within their bound, RSS within buffers + slack, fds and threads constant (not part of `make test`).
 soak: build data
 	$(PYTHON) bench/soak.py $(DATA) --build $(BUILD)

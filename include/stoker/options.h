@@ -120,4 +120,11 @@ struct LoaderOptions {
   bool trace = false;
 };
 
+// Every option as JSON (enums and transforms named as the Python API names
+// them), and back; options missing from the JSON keep their defaults. The
+// doctor's channel carries this, so its probes rebuild the loader the user
+// ran. options_from_json throws Error(kInvalidArgument) on malformed input.
+std::string options_to_json(const LoaderOptions& options);
+LoaderOptions options_from_json(const std::string& json);
+
 }  // namespace stoker

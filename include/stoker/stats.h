@@ -35,9 +35,22 @@ struct Stats {
   // fixed), and one line per change with the measurements behind it.
   std::string autotune;
   std::vector<std::string> autotune_log;
-  // Batch buffers allocated in all (ring depth plus batches the consumer held).
+  // Batch buffers. A buffer is allocated only when none is free, so
+  // batch_buffers is the most ever in use at once, and is bounded by
+  //   batch_buffers <= ring_depth_max + batch_buffers_held_peak
+  // where ring_depth_max is `prefetch`, or 2 x max(2, workers started) when
+  // prefetch=0 (the tuner may deepen the ring that far), and the held peak
+  // is the most batches the consumer kept alive at once, counting the one
+  // being handed out (a loop that keeps nothing holds 2, in a C++ range-for
+  // as in a Python for loop: the previous batch is still alive while next()
+  // runs). Buffers are reused once released; none is ever freed
+  // before the loader and every batch are gone.
   std::uint64_t batch_buffers = 0;
   std::uint64_t batch_buffer_bytes = 0;
+  std::uint64_t batch_buffers_in_use = 0;     // in the ring or held by the consumer now
+  std::uint64_t batch_buffers_held = 0;       // handed out, not yet released, now
+  std::uint64_t batch_buffers_held_peak = 0;  // the most held at once
+  int ring_depth_max = 0;
   // cache="ram" / "decoded": lookups that found the sample, lookups that did
   // not, samples and bytes held, the budget.
   std::uint64_t cache_hits = 0;

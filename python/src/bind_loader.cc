@@ -32,48 +32,9 @@ struct ReleaseGilDelete {
   }
 };
 
+// The dict is Stats::to_json() parsed: one definition of the fields.
 py::dict stats_dict(const Stats& s) {
-  py::dict d;
-  d["read_s"] = s.read_s;
-  d["decode_s"] = s.decode_s;
-  d["transform_s"] = s.transform_s;
-  d["samples"] = s.samples;
-  d["bytes_read"] = s.bytes_read;
-  d["batches"] = s.batches;
-  d["consumer_wait_s"] = s.consumer_wait_s;
-  d["consumer_active_s"] = s.consumer_active_s;
-  d["time_to_first_batch_s"] = s.time_to_first_batch_s;
-  d["wall_s"] = s.wall_s;
-  d["threads"] = s.threads;
-  d["threads_max"] = s.threads_max;
-  d["prefetch"] = s.prefetch;
-  d["autotune"] = s.autotune;
-  d["autotune_log"] = s.autotune_log;
-  py::list per_thread;
-  for (const auto& t : s.per_thread) {
-    py::dict td;
-    td["read_s"] = t.read_s;
-    td["decode_s"] = t.decode_s;
-    td["transform_s"] = t.transform_s;
-    td["samples"] = t.samples;
-    per_thread.append(td);
-  }
-  d["per_thread"] = per_thread;
-  d["batch_buffers"] = s.batch_buffers;
-  d["batch_buffer_bytes"] = s.batch_buffer_bytes;
-  d["cache_hits"] = s.cache_hits;
-  d["cache_misses"] = s.cache_misses;
-  d["cache_records"] = s.cache_records;
-  d["cache_bytes"] = s.cache_bytes;
-  d["cache_budget_bytes"] = s.cache_budget_bytes;
-  d["cache_preload"] = s.cache_preload;
-  d["cache_preload_records"] = s.cache_preload_records;
-  d["cache_preload_bytes"] = s.cache_preload_bytes;
-  d["cache_preload_s"] = s.cache_preload_s;
-  d["corrupt"] = s.corrupt;
-  d["corrupt_by_reason"] = s.corrupt_by_reason;
-  d["corrupt_examples"] = s.corrupt_examples;
-  return d;
+  return py::module_::import("json").attr("loads")(s.to_json());
 }
 
 template <typename E>

@@ -105,7 +105,15 @@ class Loader:
     threads: worker threads; 0 = autotuned (start with max_threads, default
         one per core, then give cores back to the training step while the
         loader is ahead; stats()["autotune_log"] says what changed and why).
-        prefetch: batches made ahead (0 = autotuned from max(2, threads)).
+        prefetch: batches made ahead (0 = autotuned from max(2, threads),
+          deepened up to twice that for a bursty consumer).
+          Memory for batches is bounded: batch buffers <= ring_depth_max + H,
+          where ring_depth_max is prefetch (or 2 x max(2, threads) when 0)
+          and H is the most batches you hold at once, counting the one being
+          handed out (a loop that keeps nothing: 2, since the previous batch
+          is still bound to the loop variable while the next is fetched).
+          stats(): batch_buffers (allocated: the most ever in use),
+          batch_buffers_in_use, batch_buffers_held(_peak), ring_depth_max.
     rank, world_size: this process's share of each epoch; None = from
         torch.distributed when initialised, else RANK / WORLD_SIZE, else 0 / 1.
     on_corrupt: "skip" (count it and use the next sample) or "raise"

@@ -41,42 +41,6 @@ using detail::SlotPool;
 
 namespace {
 
-// Transforms as JSON for the doctor's channel (it rebuilds them to measure
-// what a change would gain), named as torchvision names them.
-std::string transform_json(const RandomResizedCrop& t) {
-  char b[200];
-  std::snprintf(b, sizeof(b), R"({"name":"RandomResizedCrop","size":[%d,%d],"scale":[%.17g,%.17g],"ratio":[%.17g,%.17g]})",
-                t.height, t.width, t.scale[0], t.scale[1], t.ratio[0], t.ratio[1]);
-  return b;
-}
-std::string transform_json(const Resize& t) {
-  char b[120];
-  std::snprintf(b, sizeof(b), R"({"name":"Resize","size":[%d,%d],"max_size":%d})", t.height, t.width, t.max_size);
-  return b;
-}
-std::string transform_json(const CenterCrop& t) {
-  char b[80];
-  std::snprintf(b, sizeof(b), R"({"name":"CenterCrop","size":[%d,%d]})", t.height, t.width);
-  return b;
-}
-std::string transform_json(const RandomHorizontalFlip& t) {
-  char b[80];
-  std::snprintf(b, sizeof(b), R"({"name":"RandomHorizontalFlip","p":%.17g})", t.p);
-  return b;
-}
-std::string transform_json(const Normalize& t) {
-  auto list = [](const std::vector<float>& values) {
-    std::string out;
-    char b[40];
-    for (float v : values) {
-      std::snprintf(b, sizeof(b), "%s%.9g", out.empty() ? "" : ",", static_cast<double>(v));
-      out += b;
-    }
-    return out;
-  };
-  return R"({"name":"Normalize","mean":[)" + list(t.mean) + R"(],"std":[)" + list(t.std) + "]}";
-}
-
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -277,6 +241,7 @@ class Loader::Impl {
     }
     last_batch_ns_ = t1;
     Slot* slot = e.slot;
+    pool_->hand_out();  // the consumer's from here (under mu_, so the ring and the held count never overlap)
     Status error = std::move(e.error);
     e = RingEntry{};
     ++deliver_;
@@ -367,8 +332,13 @@ class Loader::Impl {
       }
     }
     s.threads_max = threads_;
-    s.batch_buffers = pool_->allocated();
+    const detail::SlotPool::Counts pc = pool_->counts();
+    s.batch_buffers = pc.allocated;
     s.batch_buffer_bytes = s.batch_buffers * pool_->image_bytes();
+    s.batch_buffers_in_use = pc.in_use;
+    s.batch_buffers_held = pc.held;
+    s.batch_buffers_held_peak = pc.held_peak;
+    s.ring_depth_max = static_cast<int>(ring_.size());
     corrupt_.add_to(&s);
     if (cache_) {
       s.cache_hits = cache_->hits();
@@ -470,13 +440,9 @@ class Loader::Impl {
                     ",\"final\":" + (final ? "true" : "false") + ",\"describe\":" + detail::json_quote(source_->describe()) +
                     ",\"sources\":[";
     for (std::size_t i = 0; i < specs_.size(); ++i) j += (i ? "," : "") + detail::json_quote(specs_[i]);
-    j += "],\"batch_size\":" + std::to_string(opt_.batch_size) + ",\"dataset_size\":" +
-         std::to_string(source_->size()) + ",\"cache\":\"" +
-         (opt_.cache == Cache::kMmap ? "mmap" : opt_.cache == Cache::kRam ? "ram" : "decoded") +
-         "\",\"threads_option\":" + std::to_string(opt_.threads) + ",\"sample_bytes\":" +
-         std::to_string(sample_bytes_) + ",\"transforms\":" + transforms_json() + ",\"dtype\":\"" +
-         (opt_.dtype == DType::kUInt8 ? "uint8" : "float32") + "\",\"arrays\":" + (arrays_ ? "true" : "false") +
-         ",\"stats\":" + stats().to_json() + "}\n";
+    j += "],\"dataset_size\":" + std::to_string(source_->size()) + ",\"sample_bytes\":" +
+         std::to_string(sample_bytes_) + ",\"arrays\":" + (arrays_ ? "true" : "false") +
+         ",\"options\":" + options_to_json(opt_) + ",\"stats\":" + stats().to_json() + "}\n";
     const std::string path = channel_dir_ + "/loader-" + std::to_string(::getpid()) + "-" + std::to_string(id_) + ".json";
     const std::string tmp = path + ".tmp";
     if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
@@ -484,15 +450,6 @@ class Loader::Impl {
       if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());
     }
   }
-  std::string transforms_json() const {
-    std::string d = "[";
-    for (const Transform& t : opt_.transforms) {
-      if (d.size() > 1) d += ",";
-      d += std::visit([](const auto& x) { return transform_json(x); }, t);
-    }
-    return d + "]";
-  }
-
   std::string trace_events() const {
     std::string out;
     const int pid = static_cast<int>(::getpid());

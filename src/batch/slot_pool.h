@@ -23,6 +23,12 @@ struct Slot {
 
 // Owns every batch buffer; shared by the loader and the batches it handed
 // out, so a batch outlives its loader. Thread-safe.
+//
+// A buffer is allocated only when none is free, so the pool's size is the
+// most buffers ever in use at once: the ring's (batches being made or ready,
+// at most the ring depth D) plus those handed out and not yet released (the
+// consumer's, H). Hence allocated() <= D_max + held_peak(), whatever the
+// schedule (tests/batch/slot_pool_test.cc checks it on scripted consumers).
 class SlotPool {
  public:
   SlotPool(std::size_t image_bytes, std::size_t batch_size) : image_bytes_(image_bytes), batch_size_(batch_size) {}
@@ -30,6 +36,7 @@ class SlotPool {
   // A free buffer, or a new one when all are in the ring or held by batches.
   Slot* acquire() {
     std::lock_guard<std::mutex> lock(mu_);
+    ++in_use_;
     if (!free_.empty()) {
       Slot* s = free_.back();
       free_.pop_back();
@@ -50,14 +57,35 @@ class SlotPool {
     all_.push_back(std::move(slot));
     return all_.back().get();
   }
+  // A buffer of the ring (never handed out) goes back.
   void release(Slot* s) {
     std::lock_guard<std::mutex> lock(mu_);
+    --in_use_;
     free_.push_back(s);
   }
-  std::size_t allocated() const {
+  // A ring buffer becomes the consumer's (next() hands it out); it comes
+  // back through release_held() when the last copy of its batch is gone.
+  void hand_out() {
     std::lock_guard<std::mutex> lock(mu_);
-    return all_.size();
+    held_peak_ = std::max(held_peak_, ++held_);
   }
+  void release_held(Slot* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --held_;
+    --in_use_;
+    free_.push_back(s);
+  }
+  struct Counts {
+    std::size_t allocated = 0;  // buffers in all: the peak of in_use
+    std::size_t in_use = 0;     // in the ring or held by the consumer now
+    std::size_t held = 0;       // handed out and not released yet
+    std::size_t held_peak = 0;  // the most held at once
+  };
+  Counts counts() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {all_.size(), in_use_, held_, held_peak_};
+  }
+  std::size_t allocated() const { return counts().allocated; }
   std::size_t image_bytes() const { return image_bytes_; }
 
  private:
@@ -66,15 +94,17 @@ class SlotPool {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Slot>> all_;
   std::vector<Slot*> free_;
+  std::size_t in_use_ = 0, held_ = 0, held_peak_ = 0;
 };
 
 }  // namespace stoker::detail
 
 namespace stoker::detail {
-// A consumer's claim on one buffer; the last copy returns it to the pool.
+// A consumer's claim on one buffer (counted by SlotPool::hand_out() when
+// next() took it from the ring); the last copy returns it to the pool.
 struct SlotLease {
   SlotLease(std::shared_ptr<SlotPool> p, Slot* s) : pool(std::move(p)), slot(s) {}
-  ~SlotLease() { pool->release(slot); }
+  ~SlotLease() { pool->release_held(slot); }
   SlotLease(const SlotLease&) = delete;
   SlotLease& operator=(const SlotLease&) = delete;
   std::shared_ptr<SlotPool> pool;

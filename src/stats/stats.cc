@@ -40,6 +40,8 @@ std::string Stats::to_json() const {
     << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"threads_max\":" << threads_max << ",\"prefetch\":" << prefetch
     << ",\"autotune\":" << json_quote(autotune)
     << ",\"batch_buffers\":" << batch_buffers << ",\"batch_buffer_bytes\":" << batch_buffer_bytes
+    << ",\"batch_buffers_in_use\":" << batch_buffers_in_use << ",\"batch_buffers_held\":" << batch_buffers_held
+    << ",\"batch_buffers_held_peak\":" << batch_buffers_held_peak << ",\"ring_depth_max\":" << ring_depth_max
     << ",\"cache_hits\":" << cache_hits << ",\"cache_misses\":" << cache_misses
     << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
     << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"cache_preload\":" << json_quote(cache_preload)

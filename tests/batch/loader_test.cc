@@ -321,3 +321,49 @@ TEST(LoaderTest, StatsCountStages) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+// One codec for the options: every field survives the round trip.
+TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
+  LoaderOptions o;
+  o.batch_size = 7;
+  o.shuffle = true;
+  o.seed = 1234567890123ull;
+  o.drop_last = true;
+  o.threads = 3;
+  o.max_threads = 5;
+  o.prefetch = 4;
+  o.rank = 1;
+  o.world_size = 3;
+  o.on_corrupt = OnCorrupt::kRaise;
+  o.max_consecutive_corrupt = 9;
+  o.dtype = DType::kUInt8;
+  o.layout = Layout::kNHWC;
+  o.kind = SampleKind::kImage;
+  o.decode_scale = DecodeScale::kAuto;
+  o.cache = Cache::kDecoded;
+  o.memory_budget = 123456789;
+  o.preload = false;
+  o.progress = Progress::kOn;
+  o.cache_max_side = 300;
+  o.transforms = {RandomResizedCrop{32, 40, {0.25, 0.9}, {0.5, 2.0}}, Resize{50, 0, 80}, CenterCrop{30, 31},
+                  RandomHorizontalFlip{0.3}, Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
+  o.max_image_pixels = 999;
+  o.labels = "json:target";
+  o.stage_timing = false;
+  o.trace = true;
+  const std::string j = options_to_json(o);
+  const LoaderOptions r = options_from_json(j);
+  EXPECT_EQ(options_to_json(r), j);
+  EXPECT_EQ(r.seed, o.seed);
+  EXPECT_EQ(r.labels, "json:target");
+  EXPECT_EQ(std::get<Normalize>(r.transforms[4]).std[2], 0.6f);
+  EXPECT_EQ(std::get<RandomResizedCrop>(r.transforms[0]).scale[0], 0.25);
+  // Missing fields keep their defaults; malformed input is a clear error.
+  EXPECT_EQ(options_from_json("{}").batch_size, LoaderOptions{}.batch_size);
+  EXPECT_THROW(options_from_json(R"({"cache":"disk"})"), Error);
+  EXPECT_THROW(options_from_json("not json"), Error);
+}
+}  // namespace
+}  // namespace stoker

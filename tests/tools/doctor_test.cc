@@ -35,15 +35,20 @@ RunFacts run(double samples, double active, double wait, double read, double dec
   l.last = json{{"kind", "loader"},
                 {"describe", "image folder 'x'"},
                 {"sources", json::array({"x"})},
-                {"batch_size", 64},
                 {"dataset_size", 1000},
-                {"cache", "mmap"},
-                {"threads_option", 0},
-                {"dtype", "float32"},
-                {"transforms", json::array({json{{"name", "RandomResizedCrop"},
-                                                 {"size", {224, 224}},
-                                                 {"scale", {0.08, 1.0}},
-                                                 {"ratio", {0.75, 1.3333333}}}})},
+                {"options",
+                 {{"batch_size", 64},
+                  {"cache", "mmap"},
+                  {"threads", 0},
+                  {"dtype", "float32"},
+                  {"labels", "json:y"},
+                  {"decode_scale", "auto"},
+                  {"layout", "NHWC"},
+                  {"cache_max_side", 320},
+                  {"transforms", json::array({json{{"name", "RandomResizedCrop"},
+                                                   {"size", {224, 224}},
+                                                   {"scale", {0.08, 1.0}},
+                                                   {"ratio", {0.75, 1.3333333}}}})}}},
                 {"stats",
                  {{"samples", samples},
                   {"read_s", read},
@@ -148,7 +153,7 @@ TEST(DoctorTest, ReadsDominatingIsStorageBound) {
 TEST(DoctorTest, IdleCoresSuggestMoreThreads) {
   RunFacts f = run(1000, 10, 9, 0.5, 8, 1, /*cores_busy=*/0.9);
   f.series["loader-1-0"].last["stats"]["threads"] = 1;
-  f.series["loader-1-0"].last["threads_option"] = 1;
+  f.series["loader-1-0"].last["options"]["threads"] = 1;
   Verdict v = diagnose(f, Probes{}, /*probe=*/false);
   const Suggestion* t = find(v, "threads=2");
   ASSERT_TRUE(t) << (v.suggestions.empty() ? "" : v.suggestions[0].action);
@@ -193,5 +198,22 @@ TEST(DoctorTest, ChartsAreSvgWithEscapedText) {
   EXPECT_NE(html_page("t", svg).find("<!DOCTYPE html>"), std::string::npos);
 }
 
+}  // namespace
+}  // namespace stoker::doctor
+
+namespace stoker::doctor {
+namespace {
+// The probes rebuild the loader the user ran: every option comes through the channel.
+TEST(DoctorTest, SetupCarriesEveryOptionOfTheSnapshot) {
+  const RunFacts f = run(1000, 10, 9, 0.5, 17, 1.5);
+  const LoaderSetup s = setup_from_snapshot(f.series.at("loader-1-0").last);
+  EXPECT_EQ(s.sources, std::vector<std::string>{"x"});
+  EXPECT_EQ(s.options.labels, "json:y");
+  EXPECT_EQ(s.options.decode_scale, DecodeScale::kAuto);
+  EXPECT_EQ(s.options.layout, Layout::kNHWC);
+  EXPECT_EQ(s.options.cache_max_side, 320);
+  ASSERT_EQ(s.options.transforms.size(), 1u);
+  EXPECT_EQ(std::get<RandomResizedCrop>(s.options.transforms[0]).ratio[1], 1.3333333);
+}
 }  // namespace
 }  // namespace stoker::doctor

@@ -43,6 +43,7 @@ struct DoctorArgs {
   bool probe = true;
   bool sweep = false;
   bool quiet = false;
+  bool instrument = true;  // prepend the DataLoader-timing sitecustomize to PYTHONPATH
 };
 
 volatile sig_atomic_t g_interrupts = 0;
@@ -273,6 +274,14 @@ int run(const DoctorArgs& a) {
   if (child == 0) {
     ::setenv("STOKER_DOCTOR", dir.c_str(), 1);
     if (!a.trace.empty()) ::setenv("STOKER_TRACE", a.trace.c_str(), 1);
+    // Zero code changes: Python commands import our sitecustomize first (it
+    // chains to any other), which times every torch DataLoader loop.
+    if (a.instrument) {
+      const char* site = std::getenv("STOKER_DOCTOR_SITE");
+      std::string path = site && *site ? site : STOKER_DOCTOR_SITE_DIR;
+      if (const char* pp = std::getenv("PYTHONPATH"); pp && *pp) path += std::string(":") + pp;
+      ::setenv("PYTHONPATH", path.c_str(), 1);
+    }
     std::vector<char*> argv;
     for (const auto& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
@@ -374,6 +383,8 @@ void add_doctor_command(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "set STOKER_TRACE: the command writes a Chrome/Perfetto trace here at exit");
   cmd->add_option("--interval", a->interval, "seconds between samples")->check(CLI::Range(0.05, 60.0))->capture_default_str();
   cmd->add_flag("!--no-probe", a->probe, "skip the measurements behind the predicted gains");
+  cmd->add_flag("!--no-instrument", a->instrument,
+                "do not prepend the sitecustomize that times torch DataLoader loops to PYTHONPATH");
   cmd->add_flag("--sweep", a->sweep, "after the run, measure throughput by threads and cache mode on a sample");
   cmd->add_flag("-q,--quiet", a->quiet, "no live status line");
   cmd->add_option("command", a->command, "the training command, after --")->required();

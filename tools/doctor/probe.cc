@@ -85,23 +85,6 @@ Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads) {
   return c;
 }
 
-Transform transform_from_json(const nlohmann::json& t) {
-  const std::string name = t.value("name", "");
-  if (name == "RandomResizedCrop") {
-    RandomResizedCrop r;
-    r.height = t["size"][0];
-    r.width = t["size"][1];
-    r.scale = {t["scale"][0].get<double>(), t["scale"][1].get<double>()};
-    r.ratio = {t["ratio"][0].get<double>(), t["ratio"][1].get<double>()};
-    return r;
-  }
-  if (name == "Resize") return Resize{t["size"][0], t["size"][1], t.value("max_size", 0)};
-  if (name == "CenterCrop") return CenterCrop{t["size"][0], t["size"][1]};
-  if (name == "RandomHorizontalFlip") return RandomHorizontalFlip{t.value("p", 0.5)};
-  if (name == "Normalize") return Normalize{t["mean"].get<std::vector<float>>(), t["std"].get<std::vector<float>>()};
-  throw std::runtime_error("unknown transform '" + name + "'");
-}
-
 }  // namespace
 
 LoaderSetup setup_from_snapshot(const nlohmann::json& snap) {
@@ -110,12 +93,9 @@ LoaderSetup setup_from_snapshot(const nlohmann::json& snap) {
     throw std::runtime_error("the loader was created from a Source object; its records cannot be reopened");
   }
   s.sources = snap["sources"].get<std::vector<std::string>>();
-  s.options.batch_size = snap.value("batch_size", std::size_t{64});
-  const std::string cache = snap.value("cache", "mmap");
-  s.options.cache = cache == "ram" ? Cache::kRam : cache == "decoded" ? Cache::kDecoded : Cache::kMmap;
-  s.options.dtype = snap.value("dtype", "float32") == "uint8" ? DType::kUInt8 : DType::kFloat32;
+  // Every option the user ran with (labels, decode_scale, layout, cache_max_side, ...).
+  s.options = options_from_json(snap.contains("options") ? snap["options"].dump() : "{}");
   if (snap.value("arrays", false)) s.options.kind = SampleKind::kArray;
-  for (const auto& t : snap.value("transforms", nlohmann::json::array())) s.options.transforms.push_back(transform_from_json(t));
   return s;
 }
 

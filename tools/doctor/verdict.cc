@@ -113,6 +113,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
                      bool probe, Verdict* v) {
   const auto& snap = ls.last;
   const auto& st = snap["stats"];
+  const nlohmann::json opts = snap.contains("options") ? snap["options"] : nlohmann::json::object();
   const double loader_samples = st.value("samples", 0.0);
   const double busy_read = st.value("read_s", 0.0), busy_decode = st.value("decode_s", 0.0),
                busy_transform = st.value("transform_s", 0.0);
@@ -153,12 +154,12 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
 
   if (v->wait_share < kInputBoundShare) {
     v->kind = Bottleneck::kCompute;
-    add(v, "Speed up the model step (" + fmt("%.1f", 1e3 * v->step_per_sample_s * snap.value("batch_size", 1.0)) +
+    add(v, "Speed up the model step (" + fmt("%.1f", 1e3 * v->step_per_sample_s * opts.value("batch_size", 1.0)) +
                " ms per batch): mixed precision, a faster device, a smaller or compiled model",
         0,
         fmt("the step is %.0f%% of the loop's time; no input-side change can gain more than %.2fx (all of the wait)",
             100 * (1 - v->wait_share), 1 / (1 - v->wait_share)));
-    if (snap.value("threads_option", 0) > 0 && f.samples.size() > 1 && m.cores_busy > f.cores - 0.5) {
+    if (opts.value("threads", 0) > 0 && f.samples.size() > 1 && m.cores_busy > f.cores - 0.5) {
       add(v, "threads=0: let the loader give idle worker cores back to the model step", 0,
           fmt("the loader's workers were busy %.2f threads of %d while all cores were busy", wall > 0 ? busy / wall : 0,
               threads));
@@ -196,7 +197,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     const double dataset = snap.value("dataset_size", 0.0);
     const double bytes = loader_samples > 0 ? static_cast<double>(st.value("bytes_read", 0.0)) / loader_samples : 0;
     const double need_mib = bytes * dataset / (1 << 20);
-    if (snap.value("cache", std::string("mmap")) == "mmap") {
+    if (opts.value("cache", std::string("mmap")) == "mmap") {
       add(v, fmt("cache=\"ram\": the encoded data set (%.1f MiB) %s", need_mib,
                  need_mib < 0.5 * f.mem_available_mib ? "fits in half the available memory" : "fits only in part"),
           model.rate(std::max(0.005, 1 - rs), cpu * (1 - rs)),

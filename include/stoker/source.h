@@ -58,13 +58,18 @@ std::unique_ptr<Source> open_list_file(const std::string& path);
 // (and written next to the shard when the folder is writable). A sample
 // without an image member or with a bad label is a record whose read()
 // fails (counted by the loader). Throws stoker::Error naming the shard and
-// offset for a damaged tar.
-std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels = "cls");
+// offset for a damaged tar. index_dir non-empty: sidecars that must be
+// built go there instead (the user's folder is never written; the doctor's
+// probes use this).
+std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels = "cls",
+                                    const std::string& index_dir = "");
 
 // A directory opens as an image folder; a .tar path or a brace/glob pattern
 // as shards; any other file as a list file.
-std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels = "cls");
+std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels = "cls",
+                                    const std::string& index_dir = "");
 // One spec as open_source(); several must all be shard specs.
-std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels = "cls");
+std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels = "cls",
+                                     const std::string& index_dir = "");
 
 }  // namespace stoker

@@ -100,12 +100,22 @@ std::int64_t mtime_ns(const struct stat& st) {
 
 }  // namespace
 
+// Where a shard's sidecar lives: next to it, or in index_dir under the
+// shard's absolute path with '/' spelled '%'.
+std::string index_path(const std::string& shard, const std::string& index_dir) {
+  if (index_dir.empty()) return shard + ".idx";
+  std::string flat = std::filesystem::absolute(shard).lexically_normal().string();
+  std::replace(flat.begin(), flat.end(), '/', '%');
+  return index_dir + "/" + flat + ".idx";
+}
+
 Status load_or_build_index(const std::string& shard, int fd, const ShardOptions& opt, ShardIndex* index) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::IOError(shard + ": cannot stat: " + std::strerror(errno));
   const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
-  const std::string idx_path = shard + ".idx";
-  {
+  std::vector<std::string> candidates = {shard + ".idx"};
+  if (!opt.index_dir.empty()) candidates.push_back(index_path(shard, opt.index_dir));
+  for (const auto& idx_path : candidates) {
     std::vector<std::uint8_t> bytes;
     if (read_file(idx_path, &bytes).ok()) {  // refuses anything but a regular file
       std::string text(bytes.begin(), bytes.end());
@@ -118,17 +128,17 @@ Status load_or_build_index(const std::string& shard, int fd, const ShardOptions&
   auto read_at = [fd](std::uint8_t* buf, std::size_t n, std::uint64_t off) { return pread_full(fd, buf, n, off); };
   Status s = build_index(read_at, size, shard, opt.labels, index);
   if (!s.ok()) return s;
-  // Written next to the shard when the folder is writable; else kept in memory.
-  (void)write_index_file(shard, index);
+  // Written next to the shard (or into index_dir) when writable; else kept in memory.
+  (void)write_index_file(shard, index, opt.index_dir);
   return Status::Ok();
 }
 
-Status write_index_file(const std::string& shard, ShardIndex* index) {
+Status write_index_file(const std::string& shard, ShardIndex* index, const std::string& index_dir) {
   struct stat st;
   if (::stat(shard.c_str(), &st) != 0) return Status::IOError(shard + ": cannot stat: " + std::strerror(errno));
   index->shard_size = static_cast<std::uint64_t>(st.st_size);
   index->shard_mtime_ns = mtime_ns(st);
-  const std::string idx_path = shard + ".idx";
+  const std::string idx_path = index_path(shard, index_dir);
   const std::string tmp = idx_path + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -230,9 +240,11 @@ class ShardSource final : public Source {
 }  // namespace
 }  // namespace detail
 
-std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels) {
+std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels,
+                                    const std::string& index_dir) {
   detail::ShardOptions opt;
   opt.labels = labels;
+  opt.index_dir = index_dir;
   if (labels != "cls" && labels.rfind("json:", 0) != 0) {
     throw Error(Code::kInvalidArgument, "labels must be 'cls' or 'json:<field>', got '" + labels + "'");
   }

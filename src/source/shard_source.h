@@ -11,6 +11,9 @@ namespace stoker::detail {
 
 struct ShardOptions {
   std::string labels = "cls";  // "cls" or "json:<field>"
+  // Non-empty: a sidecar that must be (re)built is written here, never next
+  // to the shard, and looked up here when the one beside the shard is stale.
+  std::string index_dir;
 };
 
 // Loads `<shard>.idx` when it matches the shard (size, mtime, labels,
@@ -20,7 +23,7 @@ Status load_or_build_index(const std::string& shard, int fd, const ShardOptions&
 
 // Writes `<shard>.idx` for `index` atomically, taking the shard's current
 // size and mtime. Returns an error when the folder is not writable.
-Status write_index_file(const std::string& shard, ShardIndex* index);
+Status write_index_file(const std::string& shard, ShardIndex* index, const std::string& index_dir = "");
 
 // "a-{000..003}.tar" -> a-000.tar ... a-003.tar; "{a,b}" lists. Throws Error.
 std::vector<std::string> expand_braces(const std::string& pattern);

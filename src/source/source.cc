@@ -87,8 +87,8 @@ long long pread_full(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t off
 
 }  // namespace detail
 
-std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels) {
-  if (detail::looks_like_shards(spec)) return open_shards({spec}, labels);
+std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels, const std::string& index_dir) {
+  if (detail::looks_like_shards(spec)) return open_shards({spec}, labels, index_dir);
   std::error_code ec;
   auto st = std::filesystem::status(spec, ec);
   if (ec || !std::filesystem::exists(st)) {
@@ -98,16 +98,17 @@ std::unique_ptr<Source> open_source(const std::string& spec, const std::string& 
   return open_list_file(spec);
 }
 
-std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels) {
+std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels,
+                                     const std::string& index_dir) {
   if (specs.empty()) throw Error(Code::kInvalidArgument, "source: no path given");
-  if (specs.size() == 1) return open_source(specs[0], labels);
+  if (specs.size() == 1) return open_source(specs[0], labels, index_dir);
   for (const auto& s : specs) {
     std::error_code ec;
     if (std::filesystem::is_directory(s, ec)) {
       throw Error(Code::kInvalidArgument, "source: a list of paths must name tar shards, got directory '" + s + "'");
     }
   }
-  return open_shards(specs, labels);
+  return open_shards(specs, labels, index_dir);
 }
 
 }  // namespace stoker

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "source/shard_index.h"
 #include "source/shard_source.h"
+#include "stoker/source.h"
 #include "test_util.h"
 
 namespace stoker::detail {
@@ -143,6 +145,46 @@ TEST(IndexTest, BuildGroupsMembersIntoSamples) {
   EXPECT_NE(idx.records[2].error.find("not an integer"), std::string::npos);
   EXPECT_EQ(idx.records[3].label, -1);  // no label member
   EXPECT_TRUE(idx.records[3].error.empty());
+}
+
+std::string slurp(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    int c;
+    while ((c = std::fgetc(f)) != EOF) out.push_back(static_cast<char>(c));
+    std::fclose(f);
+  }
+  return out;
+}
+
+// With index_dir, a sidecar that must be built goes there; the one beside the
+// shard (the user's) is read when it matches and never rewritten.
+TEST(IndexTest, IndexDirKeepsTheShardFolderUntouched) {
+  testing::TempDir data, idx;
+  const std::string shard = data.file("s.tar");
+  {
+    TarWriter w(shard);
+    ASSERT_TRUE(w.open().ok());
+    const std::string jpg = "J", js = R"({"y": 3})", cls = "5";
+    ASSERT_TRUE(w.add("a.jpg", reinterpret_cast<const std::uint8_t*>(jpg.data()), jpg.size(), 0).ok());
+    ASSERT_TRUE(w.add("a.json", reinterpret_cast<const std::uint8_t*>(js.data()), js.size(), 0).ok());
+    ASSERT_TRUE(w.add("a.cls", reinterpret_cast<const std::uint8_t*>(cls.data()), cls.size(), 0).ok());
+    ASSERT_TRUE(w.finish().ok());
+  }
+  // The user's loader writes its sidecar (json labels) beside the shard.
+  EXPECT_EQ(open_shards({shard}, "json:y")->label(0), 3);
+  const std::string user_idx = slurp(shard + ".idx");
+  ASSERT_FALSE(user_idx.empty());
+  // Another label rule needs another index: built into index_dir, not beside the shard.
+  EXPECT_EQ(open_shards({shard}, "cls", idx.path())->label(0), 5);
+  EXPECT_EQ(slurp(shard + ".idx"), user_idx);
+  std::string flat = shard + ".idx";
+  std::replace(flat.begin(), flat.end(), '/', '%');
+  EXPECT_FALSE(slurp(idx.file(flat)).empty());
+  // The same rule as the user's: their sidecar is read as it is.
+  EXPECT_EQ(open_shards({shard}, "json:y", idx.path())->label(0), 3);
+  EXPECT_EQ(open_shards({shard}, "cls", idx.path())->label(0), 5);  // found in index_dir this time
+  EXPECT_EQ(slurp(shard + ".idx"), user_idx);
 }
 
 }  // namespace

@@ -101,8 +101,8 @@ LoaderSetup setup_from_snapshot(const nlohmann::json& snap) {
 
 Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
   try {
-    std::shared_ptr<const Source> all(setup.sources.size() == 1 ? open_source(setup.sources[0], setup.options.labels)
-                                                                : open_sources(setup.sources, setup.options.labels));
+    TempDir idx("stoker-probe-idx");  // NOTE: a stale index is rebuilt here, never beside the user's shards
+    std::shared_ptr<const Source> all(open_sources(setup.sources, setup.options.labels, idx.path()));
     return run(std::make_shared<SubsetSource>(all, max_records), setup.options, threads);
   } catch (const std::exception& e) {
     Cost c;
@@ -115,7 +115,8 @@ Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_s
   Cost c;
   try {
     if (setup.sources.size() != 1) throw std::runtime_error("the records are already in shards");
-    std::shared_ptr<const Source> all(open_source(setup.sources[0], setup.options.labels));
+    TempDir idx("stoker-probe-idx");
+    std::shared_ptr<const Source> all(open_source(setup.sources[0], setup.options.labels, idx.path()));
     if (all->shard_starts().size() > 0) throw std::runtime_error("the records are already in shards");
     SubsetSource subset(all, max_records);
     TempDir tmp("stoker-probe");

@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-pack soak test test-cpp test-python check-asan check-tsan fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-pack bench-doctor soak test test-cpp test-python check-asan check-tsan fuzz clean
 
 all: build
 
@@ -82,6 +82,10 @@ fuzz: deps build
 	for t in tar index image list; do mkdir -p build-fuzz/found/$$t; \
 	  build-fuzz/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/found/$$t/ build-fuzz/found/$$t build-fuzz/corpus/$$t || exit 1; done
+
+# Are the doctor's predictions right? Each suggestion applied and measured, 5 runs per scenario.
+bench-doctor: build
+	$(PYTHON) bench/doctor_bench.py --build $(BUILD)
 
 # What offline preparation buys (issue: pack).
 bench-pack: build data

@@ -5,6 +5,7 @@
 
 MODE:
   compute    stoker loader, a step that sleeps 40 ms per batch of 16
+  decoded-compute  as compute, with cache="decoded" (an input-side change on a compute-bound loop)
   decode     stoker loader over large JPEGs, a 1 ms step
   transform  stoker loader over small JPEGs upscaled to 448x448 float, a 1 ms step
   storage    stoker loader over named pipes fed 30 ms after each open (slow storage), a 1 ms step
@@ -12,6 +13,8 @@ MODE:
   decoded    as decode, with cache="decoded" (applying the doctor's suggestion)
   packed     as decode, over DATA packed at --max-side 256 (DATA is then the shard pattern)
 Prints one JSON line: samples/s of the loop after its first epoch.
+
+    doctor_scenarios.py make-data DIR      # the data sets the scenarios use (seeded)
 """
 import argparse
 import json
@@ -21,6 +24,29 @@ import threading
 import time
 
 import stoker
+
+
+def _photo(w, h, seed):
+    """Photo-like pixels (smooth waves plus grain): JPEG decodes at a realistic cost."""
+    import numpy as np
+    from PIL import Image
+    r = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.stack([128 + 100 * np.sin(x / (40 + 10 * c) + seed) * np.cos(y / (30 + 7 * c)) for c in range(3)], -1)
+    img += r.normal(0, 25, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+
+
+def make_data(d):
+    """large/: 256 x 640x480 q95 4:4:4 in 2 classes (decode-heavy); small/: 96 x 96x96 q90."""
+    for cls in range(2):
+        os.makedirs(os.path.join(d, "large", f"c{cls}"), exist_ok=True)
+        os.makedirs(os.path.join(d, "small", f"c{cls}"), exist_ok=True)
+        for i in range(128):
+            _photo(640, 480, cls * 1000 + i).save(os.path.join(d, "large", f"c{cls}", f"{i}.jpg"), quality=95,
+                                                  subsampling=0)
+        for i in range(48):
+            _photo(96, 96, cls * 1000 + i).save(os.path.join(d, "small", f"c{cls}", f"{i}.jpg"), quality=90)
 
 
 def feed_pipes(data, delay, stop):
@@ -55,11 +81,15 @@ def main():
     ap.add_argument("data")
     ap.add_argument("--seconds", type=float, default=5.0)
     args = ap.parse_args()
+    if args.mode == "make-data":
+        make_data(args.data)
+        return
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     step = 0.001
     it = None
-    if args.mode == "compute":
-        loader = stoker.Loader(args.data, batch_size=16, shuffle=True, transforms=[stoker.RandomResizedCrop(64)])
+    if args.mode in ("compute", "decoded-compute"):
+        loader = stoker.Loader(args.data, batch_size=16, shuffle=True, transforms=[stoker.RandomResizedCrop(64)],
+                               cache="decoded" if args.mode == "decoded-compute" else "mmap")
         step = 0.04
     elif args.mode in ("decode", "decoded", "packed"):
         loader = stoker.Loader(args.data, batch_size=16, shuffle=True,

@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT
+from doctor_scenarios import _photo, make_data
 
 BUILD = os.environ.get("STOKER_BUILD", os.path.join(ROOT, "build"))
 CLI = os.path.join(BUILD, "tools", "stoker")
@@ -18,25 +19,10 @@ SCENARIOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doctor_sce
 PYTHONPATH = os.environ.get("STOKER_PYTHONPATH", os.path.join(ROOT, "python"))
 
 
-def _photo(w, h, seed):
-    """Photo-like pixels (smooth waves plus grain): JPEG decodes at a realistic cost."""
-    r = np.random.default_rng(seed)
-    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
-    img = np.stack([128 + 100 * np.sin(x / (40 + 10 * c) + seed) * np.cos(y / (30 + 7 * c)) for c in range(3)], -1)
-    img += r.normal(0, 25, img.shape)
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
-
-
 @pytest.fixture(scope="module")
 def scenario_data(tmp_path_factory):
     d = tmp_path_factory.mktemp("doctor")
-    for cls in range(2):
-        os.makedirs(d / "large" / f"c{cls}")
-        os.makedirs(d / "small" / f"c{cls}")
-        for i in range(128):  # 256 x 640x480 q95 4:4:4: ~5 ms of decode each
-            _photo(640, 480, cls * 1000 + i).save(d / "large" / f"c{cls}" / f"{i}.jpg", quality=95, subsampling=0)
-        for i in range(48):
-            _photo(96, 96, cls * 1000 + i).save(d / "small" / f"c{cls}" / f"{i}.jpg", quality=90)
+    make_data(str(d))
     os.makedirs(d / "pipes")
     lines = []
     for i in range(48):  # records served through named pipes: storage that answers slowly
@@ -77,25 +63,19 @@ def test_compute_bound(scenario_data, tmp_path):
     assert "VERDICT: compute-bound" in r["terminal"]
 
 
-def test_decode_bound_and_its_predictions_hold(scenario_data, tmp_path):
+def test_decode_bound_with_measured_predictions(scenario_data, tmp_path):
+    """The verdict and that each measured suggestion carries a range; whether
+    the predictions hold when applied is timing, measured by `make bench-doctor`."""
     r = run_scenario("decode", scenario_data / "large", seconds=5, tmp=tmp_path)
     assert r["verdict"] == "input-bound on decode", r["terminal"]
     assert r["wait_share"] > 0.5
     assert any("decode" in e and "%" in e for e in r["evidence"])
-    # Apply the two measured suggestions and compare what they give with what was predicted.
-    decoded = suggestion(r, 'cache="decoded"')
-    packed = suggestion(r, "--max-side 256")
-    measured_decoded = max(run_scenario("decoded", scenario_data / "large", seconds=6, doctor=False)
-                           ["rate_after_first_epoch"] for _ in range(2))
-    out = tmp_path / "packed"
-    subprocess.run([CLI, "pack", str(scenario_data / "large"), str(out / "p-%04d.tar"), "--max-side", "256",
-                    "--shard-count", "2"], check=True, capture_output=True)
-    measured_packed = max(run_scenario("packed", str(out / "p-{0000..0001}.tar"), seconds=5, doctor=False)
-                          ["rate_after_first_epoch"] for _ in range(2))
-    for name, s, measured in (("decoded", decoded, measured_decoded), ("packed", packed, measured_packed)):
-        assert s["predicted_rate"] > 0
-        err = abs(s["predicted_rate"] - measured) / measured
-        assert err <= 0.30, f"{name}: predicted {s['predicted_rate']:.0f}/s, measured {measured:.0f}/s ({err:.0%} off)"
+    for text in ('cache="decoded"', "--max-side 256"):
+        s = suggestion(r, text)
+        assert 0 < s["predicted_lo"] <= s["predicted_rate"] <= s["predicted_hi"], s
+        assert "samples/s" in s["basis"]
+    assert r["probe_s"] > 0
+    assert "probes took" in r["terminal"]
 
 
 def test_transform_bound(scenario_data, tmp_path):
@@ -123,7 +103,7 @@ def test_command_exit_code_and_missing_command(tmp_path):
     p = subprocess.run([CLI, "doctor", "-q", "--report", "", "--", sys.executable, "-c", "import sys; sys.exit(3)"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 3
-    assert "no stoker loader or stoker.profile" in p.stdout
+    assert "no training loop reported its wait" in p.stdout and "stoker.profile" in p.stdout
     p = subprocess.run([CLI, "doctor", "-q", "--report", "", "--", "/nonexistent/cmd"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 127

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 
 #include "doctor/html.h"
@@ -66,28 +68,39 @@ RunFacts run(double samples, double active, double wait, double read, double dec
   return f;
 }
 
-// Probes that return fixed per-sample costs.
-Probes fake(double base, double decoded, double packed, double uint8 = 0, double lossless = 0) {
+// Probes that return fixed costs: per_sample_s of work, and a rate (with the
+// run's consumer replayed) of 1 / per_sample_s, its quartiles +-2% (so the
+// prediction ranges are 10% model error + 2 x the standard errors).
+Cost fixed(double per_sample_s) {
+  Cost c;
+  c.ok = true;
+  c.records = 192;
+  c.per_sample_s = per_sample_s;
+  c.rate = 1 / per_sample_s;
+  c.rate_lo = 0.98 * c.rate;
+  c.rate_hi = 1.02 * c.rate;
+  c.seconds = 2;
+  return c;
+}
+
+// Also records the consumer each probe replayed.
+Probes fake(double base, double decoded, double packed, double uint8 = 0, double lossless = 0,
+            std::vector<Consumer>* seen = nullptr) {
   Probes p;
   p.measure = [=](const LoaderSetup& s, std::size_t, int) {
-    Cost c;
-    c.ok = true;
-    c.records = 192;
-    c.per_sample_s = s.options.cache == Cache::kDecoded ? decoded
-                     : s.options.dtype == DType::kUInt8  ? uint8
-                                                          : base;
+    if (seen) seen->push_back(s.consumer);
+    Cost c = fixed(s.options.cache == Cache::kDecoded ? decoded : s.options.dtype == DType::kUInt8 ? uint8 : base);
     c.cache_bytes_per_sample = 300000;
     return c;
   };
   p.measure_packed = [=](const LoaderSetup&, std::size_t, int max_side, int) {
-    Cost c;
-    c.ok = true;
-    c.records = 192;
-    c.per_sample_s = max_side == 0 ? (lossless > 0 ? lossless : base) : packed;
-    return c;
+    return fixed(max_side == 0 ? (lossless > 0 ? lossless : base) : packed);
   };
   return p;
 }
+
+// The half-width of a range from two probes with quartiles +-2%.
+const double kTwoProbeHalfWidth = 0.10 + 2 * std::sqrt(2.0) * (0.04 / 1.35 / std::sqrt(8.0));
 
 const Suggestion* find(const Verdict& v, const std::string& text) {
   for (const auto& s : v.suggestions) {
@@ -106,20 +119,42 @@ TEST(DoctorTest, ShortWaitIsComputeBound) {
 }
 
 TEST(DoctorTest, DecodeBoundPredictsFromTheProbeRatio) {
-  // 1000 samples in 10 s, waiting 9 s: 10 ms per sample of loop time; the
-  // workers spent 19 ms of CPU per sample, mostly decoding.
-  Verdict v = diagnose(run(1000, 10, 9, 0.5, 17, 1.5), fake(/*base=*/10e-3, /*decoded=*/1e-3, /*packed=*/2.5e-3));
+  // 1000 samples in 10 s, waiting 9 s: 100 samples/s and 1 ms of step per
+  // sample ((10 - 9) s / 1000); the workers' time is mostly decoding.
+  std::vector<Consumer> seen;
+  Verdict v = diagnose(run(1000, 10, 9, 0.5, 17, 1.5),
+                       fake(/*base=*/10e-3, /*decoded=*/1e-3, /*packed=*/2.5e-3, 0, 0, &seen));
   EXPECT_EQ(v.kind, Bottleneck::kDecode);
   const Suggestion* d = find(v, "cache=\"decoded\"");
   const Suggestion* p = find(v, "--max-side 256");
   ASSERT_TRUE(d && p);
-  // Packed: a quarter of the work: the input side's 10 ms -> 2.5 ms; the CPU
-  // bound (19 ms x 0.25 + 1 ms of step) / 2 cores = 2.875 ms is the larger.
-  EXPECT_NEAR(p->predicted_rate, 1 / 2.875e-3, 1e-6);
-  // Decoded: a tenth: 1 ms of input vs (1.9 + 1) / 2 = 1.45 ms CPU bound.
-  EXPECT_NEAR(d->predicted_rate, 1 / 1.45e-3, 1e-6);
-  EXPECT_NEAR(d->gain, d->predicted_rate / 100, 1e-9);
+  // The run's rate times the probes' rate ratio (changed / as configured).
+  EXPECT_NEAR(p->predicted_rate, 100 * 4.0, 1e-6);
+  EXPECT_NEAR(d->predicted_rate, 100 * 10.0, 1e-6);
+  EXPECT_NEAR(d->gain, 10.0, 1e-9);
+  EXPECT_NEAR(d->predicted_lo, 1000 * (1 - kTwoProbeHalfWidth), 1e-6);
+  EXPECT_NEAR(d->predicted_hi, 1000 * (1 + kTwoProbeHalfWidth), 1e-6);
+  EXPECT_LT(kTwoProbeHalfWidth, 0.25);
   EXPECT_EQ(&v.suggestions[0], d);  // ranked by gain
+  // Every probe replayed the run's consumer: 1 ms of step per sample, as CPU work (no GPU sampled).
+  ASSERT_FALSE(seen.empty());
+  for (const Consumer& c : seen) {
+    EXPECT_NEAR(c.step_per_sample_s, 1e-3, 1e-12);
+    EXPECT_TRUE(c.busy);
+  }
+  EXPECT_GT(v.probe_s, 0);
+}
+
+TEST(DoctorTest, PartialFitBlendsTheCachedAndUncachedTime) {
+  // 1,000,000 samples x 300 kB = 286 GB: half the available 16 GiB holds 2.86% of it.
+  RunFacts f = run(1000, 10, 9, 0.5, 17, 1.5);
+  f.series["loader-1-0"].last["dataset_size"] = 1000000;
+  Verdict v = diagnose(f, fake(10e-3, 1e-3, 2.5e-3));
+  const Suggestion* d = find(v, "cache=\"decoded\"");
+  ASSERT_TRUE(d);
+  const double fit = 0.5 * 16384 / (300000.0 * 1e6 / (1 << 20));
+  EXPECT_NEAR(d->predicted_rate, 1 / (fit * 1e-3 + (1 - fit) * 10e-3), 1e-6);
+  EXPECT_NE(d->action.find("fits in part"), std::string::npos);
 }
 
 TEST(DoctorTest, LosslessPackSuggestedOnlyWhereItHelps) {
@@ -127,11 +162,12 @@ TEST(DoctorTest, LosslessPackSuggestedOnlyWhereItHelps) {
   Verdict v = diagnose(run(1000, 10, 9, 0.5, 17, 1.5), fake(10e-3, 1e-3, 2.5e-3, 0, /*lossless=*/7e-3));
   const Suggestion* l = find(v, "--lossless");
   ASSERT_TRUE(l);
-  // The input side's 10 ms -> 7 ms; CPU bound (19 x 0.7 + 1) / 2 = 7.15 ms is the larger.
-  EXPECT_NEAR(l->predicted_rate, 1 / 7.15e-3, 1e-6);
-  // Measured no faster (PNGs, say): not suggested.
+  EXPECT_NEAR(l->predicted_rate, 100 * 10.0 / 7.0, 1e-6);
+  // Measured no faster (PNGs, say), or within the probes' spread: not suggested.
   Verdict w = diagnose(run(1000, 10, 9, 0.5, 17, 1.5), fake(10e-3, 1e-3, 2.5e-3));
   EXPECT_EQ(find(w, "--lossless"), nullptr);
+  Verdict x = diagnose(run(1000, 10, 9, 0.5, 17, 1.5), fake(10e-3, 1e-3, 2.5e-3, 0, /*lossless=*/9.7e-3));
+  EXPECT_EQ(find(x, "--lossless"), nullptr);
 }
 
 TEST(DoctorTest, TransformBoundSuggestsUint8Output) {
@@ -148,6 +184,11 @@ TEST(DoctorTest, ReadsDominatingIsStorageBound) {
   EXPECT_EQ(v.kind, Bottleneck::kStorage);
   EXPECT_NE(find(v, "cache=\"ram\""), nullptr);
   EXPECT_NE(find(v, "Pack the records"), nullptr);
+  // The probe reads from the page cache, faster than the run's storage: a
+  // change that removes reads is predicted at the probe's own rate.
+  const Suggestion* d = find(v, "cache=\"decoded\"");
+  ASSERT_TRUE(d);
+  EXPECT_NEAR(d->predicted_rate, 1000, 1e-6);
 }
 
 TEST(DoctorTest, IdleCoresSuggestMoreThreads) {
@@ -179,12 +220,44 @@ TEST(DoctorTest, HostToDeviceCopyDominatingTheWait) {
   EXPECT_NEAR(find(v, "uint8")->predicted_rate, 1 / (10e-3 - 0.75 * 4.5e-3), 1e-6);
 }
 
-TEST(DoctorTest, NothingReportedSaysHowToGetData) {
+// Sampled runs without any report: 20 samples of the given means.
+RunFacts sampled(double main_cpu, char main_state, double root_cpu, double tree_cpu, double iowait = 0,
+                 double cores_busy = 1.9) {
   RunFacts f = run(1, 1, 0, 0, 0, 0);
   f.series.clear();
-  Verdict v = diagnose(f);
-  EXPECT_EQ(v.kind, Bottleneck::kNoData);
-  EXPECT_NE(v.evidence[0].find("stoker.profile"), std::string::npos);
+  f.samples.clear();
+  for (int i = 0; i < 20; ++i) {
+    Sample s;
+    s.t = i * 0.5;
+    s.core_busy = {cores_busy / 2, cores_busy / 2};
+    s.main_thread_cpu = main_cpu;
+    s.main_thread_state = main_state;
+    s.root_cpu = root_cpu;
+    s.tree_cpu = tree_cpu;
+    s.iowait = iowait;
+    f.samples.push_back(s);
+  }
+  return f;
+}
+
+TEST(DoctorTest, NothingReportedIsInferredFromSampling) {
+  // Main thread mostly asleep while child processes (DataLoader workers) use 1.3 cores: waiting for input.
+  Verdict in = diagnose(sampled(0.1, 'S', 0.15, 1.45));
+  EXPECT_TRUE(in.inferred);
+  EXPECT_EQ(in.kind, Bottleneck::kDecode);
+  // Main thread busy (the step): compute-bound.
+  Verdict busy = diagnose(sampled(0.95, 'R', 1.0, 1.4));
+  EXPECT_TRUE(busy.inferred);
+  EXPECT_EQ(busy.kind, Bottleneck::kCompute);
+  // Main thread in disk wait, cores idle: storage.
+  Verdict disk = diagnose(sampled(0.05, 'D', 0.1, 0.1, /*iowait=*/0.3, /*cores_busy=*/0.3));
+  EXPECT_EQ(disk.kind, Bottleneck::kStorage);
+  // Nothing ran: no data, and how to get it.
+  Verdict none = diagnose(sampled(0, 'S', 0, 0, 0, 0.1));
+  EXPECT_EQ(none.kind, Bottleneck::kNoData);
+  ASSERT_FALSE(none.notes.empty());
+  EXPECT_NE(none.notes.back().find("stoker.profile"), std::string::npos);
+  EXPECT_NE(none.notes.back().find("sitecustomize"), std::string::npos);
 }
 
 TEST(DoctorTest, ChartsAreSvgWithEscapedText) {

@@ -86,12 +86,16 @@ std::string terminal_report(const DoctorArgs& a, const RunFacts& f, const Verdic
   char b[256];
   std::snprintf(b, sizeof(b), "  ran %.1f s, exit %d, %d cores; ", f.wall_s, exit_code, f.cores);
   r += "command: " + cmd + "\n" + b + gpu_note + "\n\n";
-  r += std::string("VERDICT: ") + bottleneck_name(v.kind) + "\n";
+  r += std::string("VERDICT: ") + bottleneck_name(v.kind) + (v.inferred ? " (inferred from sampling)" : "") + "\n";
   for (const auto& e : v.evidence) r += "  - " + e + "\n";
   if (!v.suggestions.empty()) r += "\nTry, best predicted first:\n";
   int i = 0;
   for (const auto& s : v.suggestions) {
-    if (s.predicted_rate > 0) {
+    if (s.predicted_rate > 0 && s.predicted_lo > 0 && v.rate > 0) {
+      std::snprintf(b, sizeof(b), "  %d. [%.2fx (%.2f-%.2fx): %.0f -> %.0f samples/s (%.0f-%.0f)] ", ++i, s.gain,
+                    s.predicted_lo / v.rate, s.predicted_hi / v.rate, v.rate, s.predicted_rate, s.predicted_lo,
+                    s.predicted_hi);
+    } else if (s.predicted_rate > 0) {
       std::snprintf(b, sizeof(b), "  %d. [%.2fx: %.0f -> %.0f samples/s] ", ++i, s.gain, v.rate, s.predicted_rate);
     } else {
       std::snprintf(b, sizeof(b), "  %d. [gain not predicted] ", ++i);
@@ -99,6 +103,11 @@ std::string terminal_report(const DoctorArgs& a, const RunFacts& f, const Verdic
     r += b + s.action + "\n       (" + s.basis + ")\n";
   }
   for (const auto& n : v.notes) r += "  note: " + n + "\n";
+  if (v.probe_s > 0) {
+    std::snprintf(b, sizeof(b), "  (predictions: probes took %.1f s; each range: the probes' standard error x 2 plus 10%% model error)\n",
+                  v.probe_s);
+    r += b;
+  }
   if (!sweep_md.empty()) r += "\nthroughput by threads and cache mode (sample of the loader's records):\n" + sweep_md;
   if (!a.report.empty()) r += "\nreport: " + a.report + "\n";
   return r;
@@ -227,14 +236,16 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   j["cores"] = f.cores;
   j["gpu"] = gpu_note;
   j["verdict"] = bottleneck_name(v.kind);
+  j["inferred"] = v.inferred;
   j["consumer"] = v.consumer;
   j["rate"] = v.rate;
   j["wait_share"] = v.wait_share;
   j["step_per_sample_s"] = v.step_per_sample_s;
   j["evidence"] = v.evidence;
   j["notes"] = v.notes;
+  j["probe_s"] = v.probe_s;
   for (const auto& s : v.suggestions) {
-    j["suggestions"].push_back({{"action", s.action}, {"predicted_rate", s.predicted_rate}, {"gain", s.gain}, {"basis", s.basis}});
+    j["suggestions"].push_back({{"action", s.action}, {"predicted_rate", s.predicted_rate}, {"predicted_lo", s.predicted_lo}, {"predicted_hi", s.predicted_hi}, {"gain", s.gain}, {"basis", s.basis}});
   }
   for (const auto& [k, s] : f.series) j["sources"][k] = s.last;
   for (const auto& s : f.samples) {
@@ -337,8 +348,23 @@ int run(const DoctorArgs& a) {
   facts.series = channel.series();
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
-  if (!a.quiet) std::fprintf(stderr, "stoker doctor: the command ended (exit %d); measuring what changes would gain...\n", exit_code);
-  Verdict v = diagnose(facts, Probes{}, a.probe);
+  if (!a.quiet) {
+    std::fprintf(stderr, "stoker doctor: the command ended (exit %d); measuring what changes would gain (about 2-4 s "
+                 "per probe, at most 5 probes)...\n", exit_code);
+  }
+  Probes probes;
+  const std::int64_t probe_start = mono_ns();
+  probes.progress = [&](const std::string& what) {
+    if (a.quiet) return;
+    const double t = static_cast<double>(mono_ns() - probe_start) * 1e-9;
+    if (tty) {
+      std::fprintf(stderr, "\r\033[Kdoctor probes %5.1fs  measuring %s", t, what.c_str());
+    } else {
+      std::fprintf(stderr, "stoker doctor: probes %.1f s: measuring %s\n", t, what.c_str());
+    }
+  };
+  Verdict v = diagnose(facts, probes, a.probe);
+  if (tty && !a.quiet) std::fprintf(stderr, "\r\033[K");
   std::vector<SweepPoint> points;
   std::string sweep_md, sweep_svg;
   if (a.sweep) {

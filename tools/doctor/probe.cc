@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -40,8 +42,18 @@ class SubsetSource : public Source {
   std::vector<std::size_t> index_;
 };
 
-Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads) {
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double x = q * static_cast<double>(v.size() - 1);
+  const std::size_t i = static_cast<std::size_t>(x);
+  return i + 1 < v.size() ? v[i] + (x - static_cast<double>(i)) * (v[i + 1] - v[i]) : v.back();
+}
+
+Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads, const Consumer& consumer) {
   Cost c;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   try {
     for (std::size_t i = 0; i < source->size(); ++i) {  // NOTE: a pipe's writer may be gone: reading would block
       struct stat st;
@@ -63,25 +75,62 @@ Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads) {
     o.stage_timing = true;
     o.batch_size = std::min<std::size_t>(o.batch_size, std::max<std::size_t>(1, source->size() / 4));
     Loader loader(source, o);
-    for (const Batch& b : loader) (void)b;  // warm-up (fills a cache)
+    // The consumer's step after each batch: a busy wait (CPU work) or a sleep.
+    auto step = [&](std::size_t n) {
+      const double s = consumer.step_per_sample_s * static_cast<double>(n);
+      if (s <= 0) return;
+      const auto t = clock::now();
+      if (!consumer.busy) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(s));
+        return;
+      }
+      while (since(t) < s) {
+      }
+    };
+    for (const Batch& b : loader) step(b.size());  // warm-up (fills a cache)
     const Stats s0 = loader.stats();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (const Batch& b : loader) (void)b;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Timed: whole epochs until the minimum time, each batch's arrival logged.
+    std::vector<std::pair<double, double>> log;  // (seconds since t0, samples so far)
+    const auto t0 = clock::now();
+    double n = 0;
+    log.emplace_back(0.0, 0.0);
+    while (true) {
+      for (const Batch& b : loader) {
+        n += static_cast<double>(b.size());
+        log.emplace_back(since(t0), n);
+        step(b.size());
+        if (since(t0) >= kProbeMaxSeconds) break;
+      }
+      if (since(t0) >= kProbeMinSeconds) break;
+    }
     const Stats s1 = loader.stats();
-    const double n = static_cast<double>(s1.samples - s0.samples);
-    if (n <= 0) throw std::runtime_error("no samples");
+    const double busy_n = static_cast<double>(s1.samples - s0.samples);
+    if (busy_n <= 0 || n <= 0) throw std::runtime_error("no samples");
+    // Chunks of equal sample counts: each one's rate.
+    std::vector<double> rates;
+    std::size_t j = 0;
+    for (int k = 1; k <= kProbeChunks; ++k) {
+      const double target = n * k / kProbeChunks;
+      const std::size_t i0 = j;
+      while (j + 1 < log.size() && log[j].second < target) ++j;
+      const double dn = log[j].second - log[i0].second, dt = log[j].first - log[i0].first;
+      if (dn > 0 && dt > 0) rates.push_back(dn / dt);
+    }
+    if (rates.empty()) throw std::runtime_error("too few batches to time");
     c.records = source->size();
-    c.read_s = (s1.read_s - s0.read_s) / n;
-    c.decode_s = (s1.decode_s - s0.decode_s) / n;
-    c.transform_s = (s1.transform_s - s0.transform_s) / n;
+    c.read_s = (s1.read_s - s0.read_s) / busy_n;
+    c.decode_s = (s1.decode_s - s0.decode_s) / busy_n;
+    c.transform_s = (s1.transform_s - s0.transform_s) / busy_n;
     c.per_sample_s = c.read_s + c.decode_s + c.transform_s;
-    c.rate = n / secs;
+    c.rate = quantile(rates, 0.5);
+    c.rate_lo = quantile(rates, 0.25);
+    c.rate_hi = quantile(rates, 0.75);
     if (s1.cache_records) c.cache_bytes_per_sample = static_cast<double>(s1.cache_bytes) / static_cast<double>(s1.cache_records);
     c.ok = true;
   } catch (const std::exception& e) {
     c.error = e.what();
   }
+  c.seconds = since(start);
   return c;
 }
 
@@ -103,7 +152,7 @@ Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
   try {
     TempDir idx("stoker-probe-idx");  // NOTE: a stale index is rebuilt here, never beside the user's shards
     std::shared_ptr<const Source> all(open_sources(setup.sources, setup.options.labels, idx.path()));
-    return run(std::make_shared<SubsetSource>(all, max_records), setup.options, threads);
+    return run(std::make_shared<SubsetSource>(all, max_records), setup.options, threads, setup.consumer);
   } catch (const std::exception& e) {
     Cost c;
     c.error = e.what();
@@ -113,6 +162,7 @@ Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
 
 Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_side, int threads) {
   Cost c;
+  const auto t_start = std::chrono::steady_clock::now();  // packing counts in the probe's time
   try {
     if (setup.sources.size() != 1) throw std::runtime_error("the records are already in shards");
     TempDir idx("stoker-probe-idx");
@@ -135,7 +185,9 @@ Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_s
     if (r.shards.empty()) throw std::runtime_error("packing the sample wrote no shard");
     LoaderOptions o = setup.options;
     o.cache = Cache::kMmap;
-    return run(std::shared_ptr<const Source>(open_shards(r.shards)), o, threads);
+    Cost c2 = run(std::shared_ptr<const Source>(open_shards(r.shards)), o, threads, setup.consumer);
+    c2.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return c2;
   } catch (const std::exception& e) {
     c.error = e.what();
   }
@@ -154,7 +206,7 @@ Cost measure_files(const std::vector<std::string>& files, int threads) {
     o.batch_size = 64;
     o.transforms = {RandomResizedCrop{}, RandomHorizontalFlip{},
                     Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
-    return run(std::shared_ptr<const Source>(open_list_file(tmp.path() + "/records.csv")), o, threads);
+    return run(std::shared_ptr<const Source>(open_list_file(tmp.path() + "/records.csv")), o, threads, Consumer{});
   } catch (const std::exception& e) {
     c.error = e.what();
   }

@@ -15,6 +15,14 @@
 
 namespace stoker::doctor {
 
+// How long a probe measures: after a warm-up epoch (which fills a cache, so
+// cached modes are timed in steady state), at least kProbeMinSeconds and one
+// whole epoch of the sample, at most kProbeMaxSeconds; the timed span is cut
+// into kProbeChunks runs of equal sample counts whose rates give the spread.
+constexpr double kProbeMinSeconds = 1.5;
+constexpr double kProbeMaxSeconds = 3.0;
+constexpr int kProbeChunks = 8;
+
 struct Cost {
   bool ok = false;
   std::string error;
@@ -22,20 +30,33 @@ struct Cost {
   double per_sample_s = 0;  // busy seconds per sample: read + decode + transform
   double read_s = 0, decode_s = 0, transform_s = 0;  // per sample
   double cache_bytes_per_sample = 0;                 // cache="decoded"/"ram": bytes kept per sample
-  double rate = 0;                                   // samples/s delivered, all threads
+  // Samples/s delivered to the simulated consumer: the median chunk, and the
+  // lower and upper quartiles of the chunks (the probe's own spread).
+  double rate = 0, rate_lo = 0, rate_hi = 0;
+  double seconds = 0;  // the probe's wall time, warm-up included
+};
+
+// The training loop as the run measured it, replayed by the probes: per
+// sample, the consumer's own time between batches (the step, plus taking the
+// batch); busy (CPU work, as when training on the CPU) or asleep (waiting on
+// a GPU).
+struct Consumer {
+  double step_per_sample_s = 0;
+  bool busy = true;
 };
 
 struct LoaderSetup {
   std::vector<std::string> sources;
   LoaderOptions options;
+  Consumer consumer;
 };
 
 // The loader's settings from its channel snapshot. Throws std::runtime_error
 // when the snapshot lacks them (a loader created from a Source object).
 LoaderSetup setup_from_snapshot(const nlohmann::json& snap);
 
-// At most max_records records spread over the source, a warm-up epoch, then
-// one timed epoch on `threads` threads.
+// At most max_records records spread over the source on `threads` threads,
+// consumed by setup.consumer: a warm-up epoch, then timed epochs (above).
 Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads);
 // The same records packed once with `stoker pack --max-side max_side` (JPEG
 // q95, as the CLI does), or with `--lossless` when max_side is 0, into a

@@ -247,6 +247,24 @@ Sample Sampler::take(double t) {
     s.tree_read_mbs = static_cast<double>(delta.read_bytes) / 1e6 / dt;
     s.tree_rchar_mbs = static_cast<double>(delta.rchar) / 1e6 / dt;
   }
+  {  // The root's main thread: its CPU and state (tid == pid).
+    const std::string stat = slurp("/proc/" + std::to_string(root_) + "/task/" + std::to_string(root_) + "/stat");
+    const auto close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size()) {
+      std::istringstream ls(stat.substr(close + 2));
+      std::vector<std::string> f;
+      for (std::string v; ls >> v;) f.push_back(v);
+      if (f.size() >= 13) {
+        s.main_thread_state = f[0].empty() ? '?' : f[0][0];
+        const std::uint64_t ticks = std::stoull(f[11]) + std::stoull(f[12]);
+        if (rates) {
+          s.main_thread_cpu = static_cast<double>(ticks - std::min(ticks, last_main_ticks_)) /
+                              static_cast<double>(ticks_) / dt;
+        }
+        last_main_ticks_ = ticks;
+      }
+    }
+  }
   std::erase_if(last_pss_mib_, [&](const auto& kv) { return cur.count(kv.first) == 0; });  // exited processes
   ++samples_taken_;
   last_proc_ = std::move(cur);

@@ -26,6 +26,8 @@ struct Sample {
   double tree_cpu = 0;             // cores used by the command's process tree (user + system)
   double tree_user = 0, tree_system = 0;
   double root_cpu = 0;             // of which the command's own process (the rest: its children, e.g. DataLoader workers)
+  double main_thread_cpu = 0;      // of which its main thread (the training loop of a Python program)
+  char main_thread_state = '?';    // R running, S sleeping (waiting), D in uninterruptible (disk) wait, at the sample
   double disk_read_mbs = 0;        // whole disks, /proc/diskstats
   double disk_read_iops = 0;
   double tree_read_mbs = 0;        // the tree's read_bytes (storage, not page cache), /proc/PID/io
@@ -66,6 +68,7 @@ class Sampler {
   double last_t_ = -1;
   std::vector<std::vector<std::uint64_t>> last_cpu_;  // per core: the /proc/stat fields
   std::uint64_t last_sectors_ = 0, last_reads_ = 0;
+  std::uint64_t last_main_ticks_ = 0;
   std::map<pid_t, ProcTimes> last_proc_;
   // NOTE: PSS comes from smaps_rollup, which walks the process's page tables
   // (~8 ms of CPU for a process with torch loaded): read every kPssEvery-th

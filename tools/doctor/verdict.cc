@@ -1,6 +1,7 @@
 #include "doctor/verdict.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdarg>
@@ -19,6 +20,7 @@ std::string fmt(const char* f, ...) {
 }
 
 struct Means {
+  double main_cpu = 0, main_running = 0, main_disk = 0;  // main thread: cores; share of samples in R, in D
   double cores_busy = 0, iowait = 0, tree_cpu = 0, root_cpu = 0, disk_mbs = 0, disk_iops = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
   double peak_pss = 0, page_cache = 0, gpu_util = -1;
 };
@@ -33,6 +35,9 @@ Means means(const std::vector<Sample>& samples) {
     m.iowait += s.iowait;
     m.tree_cpu += s.tree_cpu;
     m.root_cpu += s.root_cpu;
+    m.main_cpu += s.main_thread_cpu;
+    m.main_running += s.main_thread_state == 'R';
+    m.main_disk += s.main_thread_state == 'D';
     m.disk_mbs += s.disk_read_mbs;
     m.disk_iops += s.disk_read_iops;
     m.tree_read_mbs += s.tree_read_mbs;
@@ -49,6 +54,9 @@ Means means(const std::vector<Sample>& samples) {
     m.iowait /= n;
     m.tree_cpu /= n;
     m.root_cpu /= n;
+    m.main_cpu /= n;
+    m.main_running /= n;
+    m.main_disk /= n;
     m.disk_mbs /= n;
     m.disk_iops /= n;
     m.tree_read_mbs /= n;
@@ -87,6 +95,22 @@ struct Model {
     return t > 0 ? 1.0 / t : 0;
   }
 };
+
+// A prediction's range, as a share of it on either side: the probes'
+// statistical uncertainty (each probe's standard error from the spread of its
+// timed chunks: IQR / 1.35 = sigma, / sqrt(chunks); two of them for ~95%,
+// combined in quadrature) plus the model's own error, which
+// `make bench-doctor` measures by applying the suggestions (bench/doctor_bench.py).
+constexpr double kModelError = 0.10;
+double half_width(const std::vector<Cost>& costs) {
+  double var = 0;
+  for (const Cost& c : costs) {
+    if (c.rate <= 0) continue;
+    const double se = (c.rate_hi - c.rate_lo) / 1.35 / std::sqrt(static_cast<double>(kProbeChunks)) / c.rate;
+    var += se * se;
+  }
+  return std::min(0.9, kModelError + 2 * std::sqrt(var));
+}
 
 void add(Verdict* v, std::string action, double predicted, std::string basis) {
   Suggestion s;
@@ -216,50 +240,89 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   }
   constexpr std::size_t kProbeRecords = 192;
   // NOTE: the probe runs as many threads as the run did, so that contention
-  // between them (shared caches, memory bandwidth, SMT siblings) is in its costs.
+  // between them (shared caches, memory bandwidth, SMT siblings) is in its
+  // costs, and replays the run's consumer: its step (and its cost of taking
+  // a batch) after every batch, as CPU work when no GPU was sampled.
   const int pt = std::max(1, threads);
+  setup.consumer.step_per_sample_s = v->step_per_sample_s + fetch;
+  setup.consumer.busy = m.gpu_util < 0;
+  const auto t_probe = std::chrono::steady_clock::now();
+  auto probe_done = [&] {
+    v->probe_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_probe).count();
+  };
+  probes.progress("the loader as configured");
   const Cost base = probes.measure(setup, kProbeRecords, pt);
   if (!base.ok) {
     v->notes.push_back("no measured predictions: measuring the loader on a sample failed: " + base.error);
+    probe_done();
     return;
   }
-  const std::string measured = fmt("measured here on %zu of the records, %d thread%s: %.2f ms of work per sample as "
-                                   "configured",
-                                   base.records, pt, pt > 1 ? "s" : "", 1e3 * base.per_sample_s);
+  // A measured change: the run's rate times the probes' rate ratio (changed /
+  // as configured, both with the run's consumer replayed), so what the probe
+  // does not reproduce (the Python around the loop, the data set's size)
+  // cancels out. Storage-bound runs read slower than the probe (its records
+  // are in the page cache by then): a change that removes reads is predicted
+  // at the probe's own rate instead. `fit`: the share of the data set the
+  // change applies to (a cache that fits only in part); the rest stays as now.
+  auto add_measured = [&](std::string action, const Cost& c, double fit, std::string basis) {
+    auto predict = [&](double base_rate, double rate) {
+      if (rate <= 0 || base_rate <= 0 || v->rate <= 0) return 0.0;
+      const double now_t = 1 / v->rate;
+      const double changed_t = storage ? 1 / rate : now_t * base_rate / rate;
+      return 1 / (fit * changed_t + (1 - fit) * now_t);
+    };
+    add(v, std::move(action), predict(base.rate, c.rate), std::move(basis));
+    Suggestion& s = v->suggestions.back();
+    const double hw = half_width(storage ? std::vector<Cost>{c} : std::vector<Cost>{base, c});
+    s.predicted_lo = s.predicted_rate * (1 - hw);
+    s.predicted_hi = s.predicted_rate * (1 + hw);
+  };
+  const std::string measured = fmt("measured here on %zu of the records, %d thread%s, the run's step replayed: "
+                                   "%.0f samples/s (quartiles %.0f-%.0f), %.2f ms of work per sample as configured",
+                                   base.records, pt, pt > 1 ? "s" : "", base.rate, base.rate_lo, base.rate_hi,
+                                   1e3 * base.per_sample_s);
   if (setup.options.cache != Cache::kDecoded && setup.options.kind != SampleKind::kArray) {
     LoaderSetup d = setup;
     d.options.cache = Cache::kDecoded;
+    probes.progress("cache=\"decoded\"");
     const Cost c = probes.measure(d, kProbeRecords, pt);
     if (c.ok) {
       const double need_mib = c.cache_bytes_per_sample * snap.value("dataset_size", 0.0) / (1 << 20);
       const double fit = need_mib > 0 ? std::min(1.0, 0.5 * f.mem_available_mib / need_mib) : 1.0;
-      double ratio = (fit * c.per_sample_s + (1 - fit) * base.per_sample_s) / base.per_sample_s;
-      if (storage) ratio *= (1 - rs) / std::max(0.05, 1 - base.read_s / base.per_sample_s);  // the run's reads were slower
-      add(v, fmt("cache=\"decoded\" (cache_max_side=%d): %.0f MiB for the data set, %s", setup.options.cache_max_side,
-                 need_mib, fit >= 1 ? "fits in half the available memory" : "fits in part"),
-          model.rate(ratio, cpu * ratio),
-          measured + fmt("; %.2f ms from the decoded cache (second epoch on)", 1e3 * c.per_sample_s));
+      add_measured(fmt("cache=\"decoded\" (cache_max_side=%d): %.0f MiB for the data set, %s",
+                       setup.options.cache_max_side, need_mib,
+                       fit >= 1 ? "fits in half the available memory" : "fits in part"),
+                   c, fit,
+                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms of work per sample from the decoded cache "
+                                  "(second epoch on)",
+                                  c.rate, c.rate_lo, c.rate_hi, 1e3 * c.per_sample_s));
     } else {
       v->notes.push_back("cache=\"decoded\" not measured: " + c.error);
     }
   }
   if (v->kind != Bottleneck::kTransform && setup.options.kind != SampleKind::kArray) {
+    probes.progress("packing at --max-side 256");
     const Cost c = probes.measure_packed(setup, kProbeRecords, 256, pt);
     if (c.ok) {
-      add(v, "Pack once at a smaller size: stoker pack SOURCE OUT/train-%06d.tar --max-side 256, then load the shards",
-          model.rate(c.per_sample_s / base.per_sample_s, cpu * c.per_sample_s / base.per_sample_s),
-          measured + fmt("; %.2f ms after packing the same records at --max-side 256", 1e3 * c.per_sample_s));
+      add_measured("Pack once at a smaller size: stoker pack SOURCE OUT/train-%06d.tar --max-side 256, then load the "
+                   "shards",
+                   c, 1.0,
+                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms after packing the same records at --max-side "
+                                  "256",
+                                  c.rate, c.rate_lo, c.rate_hi, 1e3 * c.per_sample_s));
     } else {
       v->notes.push_back("packing at --max-side 256 not measured: " + c.error);
     }
     // The same pixels, so the same training: JPEGs rewritten with restart
     // markers, which crops decode in part. Suggested only where it helps.
+    probes.progress("packing --lossless");
     const Cost l = probes.measure_packed(setup, kProbeRecords, 0, pt);
-    if (l.ok && l.per_sample_s < 0.95 * base.per_sample_s) {
-      add(v, "Pack once, losslessly (the same pixels; crops then decode only what they cover): stoker pack SOURCE "
-             "OUT/train-%06d.tar --lossless, then load the shards",
-          model.rate(l.per_sample_s / base.per_sample_s, cpu * l.per_sample_s / base.per_sample_s),
-          measured + fmt("; %.2f ms after packing the same records --lossless", 1e3 * l.per_sample_s));
+    if (l.ok && l.rate_lo > base.rate_hi && l.rate > 1.05 * base.rate) {
+      add_measured("Pack once, losslessly (the same pixels; crops then decode only what they cover): stoker pack "
+                   "SOURCE OUT/train-%06d.tar --lossless, then load the shards",
+                   l, 1.0,
+                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms after packing the same records --lossless",
+                                  l.rate, l.rate_lo, l.rate_hi, 1e3 * l.per_sample_s));
     } else if (!l.ok) {
       v->notes.push_back("packing --lossless not measured: " + l.error);
     }
@@ -268,14 +331,25 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     LoaderSetup u = setup;
     u.options.dtype = DType::kUInt8;
     std::erase_if(u.options.transforms, [](const Transform& t) { return std::holds_alternative<Normalize>(t); });
+    probes.progress("dtype=\"uint8\"");
     const Cost c = probes.measure(u, kProbeRecords, pt);
     if (c.ok) {
-      add(v, "dtype=\"uint8\" and Normalize on the device (x.float().sub_(mean).div_(std) after the copy): a quarter "
-             "of the bytes written per sample",
-          model.rate(c.per_sample_s / base.per_sample_s, cpu * c.per_sample_s / base.per_sample_s),
-          measured + fmt("; %.2f ms with uint8 output", 1e3 * c.per_sample_s));
+      add_measured("dtype=\"uint8\" and Normalize on the device (x.float().sub_(mean).div_(std) after the copy): a "
+                   "quarter of the bytes written per sample",
+                   c, 1.0,
+                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms with uint8 output", c.rate, c.rate_lo,
+                                  c.rate_hi, 1e3 * c.per_sample_s));
     }
   }
+  // Modelled (not measured) suggestions carry the base probe's uncertainty.
+  for (Suggestion& s : v->suggestions) {
+    if (s.predicted_rate > 0 && s.predicted_lo <= 0) {
+      const double hw = half_width({base});
+      s.predicted_lo = s.predicted_rate * (1 - hw);
+      s.predicted_hi = s.predicted_rate * (1 + hw);
+    }
+  }
+  probe_done();
 }
 
 void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const Probes& probes, bool probe,
@@ -339,11 +413,57 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
     v->evidence.push_back(fmt("the same files through stoker: decode %.0f%%, transform %.0f%% of the work per sample",
                               100 * c.decode_s / c.per_sample_s, 100 * c.transform_s / c.per_sample_s));
   }
+  const Model model{0, v->step_per_sample_s, f.cores};
+  auto at = [&](double rate) {
+    Model mm = model;
+    mm.loader_time = rate > 0 ? 1.0 / rate : 0;
+    return mm.rate(1.0, f.cores / std::max(rate, 1e-9));
+  };
   add(v, fmt("stoker.Loader(%s, ...) instead of the DataLoader", info.contains("root") ? ("'" + info.value("root", std::string()) + "'").c_str() : "files"),
-      Model{1.0 / c.rate, v->step_per_sample_s, f.cores}.rate(1.0, f.cores / c.rate),
-      fmt("stoker measured here at %.0f samples/s on %zu of the same files (RandomResizedCrop(224) + flip + Normalize, "
-          "%d threads); the loop's step is %.2f ms per sample",
-          c.rate, c.records, f.cores, 1e3 * v->step_per_sample_s));
+      at(c.rate),
+      fmt("stoker measured here at %.0f samples/s (quartiles %.0f-%.0f) on %zu of the same files (RandomResizedCrop(224) "
+          "+ flip + Normalize, %d threads); the loop's step is %.2f ms per sample",
+          c.rate, c.rate_lo, c.rate_hi, c.records, f.cores, 1e3 * v->step_per_sample_s));
+  const double hw = half_width({c});
+  v->suggestions.back().predicted_lo = v->suggestions.back().predicted_rate * (1 - hw);
+  v->suggestions.back().predicted_hi = v->suggestions.back().predicted_rate * (1 + hw);
+  v->probe_s = c.seconds;
+}
+
+// Nothing reported a wait: infer from the samples. The main thread of the
+// command's process runs the training loop (a Python program's does); busy,
+// it is the step (or loading done on that thread); idle while child
+// processes (a DataLoader's workers) or the disk are busy, it waits for data.
+void diagnose_inferred(const RunFacts& f, const Means& m, Verdict* v) {
+  v->inferred = true;
+  const double workers = std::max(0.0, m.tree_cpu - m.root_cpu);
+  const double in_process_others = std::max(0.0, m.root_cpu - m.main_cpu);  // the process's other threads
+  v->consumer = "the command's main thread (nothing reported its wait)";
+  v->evidence.push_back(fmt("no training loop reported its wait (not a Python program, or no DataLoader or stoker "
+                            "loader iterated): inferred from sampling: the main thread used %.2f cores and was running "
+                            "in %.0f%% of samples, in disk wait in %.0f%%; the process's other threads used %.2f cores, "
+                            "its child processes %.2f",
+                            m.main_cpu, 100 * m.main_running, 100 * m.main_disk, in_process_others, workers));
+  machine_evidence(v, f, m);
+  const bool idle_main = m.main_cpu < 0.5 && m.main_running < 0.5;
+  if (f.samples.size() < 3 || m.tree_cpu < 0.05) {
+    v->kind = Bottleneck::kNoData;
+  } else if (m.gpu_util >= 0.8 || (!idle_main && m.main_cpu >= 0.7)) {
+    v->kind = Bottleneck::kCompute;
+  } else if (idle_main && (m.iowait >= 0.2 || m.main_disk >= 0.3 ||
+                           (m.tree_read_mbs > 20 && m.cores_busy < 0.6 * f.cores))) {
+    v->kind = Bottleneck::kStorage;
+  } else if (idle_main && workers + in_process_others >= 0.5) {
+    v->kind = Bottleneck::kDecode;
+    v->evidence.push_back(fmt("the main thread mostly waited while other threads or processes used %.2f cores: the "
+                              "input side (decoding and transforms, which report no stages here)",
+                              workers + in_process_others));
+  } else {
+    v->kind = Bottleneck::kNoData;
+  }
+  v->notes.push_back("inferred: a Python command's torch DataLoader loops are timed without code changes (the doctor "
+                     "puts a sitecustomize on PYTHONPATH); otherwise wrap the loop's iterable in stoker.profile(...) or "
+                     "use stoker.Loader to measure the wait share, the step time and the predicted gains");
 }
 
 }  // namespace
@@ -371,10 +491,7 @@ Verdict diagnose(const RunFacts& f, const Probes& probes, bool probe) {
   } else if (ls) {
     diagnose_loader(f, m, *ls, ps, probes, probe, &v);
   } else {
-    v.kind = Bottleneck::kNoData;
-    v.evidence.push_back("no stoker loader or stoker.profile-wrapped iterable reported: wrap the training loop's "
-                         "iterable in stoker.profile(...) (any DataLoader) or use stoker.Loader");
-    machine_evidence(&v, f, m);
+    diagnose_inferred(f, m, &v);
     return v;
   }
   std::stable_sort(v.suggestions.begin(), v.suggestions.end(),

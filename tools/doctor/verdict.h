@@ -19,12 +19,16 @@ const char* bottleneck_name(Bottleneck b);  // "input-bound on decode", ...
 struct Suggestion {
   std::string action;          // what to change
   double predicted_rate = 0;   // samples/s of the training loop after the change (0: not predicted)
+  double predicted_lo = 0, predicted_hi = 0;  // its range: from the probes' spread (quartiles of their timed chunks)
   double gain = 0;             // predicted_rate / the run's rate
   std::string basis;           // how the prediction was made
 };
 
 struct Verdict {
   Bottleneck kind = Bottleneck::kNoData;
+  // No loop reported its wait (not Python, or nothing the doctor times): the
+  // verdict is inferred from what was sampled, and says so.
+  bool inferred = false;
   std::string consumer;        // which loader / profiled iterable the verdict is about
   double rate = 0;             // samples/s the training loop consumed
   double wait_share = 0;       // of the loop's time, waiting for the next batch
@@ -32,10 +36,13 @@ struct Verdict {
   std::vector<std::string> evidence;
   std::vector<Suggestion> suggestions;  // best first
   std::vector<std::string> notes;       // probes that could not run, etc.
+  double probe_s = 0;                   // wall time the probes took, in all
 };
 
 // The probe, replaceable in tests.
 struct Probes {
+  // Told what is being measured next ("cache=\"decoded\""), for a status line.
+  std::function<void(const std::string&)> progress = [](const std::string&) {};
   std::function<Cost(const LoaderSetup&, std::size_t, int)> measure = doctor::measure;
   std::function<Cost(const LoaderSetup&, std::size_t, int, int)> measure_packed = doctor::measure_packed;
   std::function<Cost(const std::vector<std::string>&, int)> measure_files = doctor::measure_files;

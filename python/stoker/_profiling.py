@@ -1,4 +1,5 @@
-"""stoker.profile and the process's trace and stats channel.
+"""stoker.profile, the DataLoader timing stoker doctor injects, and the
+process's trace and stats channel.
 
 stoker.profile(iterable) wraps any iterable of batches (a stoker.Loader, a
 torch.utils.data.DataLoader, a generator) and measures, per batch, the
@@ -9,22 +10,38 @@ every 0.25 s and at the end; stoker loaders publish their own stats there
 from C++. With STOKER_TRACE=<file> set, the process writes a Chrome /
 Perfetto trace at exit: every loader's stage spans plus a span per step and
 per wait of every profiled iterable, on one clock (CLOCK_MONOTONIC).
+
+Under stoker doctor, python/stoker/_doctor_site/sitecustomize.py loads this
+file a second time, by path and under the name _AUTO_MODULE (without
+importing stoker, whose __init__ loads the C++ extension), once the program
+imports torch.utils.data.dataloader, and calls patch_dataloader(): every
+iteration of a torch DataLoader is then measured by the same _Recorder as
+stoker.profile and published in the same format, with "auto": true in its
+info. The two copies keep their own state: their snapshot ids do not collide,
+the DataLoader timing stands aside while a stoker.profile of either copy is
+iterating (no loop counted twice), and the trace is written once, by stoker's
+copy when the program imported stoker.
 """
 import atexit
+import functools
 import itertools
 import json
 import os
+import sys
 import threading
 import time
 import weakref
 
 _PUBLISH_NS = 250_000_000
 _MAX_SPANS = 1 << 18
-_ids = itertools.count()
+_AUTO_MODULE = "_stoker_autoprofile"  # the sitecustomize's copy of this file (the same name is in it)
+_STOKER_MODULE = "stoker._profiling"
+_ids = itertools.count(1 << 20 if __name__ == _AUTO_MODULE else 0)  # profile-<pid>-<id>.json: unique across copies
 _loaders = weakref.WeakSet()
 _closed_parts = []  # trace events of loaders already destroyed
-_profiles = weakref.WeakSet()
+_recorders = weakref.WeakSet()
 _lock = threading.Lock()
+_iterating = 0  # stoker.profile iterations in progress (the DataLoader timing stands aside meanwhile)
 
 
 def _trace_path():
@@ -50,10 +67,13 @@ def loader_closing(impl):
 def _batch_len(item):
     """Samples in a batch: the first dimension of its first tensor/array."""
     x = item
-    for _ in range(3):
-        if isinstance(x, (tuple, list)) and x:
+    for _ in (0, 1, 2):  # issubclass(type(x)): a failed isinstance() also looks up x.__class__ (slow on tensors)
+        t = type(x)
+        if t is list or t is tuple or issubclass(t, (tuple, list)):
+            if not x:
+                break
             x = x[0]
-        elif isinstance(x, dict) and x:
+        elif issubclass(t, dict) and x:
             x = next(iter(x.values()))
         else:
             break
@@ -88,22 +108,16 @@ def _describe(iterable):
     return d
 
 
-class profile:
-    """Wraps an iterable of batches and measures the consumer's wait for each
-    batch and the step time between batches.
+class _Recorder:
+    """One training loop's numbers: batches, samples, the consumer's wait for
+    each batch and the step time between batches, published to the doctor's
+    channel (STOKER_DOCTOR) and kept as trace spans (STOKER_TRACE).
+    stoker.profile is one; so is every DataLoader timed under stoker doctor.
+    An iteration (an epoch) reports each batch to _batch() and its end to _end()."""
 
-        for x, y in stoker.profile(torch.utils.data.DataLoader(...)):
-            ...
-        print(p.stats())   # keep a reference: p = stoker.profile(loader)
-
-    stats(): batches, samples, wait_s (time blocked in next()), step_s (time
-    between receiving a batch and asking for the next), wall_s, and
-    wait_share = wait_s / (wait_s + step_s).
-    """
-
-    def __init__(self, iterable, name=None):
-        self.iterable = iterable
-        self.name = name or type(iterable).__name__
+    def __init__(self, name, info=None, label=None):
+        self.name = name
+        self._label = label or f"stoker.profile({name})"
         self._id = next(_ids)
         self._batches = 0
         self._samples = 0
@@ -111,60 +125,49 @@ class profile:
         self._step_ns = 0
         self._start_ns = None
         self._published_ns = 0
+        self._published_batches = -1
+        self._published_final = False
         self._channel = os.environ.get("STOKER_DOCTOR") or None
         self._spans = [] if _trace_path() else None
-        self._info = None
-        _profiles.add(self)
+        self._info = info
+        _recorders.add(self)
 
-    def __len__(self):
-        return len(self.iterable)
+    def _batch(self, last, t0, t1, item):
+        """A batch asked for at t0 arrived at t1; the previous one of this
+        iteration was handed over at `last` (None for its first)."""
+        if last is not None:
+            self._step_ns += t0 - last
+        elif self._start_ns is None:
+            self._start_ns = t0
+        self._wait_ns += t1 - t0
+        self._batches += 1
+        self._samples += _batch_len(item)
+        if self._spans is not None and len(self._spans) < _MAX_SPANS - 1:
+            if last is not None:
+                self._spans.append(("step", last, t0 - last))
+            self._spans.append(("wait", t0, t1 - t0))
+        if self._channel and t1 - self._published_ns >= _PUBLISH_NS:
+            self._publish(False, t1)
 
-    def __iter__(self):
-        it = iter(self.iterable)
-        if self._info is None:
-            self._info = _describe(self.iterable)
-        mono = time.monotonic_ns
-        last = None
-        try:
-            while True:
-                t0 = mono()
-                if self._start_ns is None:
-                    self._start_ns = t0
-                if last is not None:
-                    self._step_ns += t0 - last
-                    if self._spans is not None and len(self._spans) < _MAX_SPANS:
-                        self._spans.append(("step", last, t0 - last))
-                try:
-                    item = next(it)
-                except StopIteration:
-                    return
-                t1 = mono()
-                self._wait_ns += t1 - t0
-                if self._spans is not None and len(self._spans) < _MAX_SPANS:
-                    self._spans.append(("wait", t0, t1 - t0))
-                self._batches += 1
-                self._samples += _batch_len(item)
-                if self._channel and t1 - self._published_ns >= _PUBLISH_NS:
-                    self._publish(False, t1)
-                last = mono()
-                yield item
-        finally:
-            if self._channel:
-                self._publish(True, mono())
+    def _end(self, last, t0):
+        """The iteration ended: next() raised StopIteration at t0 (the last step ran from `last` to t0)."""
+        if self._start_ns is None:
+            self._start_ns = t0
+        if last is not None:
+            self._step_ns += t0 - last
+            if self._spans is not None and len(self._spans) < _MAX_SPANS:
+                self._spans.append(("step", last, t0 - last))
 
     def stats(self):
         wait, step = self._wait_ns * 1e-9, self._step_ns * 1e-9
         wall = 0.0 if self._start_ns is None else (time.monotonic_ns() - self._start_ns) * 1e-9
-        out = {"name": self.name, "batches": self._batches, "samples": self._samples, "wait_s": wait,
-               "step_s": step, "wall_s": wall, "wait_share": wait / (wait + step) if wait + step > 0 else 0.0}
-        h2d = getattr(self.iterable, "_h2d_ns", None)  # a stoker.Loader with device= or pin_memory=
-        if h2d:
-            out["h2d_s"] = h2d * 1e-9
-            out["h2d_bytes"] = getattr(self.iterable, "_h2d_bytes", 0)
-        return out
+        return {"name": self.name, "batches": self._batches, "samples": self._samples, "wait_s": wait,
+                "step_s": step, "wall_s": wall, "wait_share": wait / (wait + step) if wait + step > 0 else 0.0}
 
     def _publish(self, final, now):
         self._published_ns = now
+        self._published_batches = self._batches
+        self._published_final = final
         snap = {"kind": "profile", "pid": os.getpid(), "id": self._id, "time_ns": now, "final": final,
                 "info": self._info or {}, "stats": self.stats()}
         path = os.path.join(self._channel, f"profile-{os.getpid()}-{self._id}.json")
@@ -183,28 +186,236 @@ class profile:
 
     def _trace_events(self, pid):
         tid = 2_000_000 + self._id
-        out = [json.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                           "args": {"name": f"stoker.profile({self.name})"}})]
+        out = [json.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": self._label}})]
         for name, start, dur in self._spans or ():
             out.append(json.dumps({"ph": "X", "name": "training step" if name == "step" else "wait for batch",
                                    "cat": "profile", "pid": pid, "tid": tid, "ts": start / 1000, "dur": dur / 1000}))
         return ",".join(out)
 
 
-def _write_trace_at_exit():
-    path = _trace_path()
-    if not path:
+class profile(_Recorder):
+    """Wraps an iterable of batches and measures the consumer's wait for each
+    batch and the step time between batches.
+
+        for x, y in stoker.profile(torch.utils.data.DataLoader(...)):
+            ...
+        print(p.stats())   # keep a reference: p = stoker.profile(loader)
+
+    stats(): batches, samples, wait_s (time blocked in next()), step_s (time
+    between receiving a batch and asking for the next), wall_s, and
+    wait_share = wait_s / (wait_s + step_s).
+    """
+
+    def __init__(self, iterable, name=None):
+        super().__init__(name or type(iterable).__name__)
+        self.iterable = iterable
+
+    def __len__(self):
+        return len(self.iterable)
+
+    def __iter__(self):
+        global _iterating
+        _iterating += 1  # before iter(): a DataLoader's iteration starts there
+        try:
+            it = iter(self.iterable)
+            if self._info is None:
+                self._info = _describe(self.iterable)
+            mono = time.monotonic_ns
+            last = None
+            try:
+                while True:
+                    t0 = mono()
+                    try:
+                        item = next(it)
+                    except StopIteration:
+                        self._end(last, t0)
+                        return
+                    self._batch(last, t0, mono(), item)
+                    last = mono()
+                    yield item
+            finally:
+                if self._channel:
+                    self._publish(True, mono())
+        finally:
+            _iterating -= 1
+
+    def stats(self):
+        out = super().stats()
+        h2d = getattr(self.iterable, "_h2d_ns", None)  # a stoker.Loader with device= or pin_memory=
+        if h2d:
+            out["h2d_s"] = h2d * 1e-9
+            out["h2d_bytes"] = getattr(self.iterable, "_h2d_bytes", 0)
+        return out
+
+
+# --- stoker doctor's DataLoader timing (zero code changes) -------------------
+
+_auto = weakref.WeakKeyDictionary()  # DataLoader -> its _Recorder
+_auto_all = []  # every DataLoader recorder, for the last snapshot at exit
+_auto_warned = False
+
+
+def _profile_iterating():
+    """Whether a stoker.profile is iterating now, in this copy of the file or in stoker's."""
+    return _iterating > 0 or getattr(sys.modules.get(_STOKER_MODULE), "_iterating", 0) > 0
+
+
+def _auto_failed(e):
+    """Our error, never the program's: that iteration goes untimed, and one line on stderr (the first time)."""
+    global _auto_warned
+    if not _auto_warned:
+        _auto_warned = True
+        try:
+            sys.stderr.write(f"stoker doctor: a DataLoader loop left untimed after an error of the timing: "
+                             f"{type(e).__name__}: {e}\n")
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class _AutoIteration:
+    """One iteration (epoch) of a DataLoader iterator: its recorder, and when its last batch was handed over."""
+    __slots__ = ("rec", "last", "fresh")
+
+    def __init__(self, rec):
+        self.rec = rec
+        self.last = None
+        self.fresh = True
+
+
+def _auto_recorder(loader):
+    rec = _auto.get(loader)
+    if rec is None:
+        info = _describe(loader)
+        info["auto"] = True
+        # A DataLoader made again with the same settings (one per epoch) continues its predecessor's series.
+        rec = next((r for r in _auto_all if r._owner() is None and r._info == info), None)
+        if rec is None:
+            rec = _Recorder(type(loader).__name__, info, label=f"{type(loader).__name__} (timed by stoker doctor)")
+            _auto_all.append(rec)
+        rec._owner = weakref.ref(loader)
+        _auto[loader] = rec
+    return rec
+
+
+def patch_dataloader(module):
+    """Times every iteration of a torch DataLoader from now on: wraps
+    _BaseDataLoaderIter.__init__ and _reset (an iteration's start: a new
+    iterator, or a persistent-workers iterator reused for the next epoch; both
+    are handed the DataLoader) and __next__ (the consumer's wait; the step is
+    the time from one __next__'s return to the next call), for single- and
+    multi-process loading and any DataLoader subclass. An iteration whose
+    first batch is asked for while a stoker.profile is iterating is left to it
+    (profile(loader), profile(enumerate(loader)), profile(tqdm(loader)): no
+    loop counted twice). The wrappers never raise errors of their own."""
+    base = module._BaseDataLoaderIter
+    orig_init, orig_next, orig_reset = base.__init__, base.__next__, base._reset
+    if getattr(orig_next, "_stoker_auto", False):
         return
-    pid = os.getpid()
+    mono = time.monotonic_ns
+
+    def begin(self, args, kwargs):
+        try:
+            # A plain attribute (touching self.__dict__ would make every attribute access of torch's code slower).
+            self._stoker_auto = None
+            loader = args[0] if args else kwargs.get("loader")
+            if loader is not None:
+                self._stoker_auto = _AutoIteration(_auto_recorder(loader))
+        except Exception as e:  # noqa: BLE001
+            _auto_failed(e)
+
+    @functools.wraps(orig_init)
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        begin(self, args, kwargs)
+
+    @functools.wraps(orig_reset)
+    def _reset(self, *args, **kwargs):
+        out = orig_reset(self, *args, **kwargs)
+        begin(self, args, kwargs)
+        return out
+
+    @functools.wraps(orig_next)
+    def __next__(self):
+        try:
+            st = self._stoker_auto
+        except AttributeError:  # an iterator made before the patch
+            st = None
+        if st is None:
+            return orig_next(self)
+        if st.fresh:  # the iteration's first batch: is a stoker.profile consuming it?
+            st.fresh = False
+            if _profile_iterating():
+                self._stoker_auto = None
+                return orig_next(self)
+        t0 = mono()
+        try:
+            item = orig_next(self)
+        except StopIteration:
+            try:
+                st.rec._end(st.last, t0)
+                st.last = None
+                if st.rec._channel:
+                    st.rec._publish(True, mono())
+            except Exception as e:  # noqa: BLE001
+                self._stoker_auto = None
+                _auto_failed(e)
+            raise
+        except BaseException:
+            st.last = None  # a worker's error: whatever the program does next is no step
+            raise
+        try:
+            st.rec._batch(st.last, t0, mono(), item)
+            st.last = mono()
+        except Exception as e:  # noqa: BLE001
+            self._stoker_auto = None
+            _auto_failed(e)
+        return item
+
+    __next__._stoker_auto = True
+    base.__init__, base._reset, base.__next__ = __init__, _reset, __next__
+    atexit.register(_auto_publish_at_exit, os.getpid())
+
+
+def _auto_publish_at_exit(pid):
+    """The final snapshot of every timed DataLoader that has not published
+    one since its last batch (a loop that ended with break)."""
+    if os.getpid() != pid:
+        return
+    for rec in _auto_all:
+        if rec._channel and rec._batches and not (rec._published_final and rec._batches == rec._published_batches):
+            try:
+                rec._publish(True, time.monotonic_ns())
+            except Exception:  # noqa: BLE001
+                pass
+
+
+# --- the trace ----------------------------------------------------------------
+
+def _trace_parts(pid):
     with _lock:
         parts = list(_closed_parts)
     for loader in list(_loaders):
         impl = getattr(loader, "_impl", None)
         if impl is not None:
             parts.append(impl.trace_events())
-    for p in list(_profiles):
+    for p in list(_recorders):
         if p._spans:
             parts.append(p._trace_events(pid))
+    return parts
+
+
+def _write_trace_at_exit():
+    path = _trace_path()
+    if not path:
+        return
+    stoker_copy = sys.modules.get(_STOKER_MODULE)
+    if __name__ != _STOKER_MODULE and stoker_copy is not None and hasattr(stoker_copy, "_trace_parts"):
+        return  # stoker's copy writes the trace, with this copy's spans
+    pid = os.getpid()
+    parts = _trace_parts(pid)
+    auto = sys.modules.get(_AUTO_MODULE)
+    if __name__ != _AUTO_MODULE and auto is not None and hasattr(auto, "_trace_parts"):
+        parts += auto._trace_parts(pid)
     try:
         with open(path, "w") as f:
             f.write('{"traceEvents":[' + ",".join(x for x in parts if x) + '],"displayTimeUnit":"ms"}\n')

@@ -1,5 +1,6 @@
 """The Loader's behaviour: order, sharding, determinism, corruption, lifetime."""
 import collections
+import time
 import gc
 import os
 import subprocess
@@ -237,6 +238,11 @@ def test_destroy_mid_epoch_releases_threads(photos):
         assert collections.Counter(worker_threads()) - base == collections.Counter(["stoker-w0", "stoker-w1", "stoker-w2"])
         del it, loader
         gc.collect()
+        # NOTE: pthread_join returns once the kernel clears the thread's tid,
+        # slightly before the thread leaves /proc/self/task: poll (bounded).
+        deadline = time.monotonic() + 5
+        while collections.Counter(worker_threads()) != base and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert collections.Counter(worker_threads()) == base
 
 

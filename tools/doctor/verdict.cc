@@ -359,7 +359,8 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   const auto files = info.value("files", std::vector<std::string>{});  // a sample of the dataset's files, if known
   const double n = st.value("samples", 0.0), wait = st.value("wait_s", 0.0), step = st.value("step_s", 0.0);
   const double active = wait + step;
-  v->consumer = "stoker.profile(" + st.value("name", std::string("?")) + ")";
+  v->consumer = info.value("auto", false) ? st.value("name", std::string("?")) + " loop (timed by the doctor, no code change)"
+                                           : "stoker.profile(" + st.value("name", std::string("?")) + ")";
   if (info.contains("dataset")) v->consumer += " over " + info.value("dataset", std::string("?"));
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? wait / active : 0;

@@ -1,0 +1,312 @@
+"""stoker doctor's zero-code timing of torch DataLoader loops
+(python/stoker/_doctor_site/sitecustomize.py + the recorder in
+python/stoker/_profiling.py): the hook alone in child interpreters, then
+`stoker doctor` on an unmodified training script against the same loop wrapped
+in stoker.profile. Assertions are on counts, formats and verdict categories,
+never on times."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from test_doctor import CLI, PYTHONPATH, _photo
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SITE = os.path.join(ROOT, "python", "stoker", "_doctor_site")
+PLAIN = os.path.join(HERE, "plain_dataloader_train.py")
+PROFILE_STATS = {"name", "batches", "samples", "wait_s", "step_s", "wall_s", "wait_share"}  # stoker.profile's stats()
+
+
+def child(code, tmp_path, channel=True, path=(SITE,), env=None):
+    """Runs `code` in a fresh /usr/bin/python3 (the tests' interpreter) with
+    PYTHONPATH=path and, if channel, STOKER_DOCTOR=<tmp_path>/channel."""
+    e = {k: v for k, v in os.environ.items() if k not in ("STOKER_DOCTOR", "STOKER_TRACE", "PYTHONPATH")}
+    e["PYTHONPATH"] = os.pathsep.join(path)
+    if channel:
+        os.makedirs(tmp_path / "channel", exist_ok=True)
+        e["STOKER_DOCTOR"] = str(tmp_path / "channel")
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=e, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def snapshots(channel):
+    """The profile snapshots in a channel directory, by file name."""
+    out = {}
+    for n in sorted(os.listdir(channel)):
+        assert not n.endswith(".tmp"), n
+        assert re.fullmatch(r"profile-\d+-\d+\.json", n), n
+        with open(os.path.join(channel, n)) as f:
+            out[n] = json.load(f)
+    return out
+
+
+def by_batch_size(snaps):
+    out = {}
+    for s in snaps.values():
+        assert s["info"]["batch_size"] not in out, "two series for one DataLoader"
+        out[s["info"]["batch_size"]] = s
+    return out
+
+
+LOOPS = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def data(n):
+    return TensorDataset(torch.arange(n, dtype=torch.float32).reshape(n, 1), torch.zeros(n, dtype=torch.int64))
+
+class MyLoader(DataLoader):  # a subclass, with an __iter__ of its own
+    def __iter__(self):
+        return super().__iter__()
+
+single = DataLoader(data(100), batch_size=8)  # num_workers=0, two full epochs: 26 batches, 200 samples
+for epoch in range(2):
+    for x, y in single:
+        pass
+persistent = DataLoader(data(100), batch_size=10, num_workers=2, persistent_workers=True)
+for i, (x, y) in enumerate(persistent):  # break after 3 batches, then a full epoch: 13 batches, 130 samples
+    if i == 2:
+        break
+for x, y in persistent:
+    pass
+for i, (x, y) in enumerate(DataLoader(data(60), batch_size=5, num_workers=2)):  # break: 4 batches, 20 samples
+    if i == 3:
+        break
+sub = MyLoader(data(21), batch_size=7)  # 3 batches, 21 samples
+for x, y in sub:
+    pass
+for epoch in range(2):  # a DataLoader made anew each epoch, same settings: one series, 6 batches, 18 samples
+    for x, y in DataLoader(data(9), batch_size=3):
+        pass
+"""
+
+
+def test_hook_times_every_dataloader_loop(tmp_path):
+    p = child(LOOPS, tmp_path)
+    assert "stoker doctor" not in p.stderr, p.stderr
+    snaps = snapshots(tmp_path / "channel")
+    loops = by_batch_size(snaps)
+    assert set(loops) == {8, 10, 5, 7, 3}
+    expected = {8: (0, 26, 200, "DataLoader"), 10: (2, 13, 130, "DataLoader"), 5: (2, 4, 20, "DataLoader"),
+                7: (0, 3, 21, "MyLoader"), 3: (0, 6, 18, "DataLoader")}
+    pids = set()
+    for bs, (workers, batches, samples, name) in expected.items():
+        s = loops[bs]
+        assert s["kind"] == "profile" and s["final"] is True
+        assert s["info"]["auto"] is True
+        assert s["info"]["num_workers"] == workers
+        assert s["info"]["dataset"] == "torch.utils.data.dataset.TensorDataset"
+        assert set(s["stats"]) == PROFILE_STATS
+        assert s["stats"]["name"] == name
+        assert (s["stats"]["batches"], s["stats"]["samples"]) == (batches, samples), (bs, s["stats"])
+        assert s["stats"]["wait_s"] > 0 and s["stats"]["step_s"] >= 0 and 0 < s["stats"]["wait_share"] <= 1
+        pids.add(s["pid"])
+    assert len(pids) == 1  # the training process, not the workers
+    assert all(n == f"profile-{s['pid']}-{s['id']}.json" for n, s in snaps.items())
+
+
+def test_same_snapshot_as_stoker_profile_and_no_loop_counted_twice(tmp_path):
+    """One DataLoader over an ImageFolder: an epoch unwrapped (timed by the hook),
+    then epochs in stoker.profile(loader) and stoker.profile(enumerate(loader)):
+    each batch is in exactly one series, and the hook's info is profile's plus auto."""
+    for c in range(2):
+        os.makedirs(tmp_path / "images" / f"c{c}")
+        for i in range(6):
+            _photo(40, 32, c * 100 + i).save(tmp_path / "images" / f"c{c}" / f"{i}.jpg")
+    p = child(f"""
+        import torch, torchvision, torchvision.transforms as T
+        import stoker
+        ds = torchvision.datasets.ImageFolder({str(tmp_path / "images")!r}, transform=T.ToTensor())
+        loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2, persistent_workers=True)
+        for x, y in loader:                           # 3 batches, timed by the hook
+            pass
+        p = stoker.profile(loader)
+        for x, y in p:                                # 3 batches, stoker.profile's
+            pass
+        for i, (x, y) in stoker.profile(enumerate(loader), name="enumerate"):  # 3 batches, stoker.profile's
+            pass
+        for x, y in loader:                           # 3 more for the hook
+            pass
+        """, tmp_path, path=(SITE, PYTHONPATH))
+    assert "stoker doctor" not in p.stderr, p.stderr
+    snaps = list(snapshots(tmp_path / "channel").values())
+    auto = [s for s in snaps if s["info"].get("auto")]
+    wrapped = {s["stats"]["name"]: s for s in snaps if not s["info"].get("auto")}
+    assert len(auto) == 1 and set(wrapped) == {"DataLoader", "enumerate"}
+    a, w = auto[0], wrapped["DataLoader"]
+    assert (a["stats"]["batches"], a["stats"]["samples"]) == (6, 24)
+    assert (w["stats"]["batches"], w["stats"]["samples"]) == (3, 12)
+    assert wrapped["enumerate"]["stats"]["batches"] == 3
+    assert a["id"] != w["id"]
+    assert set(a) == set(w) and set(a["stats"]) == set(w["stats"]) == PROFILE_STATS
+    info = dict(a["info"])
+    assert info.pop("auto") is True
+    assert info == w["info"]  # type, dataset, num_workers, batch_size, files, root, dataset_size
+    assert info["dataset_size"] == 12 and len(info["files"]) == 12 and info["root"] == str(tmp_path / "images")
+
+
+def test_without_stoker_doctor_nothing_happens(tmp_path):
+    p = child(LOOPS + """
+import sys, torch.utils.data.dataloader as dl
+print(getattr(dl._BaseDataLoaderIter.__next__, "_stoker_auto", False), "_stoker_autoprofile" in sys.modules)
+""", tmp_path, channel=False)
+    assert p.stdout.split() == ["False", "False"]
+    assert os.listdir(tmp_path) == [], "something was written without STOKER_DOCTOR"
+
+
+@pytest.mark.parametrize("channel", [False, True])
+def test_torch_not_imported_at_startup(tmp_path, channel):
+    p = child("""
+        import sys
+        print("torch" in sys.modules, "_stoker_autoprofile" in sys.modules, "stoker" in sys.modules)
+        """, tmp_path, channel=channel)
+    assert p.stdout.split() == ["False", "False", "False"]
+    assert p.stderr == ""
+
+
+def test_chains_to_the_sitecustomize_it_hides(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text(
+        "import builtins, os\n"
+        "builtins._chained_runs = getattr(builtins, '_chained_runs', 0) + 1\n"
+        "os.environ['CHAINED_SITECUSTOMIZE'] = 'yes'\n"
+        "MARK = 42\n")
+    code = """
+        import builtins, os, sitecustomize
+        print(os.environ.get("CHAINED_SITECUSTOMIZE"), getattr(sitecustomize, "MARK", None), builtins._chained_runs,
+              sitecustomize.__file__)
+        """
+    for channel in (False, True):
+        for path in ((SITE, str(other)), (SITE, SITE, str(other))):  # also doctor inside doctor: ours twice
+            out = child(code, tmp_path, channel=channel, path=path).stdout.split()
+            assert out == ["yes", "42", "1", str(other / "sitecustomize.py")], (channel, path, out)
+    # With nothing of the user's: the distribution's own sitecustomize (Debian has one), if any, as without ours.
+    code = """
+        try:
+            import sitecustomize
+            print(sitecustomize.__file__)
+        except ImportError:
+            print("none")
+        """
+    without = child(code, tmp_path, channel=False, path=()).stdout
+    assert child(code, tmp_path, channel=True, path=(SITE,)).stdout == without
+    assert child(code, tmp_path, channel=False, path=(SITE,)).stdout == without
+
+
+def test_errors_of_the_hidden_sitecustomize_reported_as_without_ours(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("raise RuntimeError('boom')\n")
+    code = "print('ran')"
+    alone = child(code, tmp_path, channel=False, path=(str(other),))
+    ours = child(code, tmp_path, channel=True, path=(SITE, str(other)))
+    assert ours.stdout == alone.stdout == "ran\n"
+    assert ours.stderr == alone.stderr and "boom" in alone.stderr
+
+
+def test_our_errors_never_break_the_program(tmp_path):
+    # A channel directory that cannot be written: the loops run, nothing said.
+    p = child(LOOPS, tmp_path, env={"STOKER_DOCTOR": str(tmp_path / "missing" / "dir")})
+    assert p.stderr == ""
+    # The site directory copied where _profiling.py is not next to it and stoker is not on the path: one line.
+    lone = tmp_path / "lone_site"
+    lone.mkdir()
+    shutil.copy(os.path.join(SITE, "sitecustomize.py"), lone)
+    p = child(LOOPS + "print('done')", tmp_path, path=(str(lone),))
+    assert p.stdout == "done\n"
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stoker doctor:"), p.stderr
+    # ... and with the stoker package on the path, it finds _profiling.py there without importing stoker.
+    shutil.rmtree(tmp_path / "channel", ignore_errors=True)
+    p = child(LOOPS + "import sys; print('stoker' in sys.modules)", tmp_path, path=(str(lone), PYTHONPATH))
+    assert p.stdout == "False\n" and p.stderr == ""
+    assert set(by_batch_size(snapshots(tmp_path / "channel"))) == {8, 10, 5, 7, 3}
+
+
+@pytest.mark.parametrize("with_stoker", [False, True])
+def test_trace_has_the_timed_loops(tmp_path, with_stoker):
+    """STOKER_TRACE (doctor --trace): the hook's wait and step spans are in the trace, written once,
+    by the hook's copy of _profiling.py or, when the program imported stoker, by stoker's with them."""
+    trace = tmp_path / "trace.json"
+    code = ("import stoker\n" if with_stoker else "") + LOOPS
+    p = child(code, tmp_path, path=(SITE, PYTHONPATH), env={"STOKER_TRACE": str(trace)})
+    assert p.stderr == ""
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert len(threads) == 5 and all(n.endswith("(timed by stoker doctor)") for n in threads.values()), threads
+    spans = [e for e in events if e["ph"] == "X"]
+    assert sum(e["name"] == "wait for batch" for e in spans) == 26 + 13 + 4 + 3 + 6
+    assert {e["name"] for e in spans} == {"wait for batch", "training step"}
+    assert all(e["tid"] in threads and e["dur"] >= 0 for e in spans)
+
+
+# --- end to end: stoker doctor on the unmodified script -----------------------
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    d = tmp_path_factory.mktemp("autoprofile")
+    for c in range(2):
+        os.makedirs(d / "large" / f"c{c}")
+        os.makedirs(d / "small" / f"c{c}")
+        for i in range(32):  # 640x480 q95 4:4:4: a few ms of decode each
+            _photo(640, 480, c * 1000 + i).save(d / "large" / f"c{c}" / f"{i}.jpg", quality=95, subsampling=0)
+            _photo(96, 96, c * 1000 + i).save(d / "small" / f"c{c}" / f"{i}.jpg", quality=90)
+    return d
+
+
+def doctor(data, tmp_path, name, *script_args):
+    js = tmp_path / f"{name}.json"
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)  # for --wrap's `import stoker`; the doctor prepends its site
+    env.pop("STOKER_DOCTOR", None)
+    p = subprocess.run([CLI, "doctor", "-q", "--no-probe", "--report", "", "--json", str(js), "--",
+                        sys.executable, PLAIN, str(data), *script_args], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with open(js) as f:
+        r = json.load(f)
+    r["terminal"] = p.stdout
+    r["script"] = json.loads(next(line for line in p.stdout.splitlines() if line.startswith('{"epochs"')))
+    r["stderr"] = p.stderr
+    return r
+
+
+@pytest.mark.parametrize("scenario, data, width, seconds, category", [
+    ("input", "large", 4, 4, "input-bound"),       # large JPEGs, a tiny model: the loop waits for the workers
+    ("compute", "small", 32, 5, "compute-bound"),  # small JPEGs, a wider model: the step dominates
+])
+def test_doctor_times_an_unmodified_script_like_stoker_profile(images, tmp_path, scenario, data, width, seconds,
+                                                               category):
+    args = ("--seconds", str(seconds), "--width", str(width))
+    plain = doctor(images / data, tmp_path, scenario + "-plain", *args)
+    wrapped = doctor(images / data, tmp_path, scenario + "-wrapped", *args, "--wrap")
+    for r, auto in ((plain, True), (wrapped, False)):
+        assert "stoker doctor:" not in r["stderr"], r["stderr"]
+        assert r["verdict"].startswith(category), r["terminal"]
+        assert "DataLoader" in r["consumer"] and "ImageFolder" in r["consumer"], r["consumer"]
+        assert 0 < r["wait_share"] < 1 and r["step_per_sample_s"] > 0
+        # One series for the loop: the hook's without stoker.profile, stoker.profile's alone with it.
+        sources = [s for s in r["sources"].values() if s["kind"] == "profile"]
+        assert len(sources) == 1, list(r["sources"])
+        s = sources[0]
+        assert bool(s["info"].get("auto")) is auto
+        assert s["info"]["num_workers"] == 2 and s["info"]["dataset_size"] == 64 and s["info"]["files"]
+        st = s["stats"]
+        assert set(st) == PROFILE_STATS
+        # Every batch the script trained on, counted (the loop breaks right after a step).
+        assert (st["batches"], st["samples"]) == (r["script"]["batches"], r["script"]["samples"])
+        # The verdict's numbers are the snapshot's.
+        assert r["wait_share"] == pytest.approx(st["wait_s"] / (st["wait_s"] + st["step_s"]), rel=1e-6)
+        assert r["step_per_sample_s"] == pytest.approx(st["step_s"] / st["samples"], rel=1e-6)
+    assert plain["verdict"] == wrapped["verdict"], (plain["terminal"], wrapped["terminal"])
+

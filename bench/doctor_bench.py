@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Are the doctor's predictions right? Runs `stoker doctor` on training loops
 with a known bottleneck (tests/python/doctor_scenarios.py), applies each
-suggestion it predicts a rate for, runs the changed loop, and compares the
-measured rate with the predicted range. N runs per scenario; prints every
+suggestion it predicts a rate for, runs the changed loop (three times: the
+median is the measured rate), and compares it with the predicted range. N runs per scenario; prints every
 prediction beside its measurement and the hit rate.
 
     python3 bench/doctor_bench.py [--runs 5] [--data DIR] [--build build]
@@ -34,10 +34,14 @@ def env():
     return dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
 
 
-def scenario(mode, data, seconds):
-    out = subprocess.run([PY, SCENARIOS, mode, data, "--seconds", str(seconds)], env=env(), check=True,
-                         capture_output=True, text=True, timeout=600).stdout
-    return json.loads(out.strip().splitlines()[-1])["rate_after_first_epoch"]
+def scenario(mode, data, seconds, repeat=3):
+    """The loop's rate after its first epoch: the median of `repeat` runs (the machine's noise)."""
+    rates = []
+    for _ in range(repeat):
+        out = subprocess.run([PY, SCENARIOS, mode, data, "--seconds", str(seconds)], env=env(), check=True,
+                             capture_output=True, text=True, timeout=600).stdout
+        rates.append(json.loads(out.strip().splitlines()[-1])["rate_after_first_epoch"])
+    return sorted(rates)[len(rates) // 2]
 
 
 def doctor(cli, mode, data, seconds, tmp):
@@ -62,7 +66,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--data", help="scenario data (made here when missing)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--seconds", type=float, default=6.0, help="length of each training run")
+    ap.add_argument("--seconds", type=float, default=8.0, help="length of each training run")
     args = ap.parse_args()
     cli = os.path.join(args.build, "tools", "stoker")
     tmp = tempfile.mkdtemp(prefix="stoker-doctor-bench-")
@@ -93,6 +97,7 @@ def main():
             widths.append(width)
             hits[key] = hits.get(key, 0) + hit
             total[key] = total.get(key, 0) + 1
+            print(f"decode run {run}: {key}: predicted {lo:.0f}-{hi:.0f}, measured {measured:.0f}", flush=True)
             rows.append(("decode", run, r["verdict"], f"{r['rate']:.0f}", key, f"{mid:.0f}", f"{lo:.0f}-{hi:.0f}",
                          f"±{100 * width:.0f}%", f"{measured:.0f}", f"{100 * (measured / mid - 1):+.0f}%",
                          "yes" if hit else "NO", f"{r.get('probe_s', 0):.1f}"))

@@ -68,10 +68,11 @@ RunFacts run(double samples, double active, double wait, double read, double dec
   return f;
 }
 
-// Probes that return fixed costs: per_sample_s of work, and a rate (with the
-// run's consumer replayed) of 1 / per_sample_s, its quartiles +-2% (so the
-// prediction ranges are 10% model error + 2 x the standard errors).
-Cost fixed(double per_sample_s) {
+// Probes that return fixed costs: per_sample_s of work, a rate (with the
+// run's consumer replayed) of 1 / per_sample_s, and the ratio to the loader
+// as configured, its quartiles +-2% over 8 rounds (so a prediction's range is
+// 10% model error + 2 standard errors).
+Cost fixed(double per_sample_s, double base_per_sample_s) {
   Cost c;
   c.ok = true;
   c.records = 192;
@@ -79,28 +80,38 @@ Cost fixed(double per_sample_s) {
   c.rate = 1 / per_sample_s;
   c.rate_lo = 0.98 * c.rate;
   c.rate_hi = 1.02 * c.rate;
+  c.ratio = base_per_sample_s / per_sample_s;
+  c.ratio_lo = 0.98 * c.ratio;
+  c.ratio_hi = 1.02 * c.ratio;
+  c.rounds = 8;
   c.seconds = 2;
+  c.cache_bytes_per_sample = 300000;
   return c;
 }
 
-// Also records the consumer each probe replayed.
+// Also records the consumer the probes replayed and the changes asked for.
 Probes fake(double base, double decoded, double packed, double uint8 = 0, double lossless = 0,
-            std::vector<Consumer>* seen = nullptr) {
+            std::vector<Consumer>* seen = nullptr, std::vector<Change>* asked = nullptr) {
   Probes p;
-  p.measure = [=](const LoaderSetup& s, std::size_t, int) {
+  p.measure = [=](const LoaderSetup& s, const std::vector<Change>& changes, std::size_t, int) {
     if (seen) seen->push_back(s.consumer);
-    Cost c = fixed(s.options.cache == Cache::kDecoded ? decoded : s.options.dtype == DType::kUInt8 ? uint8 : base);
-    c.cache_bytes_per_sample = 300000;
-    return c;
-  };
-  p.measure_packed = [=](const LoaderSetup&, std::size_t, int max_side, int) {
-    return fixed(max_side == 0 ? (lossless > 0 ? lossless : base) : packed);
+    if (asked) *asked = changes;
+    std::vector<Cost> out = {fixed(base, base)};
+    for (Change c : changes) {
+      const double t = c == Change::kDecoded     ? decoded
+                       : c == Change::kUInt8     ? uint8
+                       : c == Change::kPacked256 ? packed
+                       : c == Change::kLossless  ? (lossless > 0 ? lossless : base)
+                                                 : base;
+      out.push_back(fixed(t, base));
+    }
+    return out;
   };
   return p;
 }
 
-// The half-width of a range from two probes with quartiles +-2%.
-const double kTwoProbeHalfWidth = 0.10 + 2 * std::sqrt(2.0) * (0.04 / 1.35 / std::sqrt(8.0));
+// The half-width of a range: 10% + 2 x (4% IQR / 1.35 / sqrt(8 rounds)).
+const double kHalfWidth = 0.10 + 2 * (0.04 / 1.35 / std::sqrt(8.0));
 
 const Suggestion* find(const Verdict& v, const std::string& text) {
   for (const auto& s : v.suggestions) {
@@ -122,26 +133,28 @@ TEST(DoctorTest, DecodeBoundPredictsFromTheProbeRatio) {
   // 1000 samples in 10 s, waiting 9 s: 100 samples/s and 1 ms of step per
   // sample ((10 - 9) s / 1000); the workers' time is mostly decoding.
   std::vector<Consumer> seen;
+  std::vector<Change> asked;
   Verdict v = diagnose(run(1000, 10, 9, 0.5, 17, 1.5),
-                       fake(/*base=*/10e-3, /*decoded=*/1e-3, /*packed=*/2.5e-3, 0, 0, &seen));
+                       fake(/*base=*/10e-3, /*decoded=*/1e-3, /*packed=*/2.5e-3, 0, 0, &seen, &asked));
+  EXPECT_EQ(asked, (std::vector<Change>{Change::kDecoded, Change::kPacked256, Change::kLossless}));
   EXPECT_EQ(v.kind, Bottleneck::kDecode);
   const Suggestion* d = find(v, "cache=\"decoded\"");
   const Suggestion* p = find(v, "--max-side 256");
   ASSERT_TRUE(d && p);
-  // The run's rate times the probes' rate ratio (changed / as configured).
+  // The run's rate times the change's rate ratio to the loader as configured.
   EXPECT_NEAR(p->predicted_rate, 100 * 4.0, 1e-6);
   EXPECT_NEAR(d->predicted_rate, 100 * 10.0, 1e-6);
   EXPECT_NEAR(d->gain, 10.0, 1e-9);
-  EXPECT_NEAR(d->predicted_lo, 1000 * (1 - kTwoProbeHalfWidth), 1e-6);
-  EXPECT_NEAR(d->predicted_hi, 1000 * (1 + kTwoProbeHalfWidth), 1e-6);
-  EXPECT_LT(kTwoProbeHalfWidth, 0.25);
+  EXPECT_NEAR(d->predicted_lo, 1000 * (1 - kHalfWidth), 1e-6);
+  EXPECT_NEAR(d->predicted_hi, 1000 * (1 + kHalfWidth), 1e-6);
+  EXPECT_LT(kHalfWidth, 0.25);
   EXPECT_EQ(&v.suggestions[0], d);  // ranked by gain
-  // Every probe replayed the run's consumer: 1 ms of step per sample, as CPU work (no GPU sampled).
-  ASSERT_FALSE(seen.empty());
-  for (const Consumer& c : seen) {
-    EXPECT_NEAR(c.step_per_sample_s, 1e-3, 1e-12);
-    EXPECT_TRUE(c.busy);
-  }
+  // One interleaved probe replayed the run's consumer: 1 ms of step per
+  // sample, as CPU work (no GPU sampled), over epochs of the run's length.
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_NEAR(seen[0].step_per_sample_s, 1e-3, 1e-12);
+  EXPECT_TRUE(seen[0].busy);
+  EXPECT_EQ(seen[0].epoch_samples, 1000);
   EXPECT_GT(v.probe_s, 0);
 }
 

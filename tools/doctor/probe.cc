@@ -49,12 +49,15 @@ double quantile(std::vector<double> v, double q) {
   return i + 1 < v.size() ? v[i] + (x - static_cast<double>(i)) * (v[i + 1] - v[i]) : v.back();
 }
 
-Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads, const Consumer& consumer) {
-  Cost c;
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-  try {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// One loader of a probe: the records and options to time, with the run's
+// consumer replayed after every batch.
+class Arm {
+ public:
+  Arm(std::shared_ptr<const Source> source, LoaderOptions o, int threads, const Consumer& consumer)
+      : consumer_(consumer), records_(source->size()) {
     for (std::size_t i = 0; i < source->size(); ++i) {  // NOTE: a pipe's writer may be gone: reading would block
       struct stat st;
       if (::stat(source->key(i).c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
@@ -74,64 +77,154 @@ Cost run(std::shared_ptr<const Source> source, LoaderOptions o, int threads, con
     o.progress = Progress::kOff;
     o.stage_timing = true;
     o.batch_size = std::min<std::size_t>(o.batch_size, std::max<std::size_t>(1, source->size() / 4));
-    Loader loader(source, o);
-    // The consumer's step after each batch: a busy wait (CPU work) or a sleep.
-    auto step = [&](std::size_t n) {
-      const double s = consumer.step_per_sample_s * static_cast<double>(n);
-      if (s <= 0) return;
-      const auto t = clock::now();
-      if (!consumer.busy) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(s));
-        return;
-      }
-      while (since(t) < s) {
-      }
-    };
-    for (const Batch& b : loader) step(b.size());  // warm-up (fills a cache)
-    const Stats s0 = loader.stats();
-    // Timed: whole epochs until the minimum time, each batch's arrival logged.
-    std::vector<std::pair<double, double>> log;  // (seconds since t0, samples so far)
-    const auto t0 = clock::now();
-    double n = 0;
-    log.emplace_back(0.0, 0.0);
-    while (true) {
-      for (const Batch& b : loader) {
-        n += static_cast<double>(b.size());
-        log.emplace_back(since(t0), n);
-        step(b.size());
-        if (since(t0) >= kProbeMaxSeconds) break;
-      }
-      if (since(t0) >= kProbeMinSeconds) break;
-    }
-    const Stats s1 = loader.stats();
-    const double busy_n = static_cast<double>(s1.samples - s0.samples);
-    if (busy_n <= 0 || n <= 0) throw std::runtime_error("no samples");
-    // Chunks of equal sample counts: each one's rate.
-    std::vector<double> rates;
-    std::size_t j = 0;
-    for (int k = 1; k <= kProbeChunks; ++k) {
-      const double target = n * k / kProbeChunks;
-      const std::size_t i0 = j;
-      while (j + 1 < log.size() && log[j].second < target) ++j;
-      const double dn = log[j].second - log[i0].second, dt = log[j].first - log[i0].first;
-      if (dn > 0 && dt > 0) rates.push_back(dn / dt);
-    }
-    if (rates.empty()) throw std::runtime_error("too few batches to time");
-    c.records = source->size();
-    c.read_s = (s1.read_s - s0.read_s) / busy_n;
-    c.decode_s = (s1.decode_s - s0.decode_s) / busy_n;
-    c.transform_s = (s1.transform_s - s0.transform_s) / busy_n;
-    c.per_sample_s = c.read_s + c.decode_s + c.transform_s;
-    c.rate = quantile(rates, 0.5);
-    c.rate_lo = quantile(rates, 0.25);
-    c.rate_hi = quantile(rates, 0.75);
-    if (s1.cache_records) c.cache_bytes_per_sample = static_cast<double>(s1.cache_bytes) / static_cast<double>(s1.cache_records);
-    c.ok = true;
-  } catch (const std::exception& e) {
-    c.error = e.what();
+    loader_ = std::make_unique<Loader>(std::move(source), o);
   }
-  c.seconds = since(start);
-  return c;
+  // One epoch, untimed (fills a cache).
+  void warm() {
+    while (auto b = loader_->next()) step(b->size());
+    s0_ = loader_->stats();
+  }
+  // Whole epochs until at least `seconds`: whole, so that the loader is idle
+  // (nothing prefetched, no worker busy) while the other arms run.
+  //
+  // NOTE: each epoch starts with an empty pipeline (the consumer waits for a
+  // whole first batch), a cost per epoch that the sample's short epochs would
+  // overweight: the round's rate is that of an epoch of the run's length,
+  // from the time to the first batch and the steady rate after it.
+  void round(double seconds) {
+    const auto t0 = Clock::now();
+    double fill_s = 0, first_n = 0, steady_s = 0, steady_n = 0, epochs = 0;
+    do {
+      const auto e0 = Clock::now();
+      Clock::time_point first;
+      bool got_first = false;
+      while (auto b = loader_->next()) {
+        if (!got_first) {
+          first = Clock::now();
+          fill_s += std::chrono::duration<double>(first - e0).count();
+          first_n += static_cast<double>(b->size());
+          got_first = true;
+        } else {
+          steady_n += static_cast<double>(b->size());
+        }
+        step(b->size());
+      }
+      if (got_first) steady_s += since(first);
+      epochs += 1;
+    } while (since(t0) < seconds);
+    const double n = first_n + steady_n, wall = since(t0);
+    const double epoch = consumer_.epoch_samples;
+    if (epoch > 0 && steady_n > 0 && steady_s > 0 && epochs > 0) {
+      const double fill = fill_s / epochs, b0 = first_n / epochs;
+      rates_.push_back(epoch / (fill + std::max(0.0, epoch - b0) * steady_s / steady_n));
+    } else {
+      rates_.push_back(n / wall);
+    }
+  }
+  const std::vector<double>& rates() const { return rates_; }
+  Cost cost() const {
+    Cost c;
+    const Stats s1 = loader_->stats();
+    const double n = static_cast<double>(s1.samples - s0_.samples);
+    if (n <= 0 || rates_.empty()) {
+      c.error = "no samples timed";
+      return c;
+    }
+    c.ok = true;
+    c.records = records_;
+    c.read_s = (s1.read_s - s0_.read_s) / n;
+    c.decode_s = (s1.decode_s - s0_.decode_s) / n;
+    c.transform_s = (s1.transform_s - s0_.transform_s) / n;
+    c.per_sample_s = c.read_s + c.decode_s + c.transform_s;
+    c.rate = quantile(rates_, 0.5);
+    c.rate_lo = quantile(rates_, 0.25);
+    c.rate_hi = quantile(rates_, 0.75);
+    c.rounds = static_cast<int>(rates_.size());
+    if (s1.cache_records) {
+      c.cache_bytes_per_sample = static_cast<double>(s1.cache_bytes) / static_cast<double>(s1.cache_records);
+    }
+    return c;
+  }
+
+ private:
+  // The consumer's step after a batch: a busy wait (CPU work) or a sleep.
+  void step(std::size_t n) const {
+    const double s = consumer_.step_per_sample_s * static_cast<double>(n);
+    if (s <= 0) return;
+    const auto t = Clock::now();
+    if (!consumer_.busy) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(s));
+      return;
+    }
+    while (since(t) < s) {
+    }
+  }
+  Consumer consumer_;
+  std::size_t records_;
+  std::unique_ptr<Loader> loader_;
+  Stats s0_;
+  std::vector<double> rates_;
+};
+
+// Round-robin over the arms (arm 0 as configured), each round a whole number
+// of epochs of at least kProbeRoundSeconds per arm, until kProbeMinRounds
+// rounds and kProbeMinSeconds, or kProbeMaxSeconds. Each changed arm's ratio
+// to arm 0 is taken round by round, so the machine's drift cancels.
+std::vector<Cost> interleave(std::vector<std::unique_ptr<Arm>>& arms, std::vector<Cost> out) {
+  std::vector<std::size_t> live;
+  for (std::size_t i = 0; i < arms.size(); ++i) {
+    if (!arms[i]) continue;
+    try {
+      arms[i]->warm();
+      live.push_back(i);
+    } catch (const std::exception& e) {
+      out[i].error = e.what();
+      arms[i].reset();
+    }
+  }
+  if (!arms[0]) return out;
+  const auto t0 = Clock::now();
+  for (int r = 0; r < kProbeMaxRounds; ++r) {
+    for (std::size_t i : live) arms[i]->round(kProbeRoundSeconds);
+    if (r + 1 >= kProbeMinRounds && (since(t0) >= kProbeMinSeconds || since(t0) >= kProbeMaxSeconds)) break;
+    if (since(t0) >= kProbeMaxSeconds) break;
+  }
+  const std::vector<double>& base = arms[0]->rates();
+  for (std::size_t i : live) {
+    const double seconds = out[i].seconds;
+    out[i] = arms[i]->cost();
+    out[i].seconds = seconds + since(t0);
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < base.size() && r < arms[i]->rates().size(); ++r) {
+      if (base[r] > 0) ratios.push_back(arms[i]->rates()[r] / base[r]);
+    }
+    if (!ratios.empty()) {
+      out[i].ratio = quantile(ratios, 0.5);
+      out[i].ratio_lo = quantile(ratios, 0.25);
+      out[i].ratio_hi = quantile(ratios, 0.75);
+    }
+  }
+  return out;
+}
+
+// The sample's records packed once into a temporary shard (stoker pack
+// --max-side, or --lossless when max_side is 0). Image folders and list files only.
+std::vector<std::string> pack_sample(const Source& all, const SubsetSource& subset, int max_side, const std::string& dir) {
+  if (all.shard_starts().size() > 0) throw std::runtime_error("the records are already in shards");
+  std::ofstream list(dir + "/records.csv");
+  for (std::size_t i = 0; i < subset.size(); ++i) {
+    list << fs::absolute(subset.key(i)).string() << "," << std::max<std::int64_t>(0, subset.label(i)) << "\n";
+  }
+  list.close();
+  PackOptions p;
+  p.out_pattern = dir + "/packed-%04d.tar";
+  p.shard_count = 1;
+  p.max_side = max_side;
+  p.lossless = max_side == 0;
+  p.threads = 0;
+  PackResult r = pack(dir + "/records.csv", p);
+  if (r.shards.empty()) throw std::runtime_error("packing the sample wrote no shard");
+  return r.shards;
 }
 
 }  // namespace
@@ -148,50 +241,65 @@ LoaderSetup setup_from_snapshot(const nlohmann::json& snap) {
   return s;
 }
 
-Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
-  try {
-    TempDir idx("stoker-probe-idx");  // NOTE: a stale index is rebuilt here, never beside the user's shards
-    std::shared_ptr<const Source> all(open_sources(setup.sources, setup.options.labels, idx.path()));
-    return run(std::make_shared<SubsetSource>(all, max_records), setup.options, threads, setup.consumer);
-  } catch (const std::exception& e) {
-    Cost c;
-    c.error = e.what();
-    return c;
+const char* change_name(Change c) {
+  switch (c) {
+    case Change::kNone: return "as configured";
+    case Change::kDecoded: return "cache=\"decoded\"";
+    case Change::kUInt8: return "dtype=\"uint8\"";
+    case Change::kPacked256: return "packed at --max-side 256";
+    case Change::kLossless: return "packed --lossless";
   }
+  return "?";
 }
 
-Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_side, int threads) {
-  Cost c;
-  const auto t_start = std::chrono::steady_clock::now();  // packing counts in the probe's time
+std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& changes, std::size_t max_records,
+                          int threads) {
+  std::vector<Cost> out(changes.size() + 1);
   try {
-    if (setup.sources.size() != 1) throw std::runtime_error("the records are already in shards");
-    TempDir idx("stoker-probe-idx");
-    std::shared_ptr<const Source> all(open_source(setup.sources[0], setup.options.labels, idx.path()));
-    if (all->shard_starts().size() > 0) throw std::runtime_error("the records are already in shards");
-    SubsetSource subset(all, max_records);
+    TempDir idx("stoker-probe-idx");  // NOTE: a stale index is rebuilt here, never beside the user's shards
     TempDir tmp("stoker-probe");
-    std::ofstream list(tmp.path() + "/records.csv");
-    for (std::size_t i = 0; i < subset.size(); ++i) {
-      list << fs::absolute(subset.key(i)).string() << "," << std::max<std::int64_t>(0, subset.label(i)) << "\n";
+    std::shared_ptr<const Source> all(open_sources(setup.sources, setup.options.labels, idx.path()));
+    auto subset = std::make_shared<SubsetSource>(all, max_records);
+    std::vector<std::unique_ptr<Arm>> arms(out.size());
+    arms[0] = std::make_unique<Arm>(subset, setup.options, threads, setup.consumer);
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+      Cost& c = out[i + 1];
+      const auto t = Clock::now();  // packing counts in the probe's time
+      try {
+        LoaderOptions o = setup.options;
+        std::shared_ptr<const Source> src = subset;
+        switch (changes[i]) {
+          case Change::kNone: break;
+          case Change::kDecoded: o.cache = Cache::kDecoded; break;
+          case Change::kUInt8:
+            o.dtype = DType::kUInt8;
+            std::erase_if(o.transforms, [](const Transform& x) { return std::holds_alternative<Normalize>(x); });
+            break;
+          case Change::kPacked256:
+          case Change::kLossless: {
+            const std::string dir = tmp.path() + "/" + std::to_string(i);
+            fs::create_directories(dir);
+            src = std::shared_ptr<const Source>(
+                open_shards(pack_sample(*all, *subset, changes[i] == Change::kLossless ? 0 : 256, dir)));
+            o.cache = Cache::kMmap;
+            break;
+          }
+        }
+        arms[i + 1] = std::make_unique<Arm>(src, o, threads, setup.consumer);
+      } catch (const std::exception& e) {
+        c.error = e.what();
+      }
+      c.seconds = since(t);
     }
-    list.close();
-    PackOptions p;
-    p.out_pattern = tmp.path() + "/packed-%04d.tar";
-    p.shard_count = 1;
-    p.max_side = max_side;
-    p.lossless = max_side == 0;
-    p.threads = 0;
-    PackResult r = pack(tmp.path() + "/records.csv", p);
-    if (r.shards.empty()) throw std::runtime_error("packing the sample wrote no shard");
-    LoaderOptions o = setup.options;
-    o.cache = Cache::kMmap;
-    Cost c2 = run(std::shared_ptr<const Source>(open_shards(r.shards)), o, threads, setup.consumer);
-    c2.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    return c2;
+    return interleave(arms, std::move(out));
   } catch (const std::exception& e) {
-    c.error = e.what();
+    for (Cost& c : out) c.error = e.what();
   }
-  return c;
+  return out;
+}
+
+Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
+  return measure(setup, {}, max_records, threads)[0];
 }
 
 Cost measure_files(const std::vector<std::string>& files, int threads) {
@@ -206,7 +314,10 @@ Cost measure_files(const std::vector<std::string>& files, int threads) {
     o.batch_size = 64;
     o.transforms = {RandomResizedCrop{}, RandomHorizontalFlip{},
                     Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
-    return run(std::shared_ptr<const Source>(open_list_file(tmp.path() + "/records.csv")), o, threads, Consumer{});
+    std::vector<std::unique_ptr<Arm>> arms;
+    arms.push_back(std::make_unique<Arm>(std::shared_ptr<const Source>(open_list_file(tmp.path() + "/records.csv")), o,
+                                         threads, Consumer{}));
+    return interleave(arms, std::vector<Cost>(1))[0];
   } catch (const std::exception& e) {
     c.error = e.what();
   }

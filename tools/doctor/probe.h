@@ -15,13 +15,18 @@
 
 namespace stoker::doctor {
 
-// How long a probe measures: after a warm-up epoch (which fills a cache, so
-// cached modes are timed in steady state), at least kProbeMinSeconds and one
-// whole epoch of the sample, at most kProbeMaxSeconds; the timed span is cut
-// into kProbeChunks runs of equal sample counts whose rates give the spread.
-constexpr double kProbeMinSeconds = 1.5;
-constexpr double kProbeMaxSeconds = 3.0;
-constexpr int kProbeChunks = 8;
+// How long probes measure. Each loader timed (the one as configured and one
+// per change) first runs a warm-up epoch (which fills a cache, so cached
+// modes are timed in steady state); then they run in turn, round after round,
+// each round a whole number of epochs of at least kProbeRoundSeconds per
+// loader (whole epochs: a loader not running then has nothing in flight),
+// for at least kProbeMinRounds rounds and kProbeMinSeconds, at most
+// kProbeMaxRounds and about kProbeMaxSeconds.
+constexpr double kProbeRoundSeconds = 0.2;
+constexpr int kProbeMinRounds = 6;
+constexpr int kProbeMaxRounds = 12;
+constexpr double kProbeMinSeconds = 4.0;
+constexpr double kProbeMaxSeconds = 15.0;
 
 struct Cost {
   bool ok = false;
@@ -30,11 +35,19 @@ struct Cost {
   double per_sample_s = 0;  // busy seconds per sample: read + decode + transform
   double read_s = 0, decode_s = 0, transform_s = 0;  // per sample
   double cache_bytes_per_sample = 0;                 // cache="decoded"/"ram": bytes kept per sample
-  // Samples/s delivered to the simulated consumer: the median chunk, and the
-  // lower and upper quartiles of the chunks (the probe's own spread).
+  // Samples/s delivered to the replayed consumer: the median round, and the
+  // lower and upper quartiles of the rounds (the probe's own spread).
   double rate = 0, rate_lo = 0, rate_hi = 0;
-  double seconds = 0;  // the probe's wall time, warm-up included
+  // This loader's rate over the one as configured, round by round (the
+  // machine's drift cancels): median and quartiles. 1 for the configured one.
+  double ratio = 0, ratio_lo = 0, ratio_hi = 0;
+  int rounds = 0;
+  double seconds = 0;  // wall time: its preparation (packing), then the interleaved rounds
 };
+
+// What a probe changes from the loader as configured.
+enum class Change { kNone, kDecoded, kUInt8, kPacked256, kLossless };
+const char* change_name(Change c);
 
 // The training loop as the run measured it, replayed by the probes: per
 // sample, the consumer's own time between batches (the step, plus taking the
@@ -43,6 +56,9 @@ struct Cost {
 struct Consumer {
   double step_per_sample_s = 0;
   bool busy = true;
+  // The run's epoch, in samples: rates are given for epochs of this length
+  // (0: the probe's own).
+  double epoch_samples = 0;
 };
 
 struct LoaderSetup {
@@ -56,12 +72,13 @@ struct LoaderSetup {
 LoaderSetup setup_from_snapshot(const nlohmann::json& snap);
 
 // At most max_records records spread over the source on `threads` threads,
-// consumed by setup.consumer: a warm-up epoch, then timed epochs (above).
+// consumed by setup.consumer, as configured (result 0) and with each change
+// (results 1...), interleaved as above. A change that cannot be measured
+// (packing records already in shards, say) has ok = false and its error.
+std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& changes, std::size_t max_records,
+                          int threads);
+// The loader as configured alone.
 Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads);
-// The same records packed once with `stoker pack --max-side max_side` (JPEG
-// q95, as the CLI does), or with `--lossless` when max_side is 0, into a
-// temporary shard, then measured as above. Image folders and list files only.
-Cost measure_packed(const LoaderSetup& setup, std::size_t max_records, int max_side, int threads);
 // Image files (a DataLoader's), through stoker with RandomResizedCrop(224) +
 // flip + Normalize, float32.
 Cost measure_files(const std::vector<std::string>& files, int threads);

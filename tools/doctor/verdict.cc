@@ -96,20 +96,15 @@ struct Model {
   }
 };
 
-// A prediction's range, as a share of it on either side: the probes'
-// statistical uncertainty (each probe's standard error from the spread of its
-// timed chunks: IQR / 1.35 = sigma, / sqrt(chunks); two of them for ~95%,
-// combined in quadrature) plus the model's own error, which
-// `make bench-doctor` measures by applying the suggestions (bench/doctor_bench.py).
+// A prediction's range, as a share of it on either side: the statistical
+// uncertainty of the probe's median (its rounds' IQR / 1.35 = sigma, over
+// sqrt(rounds): the standard error; two of them for ~95%) plus the model's
+// own error, which `make bench-doctor` measures by applying the suggestions.
 constexpr double kModelError = 0.10;
-double half_width(const std::vector<Cost>& costs) {
-  double var = 0;
-  for (const Cost& c : costs) {
-    if (c.rate <= 0) continue;
-    const double se = (c.rate_hi - c.rate_lo) / 1.35 / std::sqrt(static_cast<double>(kProbeChunks)) / c.rate;
-    var += se * se;
-  }
-  return std::min(0.9, kModelError + 2 * std::sqrt(var));
+double half_width(double mid, double lo, double hi, int rounds) {
+  if (mid <= 0 || rounds <= 0) return 0.9;
+  const double se = (hi - lo) / 1.35 / std::sqrt(static_cast<double>(rounds)) / mid;
+  return std::min(0.9, kModelError + 2 * se);
 }
 
 void add(Verdict* v, std::string action, double predicted, std::string basis) {
@@ -150,7 +145,13 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     h2d_bytes = pst.value("h2d_bytes", 0.0);
     n = pst.value("samples", 0.0);
     // Time in next() beyond the C++ wait: the Python side of taking a batch.
-    if (n > 0) fetch = std::max(0.0, pst.value("wait_s", 0.0) - wait - h2d) / n;
+    // NOTE: per batch, each over its own count: the two snapshots are
+    // published at different moments, and a difference of their totals
+    // would be mostly that lag in an input-bound run.
+    const double pb = pst.value("batches", 0.0), cb = st.value("batches", 0.0);
+    if (n > 0 && pb > 0 && cb > 0) {
+      fetch = std::max(0.0, (pst.value("wait_s", 0.0) - h2d) / pb - wait / cb) * pb / n;
+    }
     wait = pst.value("wait_s", 0.0);
     active = wait + pst.value("step_s", 0.0);
   }
@@ -246,105 +247,101 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   const int pt = std::max(1, threads);
   setup.consumer.step_per_sample_s = v->step_per_sample_s + fetch;
   setup.consumer.busy = m.gpu_util < 0;
+  setup.consumer.epoch_samples = snap.value("dataset_size", 0.0) / std::max(1, setup.options.world_size);
   const auto t_probe = std::chrono::steady_clock::now();
   auto probe_done = [&] {
     v->probe_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_probe).count();
   };
-  probes.progress("the loader as configured");
-  const Cost base = probes.measure(setup, kProbeRecords, pt);
+  // Which changes to measure, all in one interleaved probe.
+  std::vector<Change> changes;
+  if (setup.options.cache != Cache::kDecoded && setup.options.kind != SampleKind::kArray) changes.push_back(Change::kDecoded);
+  if (v->kind != Bottleneck::kTransform && setup.options.kind != SampleKind::kArray) {
+    changes.push_back(Change::kPacked256);
+    changes.push_back(Change::kLossless);
+  }
+  if (v->kind == Bottleneck::kTransform && setup.options.dtype == DType::kFloat32) changes.push_back(Change::kUInt8);
+  std::string probing = "the loader as configured";
+  for (Change c : changes) probing += std::string(", ") + change_name(c);
+  probes.progress(probing + " (interleaved rounds)");
+  const std::vector<Cost> costs = probes.measure(setup, changes, kProbeRecords, pt);
+  const Cost& base = costs.at(0);
   if (!base.ok) {
     v->notes.push_back("no measured predictions: measuring the loader on a sample failed: " + base.error);
     probe_done();
     return;
   }
-  // A measured change: the run's rate times the probes' rate ratio (changed /
-  // as configured, both with the run's consumer replayed), so what the probe
-  // does not reproduce (the Python around the loop, the data set's size)
-  // cancels out. Storage-bound runs read slower than the probe (its records
-  // are in the page cache by then): a change that removes reads is predicted
-  // at the probe's own rate instead. `fit`: the share of the data set the
-  // change applies to (a cache that fits only in part); the rest stays as now.
+  // A measured change: the run's rate times the change's rate ratio to the
+  // loader as configured (both with the run's consumer replayed, taken round
+  // by round), so what the probe does not reproduce (the Python around the
+  // loop, the data set's size, the machine's drift) cancels out.
+  // Storage-bound runs read slower than the probe (its records are in the
+  // page cache by then): a change that removes reads is predicted at the
+  // probe's own rate instead. `fit`: the share of the data set the change
+  // applies to (a cache that fits only in part); the rest stays as now.
   auto add_measured = [&](std::string action, const Cost& c, double fit, std::string basis) {
-    auto predict = [&](double base_rate, double rate) {
-      if (rate <= 0 || base_rate <= 0 || v->rate <= 0) return 0.0;
+    auto predict = [&](double ratio, double rate) {
+      if (ratio <= 0 || v->rate <= 0) return 0.0;
       const double now_t = 1 / v->rate;
-      const double changed_t = storage ? 1 / rate : now_t * base_rate / rate;
+      const double changed_t = storage ? 1 / rate : now_t / ratio;
       return 1 / (fit * changed_t + (1 - fit) * now_t);
     };
-    add(v, std::move(action), predict(base.rate, c.rate), std::move(basis));
+    add(v, std::move(action), predict(c.ratio, c.rate), std::move(basis));
     Suggestion& s = v->suggestions.back();
-    const double hw = half_width(storage ? std::vector<Cost>{c} : std::vector<Cost>{base, c});
+    const double hw = storage ? half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds)
+                              : half_width(c.ratio, c.ratio_lo, c.ratio_hi, c.rounds);
     s.predicted_lo = s.predicted_rate * (1 - hw);
     s.predicted_hi = s.predicted_rate * (1 + hw);
   };
-  const std::string measured = fmt("measured here on %zu of the records, %d thread%s, the run's step replayed: "
-                                   "%.0f samples/s (quartiles %.0f-%.0f), %.2f ms of work per sample as configured",
-                                   base.records, pt, pt > 1 ? "s" : "", base.rate, base.rate_lo, base.rate_hi,
-                                   1e3 * base.per_sample_s);
-  if (setup.options.cache != Cache::kDecoded && setup.options.kind != SampleKind::kArray) {
-    LoaderSetup d = setup;
-    d.options.cache = Cache::kDecoded;
-    probes.progress("cache=\"decoded\"");
-    const Cost c = probes.measure(d, kProbeRecords, pt);
-    if (c.ok) {
-      const double need_mib = c.cache_bytes_per_sample * snap.value("dataset_size", 0.0) / (1 << 20);
-      const double fit = need_mib > 0 ? std::min(1.0, 0.5 * f.mem_available_mib / need_mib) : 1.0;
-      add_measured(fmt("cache=\"decoded\" (cache_max_side=%d): %.0f MiB for the data set, %s",
-                       setup.options.cache_max_side, need_mib,
-                       fit >= 1 ? "fits in half the available memory" : "fits in part"),
-                   c, fit,
-                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms of work per sample from the decoded cache "
-                                  "(second epoch on)",
-                                  c.rate, c.rate_lo, c.rate_hi, 1e3 * c.per_sample_s));
-    } else {
-      v->notes.push_back("cache=\"decoded\" not measured: " + c.error);
+  const std::string measured = fmt("measured here on %zu of the records, %d thread%s, the run's step replayed, %d "
+                                   "interleaved rounds: %.0f samples/s, %.2f ms of work per sample as configured",
+                                   base.records, pt, pt > 1 ? "s" : "", base.rounds, base.rate, 1e3 * base.per_sample_s);
+  auto changed = [&](const Cost& c, const char* what) {
+    return measured + fmt("; %s: %.2fx that round by round (quartiles %.2f-%.2fx), %.0f samples/s, %.2f ms of work "
+                          "per sample",
+                          what, c.ratio, c.ratio_lo, c.ratio_hi, c.rate, 1e3 * c.per_sample_s);
+  };
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    const Cost& c = costs.at(i + 1);
+    if (!c.ok) {
+      v->notes.push_back(std::string(change_name(changes[i])) + " not measured: " + c.error);
+      continue;
     }
-  }
-  if (v->kind != Bottleneck::kTransform && setup.options.kind != SampleKind::kArray) {
-    probes.progress("packing at --max-side 256");
-    const Cost c = probes.measure_packed(setup, kProbeRecords, 256, pt);
-    if (c.ok) {
-      add_measured("Pack once at a smaller size: stoker pack SOURCE OUT/train-%06d.tar --max-side 256, then load the "
-                   "shards",
-                   c, 1.0,
-                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms after packing the same records at --max-side "
-                                  "256",
-                                  c.rate, c.rate_lo, c.rate_hi, 1e3 * c.per_sample_s));
-    } else {
-      v->notes.push_back("packing at --max-side 256 not measured: " + c.error);
-    }
-    // The same pixels, so the same training: JPEGs rewritten with restart
-    // markers, which crops decode in part. Suggested only where it helps.
-    probes.progress("packing --lossless");
-    const Cost l = probes.measure_packed(setup, kProbeRecords, 0, pt);
-    if (l.ok && l.rate_lo > base.rate_hi && l.rate > 1.05 * base.rate) {
-      add_measured("Pack once, losslessly (the same pixels; crops then decode only what they cover): stoker pack "
-                   "SOURCE OUT/train-%06d.tar --lossless, then load the shards",
-                   l, 1.0,
-                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms after packing the same records --lossless",
-                                  l.rate, l.rate_lo, l.rate_hi, 1e3 * l.per_sample_s));
-    } else if (!l.ok) {
-      v->notes.push_back("packing --lossless not measured: " + l.error);
-    }
-  }
-  if (v->kind == Bottleneck::kTransform && setup.options.dtype == DType::kFloat32) {
-    LoaderSetup u = setup;
-    u.options.dtype = DType::kUInt8;
-    std::erase_if(u.options.transforms, [](const Transform& t) { return std::holds_alternative<Normalize>(t); });
-    probes.progress("dtype=\"uint8\"");
-    const Cost c = probes.measure(u, kProbeRecords, pt);
-    if (c.ok) {
-      add_measured("dtype=\"uint8\" and Normalize on the device (x.float().sub_(mean).div_(std) after the copy): a "
-                   "quarter of the bytes written per sample",
-                   c, 1.0,
-                   measured + fmt("; %.0f samples/s (%.0f-%.0f), %.2f ms with uint8 output", c.rate, c.rate_lo,
-                                  c.rate_hi, 1e3 * c.per_sample_s));
+    switch (changes[i]) {
+      case Change::kDecoded: {
+        const double need_mib = c.cache_bytes_per_sample * snap.value("dataset_size", 0.0) / (1 << 20);
+        const double fit = need_mib > 0 ? std::min(1.0, 0.5 * f.mem_available_mib / need_mib) : 1.0;
+        add_measured(fmt("cache=\"decoded\" (cache_max_side=%d): %.0f MiB for the data set, %s",
+                         setup.options.cache_max_side, need_mib,
+                         fit >= 1 ? "fits in half the available memory" : "fits in part"),
+                     c, fit, changed(c, "from the decoded cache (second epoch on)"));
+        break;
+      }
+      case Change::kPacked256:
+        add_measured("Pack once at a smaller size: stoker pack SOURCE OUT/train-%06d.tar --max-side 256, then load "
+                     "the shards",
+                     c, 1.0, changed(c, "after packing the same records at --max-side 256"));
+        break;
+      case Change::kLossless:
+        // The same pixels, so the same training: JPEGs rewritten with restart
+        // markers, which crops decode in part. Suggested only where it helps.
+        if (c.ratio_lo > 1.0 && c.ratio >= 1.05) {
+          add_measured("Pack once, losslessly (the same pixels; crops then decode only what they cover): stoker pack "
+                       "SOURCE OUT/train-%06d.tar --lossless, then load the shards",
+                       c, 1.0, changed(c, "after packing the same records --lossless"));
+        }
+        break;
+      case Change::kUInt8:
+        add_measured("dtype=\"uint8\" and Normalize on the device (x.float().sub_(mean).div_(std) after the copy): a "
+                     "quarter of the bytes written per sample",
+                     c, 1.0, changed(c, "with uint8 output"));
+        break;
+      case Change::kNone: break;
     }
   }
   // Modelled (not measured) suggestions carry the base probe's uncertainty.
   for (Suggestion& s : v->suggestions) {
     if (s.predicted_rate > 0 && s.predicted_lo <= 0) {
-      const double hw = half_width({base});
+      const double hw = half_width(base.rate, base.rate_lo, base.rate_hi, base.rounds);
       s.predicted_lo = s.predicted_rate * (1 - hw);
       s.predicted_hi = s.predicted_rate * (1 + hw);
     }
@@ -425,7 +422,7 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
       fmt("stoker measured here at %.0f samples/s (quartiles %.0f-%.0f) on %zu of the same files (RandomResizedCrop(224) "
           "+ flip + Normalize, %d threads); the loop's step is %.2f ms per sample",
           c.rate, c.rate_lo, c.rate_hi, c.records, f.cores, 1e3 * v->step_per_sample_s));
-  const double hw = half_width({c});
+  const double hw = half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds);
   v->suggestions.back().predicted_lo = v->suggestions.back().predicted_rate * (1 - hw);
   v->suggestions.back().predicted_hi = v->suggestions.back().predicted_rate * (1 + hw);
   v->probe_s = c.seconds;

@@ -43,8 +43,9 @@ struct Verdict {
 struct Probes {
   // Told what is being measured next ("cache=\"decoded\""), for a status line.
   std::function<void(const std::string&)> progress = [](const std::string&) {};
-  std::function<Cost(const LoaderSetup&, std::size_t, int)> measure = doctor::measure;
-  std::function<Cost(const LoaderSetup&, std::size_t, int, int)> measure_packed = doctor::measure_packed;
+  // The loader as configured (result 0) and with each change, interleaved.
+  std::function<std::vector<Cost>(const LoaderSetup&, const std::vector<Change>&, std::size_t, int)> measure =
+      [](const LoaderSetup& s, const std::vector<Change>& c, std::size_t n, int t) { return doctor::measure(s, c, n, t); };
   std::function<Cost(const std::vector<std::string>&, int)> measure_files = doctor::measure_files;
 };
 

@@ -97,7 +97,9 @@ def main():
             widths.append(width)
             hits[key] = hits.get(key, 0) + hit
             total[key] = total.get(key, 0) + 1
-            print(f"decode run {run}: {key}: predicted {lo:.0f}-{hi:.0f}, measured {measured:.0f}", flush=True)
+            m = re.search(r"round by round \(quartiles [0-9.]+-[0-9.]+x\), ([0-9]+) samples/s", s["basis"])
+            print(f"decode run {run}: {key}: predicted {lo:.0f}-{hi:.0f}, measured {measured:.0f}; the probe's own "
+                  f"rate {m.group(1) if m else '?'}", flush=True)
             rows.append(("decode", run, r["verdict"], f"{r['rate']:.0f}", key, f"{mid:.0f}", f"{lo:.0f}-{hi:.0f}",
                          f"±{100 * width:.0f}%", f"{measured:.0f}", f"{100 * (measured / mid - 1):+.0f}%",
                          "yes" if hit else "NO", f"{r.get('probe_s', 0):.1f}"))

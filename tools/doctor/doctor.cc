@@ -104,7 +104,7 @@ std::string terminal_report(const DoctorArgs& a, const RunFacts& f, const Verdic
   }
   for (const auto& n : v.notes) r += "  note: " + n + "\n";
   if (v.probe_s > 0) {
-    std::snprintf(b, sizeof(b), "  (predictions: probes took %.1f s; each range: the probes' standard error x 2 plus 10%% model error)\n",
+    std::snprintf(b, sizeof(b), "  (predictions: probes took %.1f s; each range: 2 standard errors of the probes' rounds plus 15%% model error)\n",
                   v.probe_s);
     r += b;
   }

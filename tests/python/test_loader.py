@@ -216,34 +216,38 @@ def test_missing_file_is_counted_as_not_found(tmp_path, numbered, make_numbered)
 
 
 def worker_threads():
-    """This process's stoker worker threads, by name (other threads come and go)."""
-    names = []
+    """This process's stoker worker threads: {tid: name} (other threads come and go)."""
+    out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
-                names.append(f.read().strip())
+                name = f.read().strip()
         except FileNotFoundError:  # the thread ended while listed
-            pass
-    return sorted(n for n in names if n.startswith("stoker-w"))
+            continue
+        if name.startswith("stoker-w"):
+            out[int(tid)] = name
+    return out
 
 
 def test_destroy_mid_epoch_releases_threads(photos):
-    gc.collect()  # loaders of earlier tests still waiting for the collector
-    base = collections.Counter(worker_threads())  # of loaders something still holds
+    # NOTE: by thread id, not by count: threads of earlier tests' loaders may
+    # still be leaving /proc/self/task (pthread_join returns once the kernel
+    # clears the thread's tid, slightly before that), or be collected meanwhile.
     for _ in range(5):
+        before = set(worker_threads())
         loader = stoker.Loader(photos, batch_size=2, shuffle=True, transforms=[stoker.RandomResizedCrop(64)],
                                threads=3)
         it = iter(loader)
         next(it)
-        assert collections.Counter(worker_threads()) - base == collections.Counter(["stoker-w0", "stoker-w1", "stoker-w2"])
+        now = worker_threads()
+        mine = {t: n for t, n in now.items() if t not in before}
+        assert sorted(mine.values()) == ["stoker-w0", "stoker-w1", "stoker-w2"]
         del it, loader
         gc.collect()
-        # NOTE: pthread_join returns once the kernel clears the thread's tid,
-        # slightly before the thread leaves /proc/self/task: poll (bounded).
-        deadline = time.monotonic() + 5
-        while collections.Counter(worker_threads()) != base and time.monotonic() < deadline:
+        deadline = time.monotonic() + 5  # bounded poll for the kernel to drop the joined threads
+        while set(mine) & set(worker_threads()) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert collections.Counter(worker_threads()) == base
+        assert not set(mine) & set(worker_threads()), "worker threads still alive after the loader was destroyed"
 
 
 def test_abandoned_iteration_restarts_cleanly(numbered):

@@ -1,5 +1,4 @@
 """The Loader's behaviour: order, sharding, determinism, corruption, lifetime."""
-import collections
 import time
 import gc
 import os

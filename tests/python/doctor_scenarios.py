@@ -12,6 +12,7 @@ MODE:
   dataloader torch DataLoader + torchvision ImageFolder over large JPEGs wrapped in stoker.profile, a 1 ms step
   decoded    as decode, with cache="decoded" (applying the doctor's suggestion)
   packed     as decode, over DATA packed at --max-side 256 (DATA is then the shard pattern)
+  json-shards  as decode, over tar shards (DATA: the pattern) whose labels are the "y" field of .json members
 Prints one JSON line: samples/s of the loop after its first epoch.
 
     doctor_scenarios.py make-data DIR      # the data sets the scenarios use (seeded)
@@ -96,6 +97,9 @@ def main():
                                cache="decoded" if args.mode == "decoded" else "mmap",
                                transforms=[stoker.RandomResizedCrop(64, scale=(0.5, 1.0)), stoker.RandomHorizontalFlip(),
                                            stoker.Normalize(mean, std)])
+    elif args.mode == "json-shards":
+        loader = stoker.Loader(args.data, batch_size=16, shuffle=True, labels="json:y",
+                               transforms=[stoker.RandomResizedCrop(64, scale=(0.5, 1.0)), stoker.Normalize(mean, std)])
     elif args.mode == "transform":
         loader = stoker.Loader(args.data, batch_size=16, shuffle=True,
                                transforms=[stoker.RandomResizedCrop(448, scale=(1.0, 1.0)), stoker.Normalize(mean, std)])

@@ -78,6 +78,39 @@ def test_decode_bound_with_measured_predictions(scenario_data, tmp_path):
     assert "probes took" in r["terminal"]
 
 
+def test_probes_leave_the_users_shard_indexes_untouched(scenario_data, tmp_path):
+    """Shards labelled by a .json field: the doctor's probes reopen them with
+    the user's labels= (every option is carried) and build any index they
+    need in a temp dir, never beside the user's shards."""
+    import io
+    import tarfile
+
+    import stoker
+
+    files = sorted((scenario_data / "large").rglob("*.jpg"))[:96]
+    shards = []
+    for k in range(2):
+        path = tmp_path / f"s-{k}.tar"
+        with tarfile.open(path, "w") as tar:
+            for i, f in enumerate(files[k::2]):
+                for name, data in ((f"{i:04d}.jpg", f.read_bytes()), (f"{i:04d}.json", json.dumps({"y": i % 3}).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        shards.append(path)
+    pattern = str(tmp_path / "s-{0..1}.tar")
+    for _ in stoker.Loader(pattern, batch_size=8, labels="json:y", transforms=[stoker.CenterCrop(8)]):
+        pass  # the user's own loader writes the sidecars
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.glob("s-*.tar.idx")}
+    assert len(before) == 2
+    r = run_scenario("json-shards", pattern, seconds=4, tmp=tmp_path)
+    assert r["verdict"].startswith("input-bound"), r["terminal"]
+    assert r["probe_s"] > 0, r["terminal"]  # the probes ran
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.glob("s-*.tar.idx")}
+    assert after == before
+    assert not list(tmp_path.glob("s-*.tar.idx.tmp*"))
+
+
 def test_transform_bound(scenario_data, tmp_path):
     r = run_scenario("transform", scenario_data / "small", seconds=4, tmp=tmp_path)
     assert r["verdict"] == "input-bound on transforms", r["terminal"]

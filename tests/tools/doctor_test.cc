@@ -304,3 +304,64 @@ TEST(DoctorTest, SetupCarriesEveryOptionOfTheSnapshot) {
 }
 }  // namespace
 }  // namespace stoker::doctor
+
+namespace stoker::doctor {
+namespace {
+// The loop's start-up (the first epoch here: workers starting, a cache
+// filling) is left out of the rate, the wait share and the step the
+// predictions start from.
+TEST(DoctorTest, RateIsTheSteadyStateAfterTheFirstEpoch) {
+  RunFacts f = run(5000, 15, 13.9, 0.5, 17, 1.5);
+  // 1000 samples (one epoch) in the first 5 s, waiting 4.9 s; then 4000 in
+  // 10 s, waiting 9 s: 400 samples/s, 90% waiting, 0.25 ms of step per sample.
+  f.series["loader-1-0"].points = {{0.0, 0, 0, 0}, {2.5, 400, 2.45, 2.5}, {5.0, 1000, 4.9, 5.0},
+                                   {10.0, 3000, 9.4, 10.0}, {15.0, 5000, 13.9, 15.0}};
+  Verdict v = diagnose(f, fake(10e-3, 1e-3, 2.5e-3), /*probe=*/false);
+  EXPECT_NEAR(v.rate, 400, 1e-9);
+  EXPECT_NEAR(v.wait_share, 0.9, 1e-9);
+  EXPECT_NEAR(v.step_per_sample_s, 0.25e-3, 1e-12);
+  ASSERT_FALSE(v.evidence.empty());
+  EXPECT_NE(v.evidence[0].find("its 10.0 s after the first epoch (5.0 s of start-up left out)"), std::string::npos)
+      << v.evidence[0];
+}
+
+// An epoch longer than half the loop: its first fifth is the start-up.
+TEST(DoctorTest, RateLeavesOutTheFirstFifthWhenNoEpochEnded) {
+  RunFacts f = run(1100, 10, 9, 0.5, 17, 1.5);
+  f.series["loader-1-0"].last["dataset_size"] = 1000000;
+  // 100 samples in the first 2 s (of 10), then 1000 in 8 s, waiting 7.2 s.
+  f.series["loader-1-0"].points = {{0.0, 0, 0, 0}, {2.0, 100, 1.8, 2.0}, {6.0, 600, 5.4, 6.0}, {10.0, 1100, 9.0, 10.0}};
+  Verdict v = diagnose(f, fake(10e-3, 1e-3, 2.5e-3), /*probe=*/false);
+  EXPECT_NEAR(v.rate, 125, 1e-9);
+  EXPECT_NEAR(v.wait_share, 0.9, 1e-9);
+  EXPECT_NE(v.evidence[0].find("after the first fifth of the loop (2.0 s of start-up left out)"), std::string::npos)
+      << v.evidence[0];
+}
+
+// Too short a timeline to split: the whole loop.
+TEST(DoctorTest, RateIsTheWholeLoopWhenTooShortToSplit) {
+  RunFacts f = run(1000, 1.2, 1.0, 0.5, 17, 1.5);
+  f.series["loader-1-0"].points = {{0.0, 0, 0, 0}, {0.6, 400, 0.5, 0.6}, {1.2, 1000, 1.0, 1.2}};
+  Verdict v = diagnose(f, fake(10e-3, 1e-3, 2.5e-3), /*probe=*/false);
+  EXPECT_NEAR(v.rate, 1000 / 1.2, 1e-9);
+  EXPECT_NE(v.evidence[0].find("of its 1.2 s ("), std::string::npos) << v.evidence[0];
+}
+
+// The probe's sample is spread over the whole set (every class of a folder
+// sorted by class), never its first records only.
+TEST(DoctorTest, ProbeSampleSpreadsOverTheSet) {
+  const auto s = sample_records(256, 192);
+  ASSERT_EQ(s.size(), 192u);
+  EXPECT_EQ(s.front(), 0u);
+  EXPECT_GE(s.back(), 254u);
+  EXPECT_TRUE(std::is_sorted(s.begin(), s.end()));
+  EXPECT_EQ(std::adjacent_find(s.begin(), s.end()), s.end());  // distinct
+  EXPECT_EQ(std::count_if(s.begin(), s.end(), [](std::size_t i) { return i < 128; }), 96);
+  EXPECT_EQ(sample_records(10, 192), (std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  const auto big = sample_records(1000000, 192);
+  ASSERT_EQ(big.size(), 192u);
+  EXPECT_GE(big.back(), 1000000u - 1000000u / 192 - 1);  // within one step of the end
+  EXPECT_TRUE(sample_records(0, 192).empty());
+}
+}  // namespace
+}  // namespace stoker::doctor

@@ -30,8 +30,10 @@ void Channel::poll() {
     if (!s.points.empty() && s.points.back().t >= t) continue;  // unchanged
     const auto& st = j["stats"];
     const double samples = st.value("samples", 0.0);
-    const double wait = s.kind == "loader" ? st.value("consumer_wait_s", 0.0) : st.value("wait_s", 0.0);
-    s.points.push_back({t, samples, wait});
+    const bool loader = s.kind == "loader";
+    const double wait = loader ? st.value("consumer_wait_s", 0.0) : st.value("wait_s", 0.0);
+    const double active = loader ? st.value("consumer_active_s", 0.0) : wait + st.value("step_s", 0.0);
+    s.points.push_back({t, samples, wait, active});
     s.last = std::move(j);
   }
 }

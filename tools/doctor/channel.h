@@ -21,6 +21,7 @@ struct Series {
     double t;        // seconds since the command started
     double samples;  // samples delivered so far
     double wait_s;   // consumer wait so far
+    double active_s = 0;  // the consumer's time in the loop so far (its waits and steps)
   };
   std::vector<Point> points;
 

@@ -22,14 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every k-th record of a source.
+// The records of sample_records(), as a source.
 class SubsetSource : public Source {
  public:
-  SubsetSource(std::shared_ptr<const Source> inner, std::size_t max_records) : inner_(std::move(inner)) {
-    const std::size_t n = inner_->size();
-    const std::size_t k = std::max<std::size_t>(1, n / std::max<std::size_t>(1, max_records));
-    for (std::size_t i = 0; i < n && index_.size() < max_records; i += k) index_.push_back(i);
-  }
+  SubsetSource(std::shared_ptr<const Source> inner, std::size_t max_records)
+      : inner_(std::move(inner)), index_(sample_records(inner_->size(), max_records)) {}
   std::size_t size() const override { return index_.size(); }
   const std::string& key(std::size_t i) const override { return inner_->key(index_[i]); }
   std::int64_t label(std::size_t i) const override { return inner_->label(index_[i]); }
@@ -228,6 +225,13 @@ std::vector<std::string> pack_sample(const Source& all, const SubsetSource& subs
 }
 
 }  // namespace
+
+std::vector<std::size_t> sample_records(std::size_t n, std::size_t max_records) {
+  const std::size_t m = std::min(n, max_records);
+  std::vector<std::size_t> out(m);
+  for (std::size_t j = 0; j < m; ++j) out[j] = j * n / m;
+  return out;
+}
 
 LoaderSetup setup_from_snapshot(const nlohmann::json& snap) {
   LoaderSetup s;

@@ -79,6 +79,65 @@ const Series* busiest(const std::map<std::string, Series>& all, const char* kind
   return best;
 }
 
+// The part of the loop the verdict and its predictions describe: the steady
+// state after the start-up (workers starting, the autotuner exploring, a
+// cache filling, the first reads from disk), which a training run of hours
+// spends almost none of its time in, and which the applied changes are
+// measured without (`make bench-doctor`). The start-up is the first epoch
+// when it ended in the first half of the loop's time; otherwise its first
+// fifth. The whole loop when its timeline is too short to split (under 1 s,
+// or 2 snapshots, left after the start-up).
+struct Window {
+  double samples = 0, active = 0, wait = 0;  // in the window
+  double skipped_s = 0;                      // the start-up left out (0: the whole loop)
+  bool after_epoch = false;                  // the start-up was the first epoch
+};
+
+Window steady_window(const Series& s, double epoch_samples, double samples, double active, double wait) {
+  Window w{samples, active, wait};
+  if (s.points.size() < 3) return w;
+  const Series::Point& end = s.points.back();
+  if (end.active_s <= 0) return w;
+  const Series::Point* start = nullptr;
+  bool after_epoch = false;
+  for (const auto& p : s.points) {
+    if (epoch_samples > 0 && p.samples >= epoch_samples && p.active_s <= 0.5 * end.active_s) {
+      start = &p;
+      after_epoch = true;
+      break;
+    }
+    if (epoch_samples > 0 && p.samples >= epoch_samples) break;
+  }
+  if (!start) {
+    for (const auto& p : s.points) {
+      if (p.active_s >= 0.2 * end.active_s) {
+        start = &p;
+        break;
+      }
+    }
+  }
+  if (!start || start == &end) return w;
+  const double da = end.active_s - start->active_s, dn = end.samples - start->samples;
+  const std::size_t left = static_cast<std::size_t>(&end - start) + 1;
+  if (da < 1.0 || dn <= 0 || left < 2) return w;
+  // Scaled to the totals' own clock and counts (the points may come from
+  // another snapshot than the totals: a profile wrapping the loader).
+  const double fa = active / end.active_s, fn = end.samples > 0 ? samples / end.samples : 1;
+  w.active = da * fa;
+  w.samples = dn * fn;
+  w.wait = std::clamp((end.wait_s - start->wait_s) * fa, 0.0, w.active);
+  w.skipped_s = start->active_s * fa;
+  w.after_epoch = after_epoch;
+  return w;
+}
+
+// "its 7.9 s" / "its 7.0 s after the first epoch (0.9 s of start-up left out)"
+std::string window_text(const Window& w) {
+  if (w.skipped_s <= 0) return fmt("its %.1f s", w.active);
+  return fmt("its %.1f s after the first %s (%.1f s of start-up left out)", w.active,
+             w.after_epoch ? "epoch" : "fifth of the loop", w.skipped_s);
+}
+
 // The loop's rate after a change that multiplies the input side's time per
 // sample by `ratio` and makes its CPU work per sample (summed over workers)
 // `cpu_per_sample`. The loop overlaps input and step, so it runs at the
@@ -159,6 +218,10 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   }
   const int threads = st.value("threads", 1), threads_max = st.value("threads_max", 1);
   v->consumer = "stoker loader over " + snap.value("describe", std::string("?"));
+  const bool wrapped = ps && ps->last["info"].value("stoker_loader", false);
+  const Window w = steady_window(wrapped ? *ps : ls, snap.value("dataset_size", 0.0) / std::max(1, opts.value("world_size", 1)),
+                                 n, active, wait);
+  n = w.samples, active = w.active, wait = w.wait;
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? std::clamp(wait / active, 0.0, 1.0) : 0;
   v->step_per_sample_s = n > 0 ? std::max(0.0, active - wait) / n : 0;
@@ -167,9 +230,10 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   const double rs = busy > 0 ? busy_read / busy : 0, ds = busy > 0 ? busy_decode / busy : 0,
                xs = busy > 0 ? busy_transform / busy : 0;
 
-  v->evidence.push_back(fmt("the training loop waited for data %.0f%% of its %.1f s (%s; %.0f samples at %.0f samples/s; "
+  v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s; %.0f samples at %.0f samples/s; "
                             "step %.2f ms per sample)",
-                            100 * v->wait_share, active, v->consumer.c_str(), n, v->rate, 1e3 * v->step_per_sample_s));
+                            100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(), n, v->rate,
+                            1e3 * v->step_per_sample_s));
   const double wall = st.value("wall_s", 0.0);
   v->evidence.push_back(fmt("loader workers busy %.2f threads on average (%d in use of %d started, autotune %s): read %.0f%%, "
                             "decode %.0f%%, transform %.0f%% of their time; %.2f / %.2f / %.2f ms per sample",
@@ -354,8 +418,9 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   const auto& info = ps.last["info"];
   const auto& st = ps.last["stats"];
   const auto files = info.value("files", std::vector<std::string>{});  // a sample of the dataset's files, if known
-  const double n = st.value("samples", 0.0), wait = st.value("wait_s", 0.0), step = st.value("step_s", 0.0);
-  const double active = wait + step;
+  const Window w = steady_window(ps, info.value("dataset_size", 0.0), st.value("samples", 0.0),
+                                 st.value("wait_s", 0.0) + st.value("step_s", 0.0), st.value("wait_s", 0.0));
+  const double n = w.samples, wait = w.wait, active = w.active, step = active - wait;
   v->consumer = info.value("auto", false) ? st.value("name", std::string("?")) + " loop (timed by the doctor, no code change)"
                                            : "stoker.profile(" + st.value("name", std::string("?")) + ")";
   if (info.contains("dataset")) v->consumer += " over " + info.value("dataset", std::string("?"));
@@ -364,9 +429,10 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   v->step_per_sample_s = n > 0 ? step / n : 0;
   const std::string workers =
       info.contains("num_workers") && !info["num_workers"].is_null() ? fmt("%d workers", info["num_workers"].get<int>()) : "";
-  v->evidence.push_back(fmt("the training loop waited for data %.0f%% of its %.1f s (%s%s%s; %.0f samples at %.0f "
+  v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s%s%s; %.0f samples at %.0f "
                             "samples/s; step %.2f ms per sample)",
-                            100 * v->wait_share, active, v->consumer.c_str(), workers.empty() ? "" : ", ",
+                            100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(),
+                            workers.empty() ? "" : ", ",
                             workers.c_str(), n, v->rate, 1e3 * v->step_per_sample_s));
   machine_evidence(v, f, m);
   if (v->wait_share < kInputBoundShare) {

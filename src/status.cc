@@ -12,6 +12,7 @@ const char* code_name(Code code) {
     case Code::kUnsupported: return "unsupported";
     case Code::kResourceExhausted: return "resource_exhausted";
     case Code::kCancelled: return "cancelled";
+    case Code::kInternal: return "internal";
   }
   return "unknown";
 }

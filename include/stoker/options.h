@@ -120,6 +120,10 @@ struct LoaderOptions {
   bool trace = false;
 };
 
+// Throws Error(kInvalidArgument) naming the first option out of range (the
+// Loader calls it; so do the bindings, before anything is opened).
+void validate_options(const LoaderOptions& options);
+
 // Every option as JSON (enums and transforms named as the Python API names
 // them), and back; options missing from the JSON keep their defaults. The
 // doctor's channel carries this, so its probes rebuild the loader the user

@@ -19,11 +19,13 @@ PYBIND11_MODULE(_stoker, m) {
         case stoker::Code::kIOError: PyErr_SetString(PyExc_OSError, e.what()); return;
         case stoker::Code::kCorrupt:
         case stoker::Code::kUnsupported:
-        case stoker::Code::kResourceExhausted: sample_error(e.what()); return;
+        case stoker::Code::kResourceExhausted:
+        case stoker::Code::kInternal: sample_error(e.what()); return;
         default: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
       }
     }
   });
   stoker::python::bind_transforms(m);
   stoker::python::bind_loader(m);
+  stoker::python::bind_testing(m);
 }

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,76 +19,41 @@
 #include <thread>
 
 #include "batch/autotune.h"
+#include "batch/resume.h"
 #include "batch/slot_pool.h"
 #include "cache/preload.h"
 #include "cache/sample_cache.h"
-#include "transform/resize.h"
-#include "decode/decode.h"
-#include "decode/npy.h"
 #include "order/order.h"
-#include "order/rng.h"
+#include "sample/sample_maker.h"
 #include "stats/counters.h"
+#include "stats/channel.h"
 #include "stats/json.h"
 #include "stats/trace.h"
-#include "transform/pipeline.h"
+#include "util/util.h"
 
 namespace stoker {
 
+using detail::available_cores;
+using detail::invalid;
+using detail::now_ns;
 using detail::Slot;
 using detail::SlotLease;
 using detail::SlotPool;
-
-namespace {
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  unsigned n = std::thread::hardware_concurrency();
-  return n > 0 ? static_cast<int>(n) : 1;
-}
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Code::kInvalidArgument, msg); }
-
-void validate(const LoaderOptions& o) {
-  if (o.batch_size == 0) invalid("batch_size must be > 0, got 0");
-  if (o.threads < 0) invalid("threads must be >= 0 (0 = autotuned), got " + std::to_string(o.threads));
-  if (o.max_threads < 0) invalid("max_threads must be >= 0 (0 = the available cores), got " + std::to_string(o.max_threads));
-  if (o.prefetch < 0) invalid("prefetch must be >= 0 (0 = auto), got " + std::to_string(o.prefetch));
-  if (o.world_size < 1) invalid("world_size must be >= 1, got " + std::to_string(o.world_size));
-  if (o.rank < 0 || o.rank >= o.world_size) {
-    invalid("rank must be in [0, world_size=" + std::to_string(o.world_size) + "), got " + std::to_string(o.rank));
-  }
-  if (o.max_consecutive_corrupt < 1) {
-    invalid("max_consecutive_corrupt must be >= 1, got " + std::to_string(o.max_consecutive_corrupt));
-  }
-  if (o.max_image_pixels == 0) invalid("max_image_pixels must be > 0");
-  if (o.cache_max_side < 1) invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
-}
-
-}  // namespace
 
 class Loader::Impl {
  public:
   Impl(std::shared_ptr<const Source> source, LoaderOptions opt)
       : source_(std::move(source)),
-        opt_((validate(opt), std::move(opt))),
+        opt_((validate_options(opt), std::move(opt))),
         created_ns_(now_ns()) {
     if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
-    probe_kind();
-    if (!arrays_) {
-      pipeline_.emplace(opt_.transforms, opt_.dtype, opt_.layout);
-      sample_bytes_ = pipeline_->sample_bytes();
-      const std::int64_t h = pipeline_->out_height(), w = pipeline_->out_width();
-      sample_dims_ = opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
-      descr_ = opt_.dtype == DType::kFloat32 ? "<f4" : "|u1";
+    if (opt_.cache != Cache::kMmap) {
+      cache_ = std::make_unique<detail::SampleCache>(
+          source_->size(), opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget());
+    }
+    maker_.emplace(*source_, opt_, cache_.get());
+    if (maker_->spec().arrays && opt_.cache == Cache::kDecoded) {
+      invalid("cache='decoded' applies to images; use cache='ram' for arrays");
     }
     if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
     order_.dataset_size = source_->size();
@@ -106,19 +70,13 @@ class Loader::Impl {
     const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
     const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
     tuner_.emplace(threads_, threads_, opt_.threads == 0, depth, max_depth, depth, opt_.prefetch == 0);
-    pool_ = std::make_shared<SlotPool>(sample_bytes_ * opt_.batch_size, opt_.batch_size);
-    if (opt_.cache != Cache::kMmap) {
-      if (arrays_ && opt_.cache == Cache::kDecoded) invalid("cache='decoded' applies to images; use cache='ram' for arrays");
-      cache_ = std::make_unique<detail::SampleCache>(
-          source_->size(), opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget());
-    }
+    pool_ = std::make_shared<SlotPool>(spec().bytes * opt_.batch_size, opt_.batch_size);
     ring_.resize(static_cast<std::size_t>(max_depth));
     if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
     if (opt_.trace) {
       opt_.stage_timing = true;
       for (int i = 0; i <= threads_; ++i) traces_.push_back(std::make_unique<detail::TraceBuffer>());
     }
-    if (const char* d = std::getenv("STOKER_DOCTOR"); d && *d) channel_dir_ = d;
     counters_.reserve(static_cast<std::size_t>(threads_));
     for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
     workers_.reserve(static_cast<std::size_t>(threads_));
@@ -142,7 +100,7 @@ class Loader::Impl {
   }
 
   ~Impl() {
-    if (!channel_dir_.empty() && !forked()) publish(true);
+    if (channel_.on() && !forked()) publish(true);
     preload_.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -249,7 +207,7 @@ class Loader::Impl {
     lock.unlock();
     work_cv_.notify_all();
     batches_.fetch_add(1, std::memory_order_relaxed);
-    if (!channel_dir_.empty() && t1 - published_ns_ >= kPublishNs) publish(false);
+    if (channel_.due(t1)) publish(false);
 
     Batch batch;
     batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
@@ -257,60 +215,19 @@ class Loader::Impl {
     batch.size_ = batch_len(b);
     batch.index_ = b;
     batch.dtype_ = opt_.dtype;
-    batch.descr_ = descr_;
-    batch.bytes_ = batch.size_ * sample_bytes_;
+    batch.descr_ = spec().descr;
+    batch.bytes_ = batch.size_ * spec().bytes;
     batch.dims_ = {static_cast<std::int64_t>(batch.size_)};
-    batch.dims_.insert(batch.dims_.end(), sample_dims_.begin(), sample_dims_.end());
-    if (!arrays_) {
-      batch.shape_ = {static_cast<std::int64_t>(batch.size_), sample_dims_[0], sample_dims_[1], sample_dims_[2]};
+    batch.dims_.insert(batch.dims_.end(), spec().dims.begin(), spec().dims.end());
+    if (!spec().arrays) {
+      batch.shape_ = {static_cast<std::int64_t>(batch.size_), spec().dims[0], spec().dims[1], spec().dims[2]};
     }
     return batch;
   }
 
   std::array<std::int64_t, 3> sample_shape() const {
-    if (arrays_) return {0, 0, 0};
-    return {sample_dims_[0], sample_dims_[1], sample_dims_[2]};
-  }
-
-  // kAuto/kArray: record 0 decides. An array sample is a .npy that is not a
-  // uint8 image (or any .npy under kArray).
-  void probe_kind() {
-    if (opt_.kind == SampleKind::kImage) return;
-    if (opt_.kind == SampleKind::kAuto) {  // no read at start-up when the name says "image"
-      std::string k = source_->key(0);
-      std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
-      for (const char* ext : {".jpg", ".jpeg", ".png"}) {
-        if (k.size() > std::strlen(ext) && k.compare(k.size() - std::strlen(ext), std::string::npos, ext) == 0) return;
-      }
-    }
-    std::vector<std::uint8_t> bytes;
-    detail::NpyHeader h;
-    const bool npy = source_->read(0, &bytes).ok() &&
-                     detail::sniff_format(bytes.data(), bytes.size()) == detail::Format::kNpy &&
-                     detail::parse_npy_header(bytes.data(), bytes.size(), &h).ok();
-    if (!npy) {
-      if (opt_.kind == SampleKind::kArray) {
-        throw Error(Code::kInvalidArgument, "kind=array: record 0 '" + source_->key(0) + "' is not a readable .npy");
-      }
-      return;
-    }
-    const bool image_like = (h.descr == "|u1" || h.descr == "<u1") && !h.fortran_order &&
-                            (h.shape.size() == 2 || (h.shape.size() == 3 && (h.shape[2] == 1 || h.shape[2] == 3 ||
-                                                                              h.shape[2] == 4 || h.shape[0] == 1 ||
-                                                                              h.shape[0] == 3)));
-    if (opt_.kind == SampleKind::kAuto && image_like) return;
-    if (h.fortran_order) invalid("kind=array: record 0 '" + source_->key(0) + "' is in Fortran order");
-    if (!opt_.transforms.empty()) {
-      invalid("transforms apply to images; the samples are .npy arrays (dtype " + h.descr +
-              ") batched as they are: pass transforms=[] (or kind='image' for uint8 image arrays)");
-    }
-    arrays_ = true;
-    descr_ = h.descr;
-    sample_bytes_ = h.item_size;
-    for (auto d : h.shape) {
-      sample_dims_.push_back(static_cast<std::int64_t>(d));
-      sample_bytes_ *= static_cast<std::size_t>(d);
-    }
+    if (spec().arrays) return {0, 0, 0};
+    return {spec().dims[0], spec().dims[1], spec().dims[2]};
   }
 
   Stats stats() const {
@@ -384,32 +301,7 @@ class Loader::Impl {
   }
 
   void restore(const Loader::State& st) {
-    auto differs = [](const char* what, const std::string& saved, const std::string& now, const char* why) {
-      throw Error(Code::kInvalidArgument, std::string("load_state_dict: ") + what + " was " + saved + " when saved, is " +
-                                              now + " now; " + why);
-    };
-    if (st.version != 1) differs("version", std::to_string(st.version), "1", "unknown state format");
-    if (st.dataset_size != source_->size()) {
-      differs("dataset_size", std::to_string(st.dataset_size), std::to_string(source_->size()),
-              "the data changed, so the saved order does not apply");
-    }
-    if (st.batch_size != opt_.batch_size) {
-      differs("batch_size", std::to_string(st.batch_size), std::to_string(opt_.batch_size),
-              "the position is counted in batches");
-    }
-    if (st.shuffle != opt_.shuffle) differs("shuffle", st.shuffle ? "True" : "False", opt_.shuffle ? "True" : "False", "the order differs");
-    if (st.drop_last != opt_.drop_last) {
-      differs("drop_last", st.drop_last ? "True" : "False", opt_.drop_last ? "True" : "False", "the epoch length differs");
-    }
-    if (st.world_size != opt_.world_size) {
-      differs("world_size", std::to_string(st.world_size), std::to_string(opt_.world_size),
-              "each rank's share of the epoch depends on it; finish the epoch with the old world size or restart "
-              "the epoch (set batches_done to 0)");
-    }
-    if (st.batches_done > num_batches_) {
-      differs("batches_done", std::to_string(st.batches_done), "at most " + std::to_string(num_batches_),
-              "the position is past the end of the epoch");
-    }
+    detail::check_restorable(st, state(), num_batches_);
     // Stop the epoch in flight (if any) before changing what defines the order.
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -425,30 +317,23 @@ class Loader::Impl {
     return next_epoch_;
   }
 
-  // The stats channel of `stoker doctor`: with STOKER_DOCTOR=<dir> set, a
-  // snapshot of this loader (what it reads, how, and stats()) replaces
-  // <dir>/loader-<pid>-<n>.json every kPublishNs while batches flow, and
-  // once more when the loader is destroyed. Written to a temporary name and
-  // renamed, so a reader never sees half a file. Failures are ignored (the
-  // doctor reports a loader that went silent).
-  static constexpr std::int64_t kPublishNs = 250'000'000;
+  // A snapshot for `stoker doctor` (see stats/channel.h): what this loader
+  // reads, with every option it runs with (the doctor's probes rebuild it
+  // from them), and stats().
   void publish(bool final) {
-    const std::int64_t now = now_ns();
-    published_ns_ = now;
-    std::string j = "{\"kind\":\"loader\",\"pid\":" + std::to_string(::getpid()) + ",\"id\":" +
-                    std::to_string(id_) + ",\"time_ns\":" + std::to_string(now) +
-                    ",\"final\":" + (final ? "true" : "false") + ",\"describe\":" + detail::json_quote(source_->describe()) +
-                    ",\"sources\":[";
-    for (std::size_t i = 0; i < specs_.size(); ++i) j += (i ? "," : "") + detail::json_quote(specs_[i]);
-    j += "],\"dataset_size\":" + std::to_string(source_->size()) + ",\"sample_bytes\":" +
-         std::to_string(sample_bytes_) + ",\"arrays\":" + (arrays_ ? "true" : "false") +
-         ",\"options\":" + options_to_json(opt_) + ",\"stats\":" + stats().to_json() + "}\n";
-    const std::string path = channel_dir_ + "/loader-" + std::to_string(::getpid()) + "-" + std::to_string(id_) + ".json";
-    const std::string tmp = path + ".tmp";
-    if (std::FILE* f = std::fopen(tmp.c_str(), "w")) {
-      const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
-      if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());
+    std::string j = "\"describe\":";
+    j += detail::json_quote(source_->describe());
+    j += ",\"sources\":[";
+    for (std::size_t i = 0; i < specs_.size(); ++i) {
+      if (i) j += ",";
+      j += detail::json_quote(specs_[i]);
     }
+    j += "],\"dataset_size\":" + std::to_string(source_->size());
+    j += ",\"sample_bytes\":" + std::to_string(spec().bytes);
+    j += std::string(",\"arrays\":") + (spec().arrays ? "true" : "false");
+    j += ",\"options\":" + options_to_json(opt_);
+    j += ",\"stats\":" + stats().to_json();
+    channel_.publish(final, j);
   }
   std::string trace_events() const {
     std::string out;
@@ -473,11 +358,9 @@ class Loader::Impl {
     static std::atomic<int> n{0};
     return n.fetch_add(1);
   }();
-  std::optional<detail::Pipeline> pipeline_;  // images only
-  bool arrays_ = false;
-  std::size_t sample_bytes_ = 0;
-  std::vector<std::int64_t> sample_dims_;
-  std::string descr_;
+  std::unique_ptr<detail::SampleCache> cache_;  // cache="ram"/"decoded"; shared by the workers
+  std::optional<detail::SampleMaker> maker_;     // one sample from one record (thread-free)
+  const detail::SampleSpec& spec() const { return maker_->spec(); }
   detail::OrderParams order_;
   std::size_t num_samples_ = 0;
   std::size_t num_batches_ = 0;
@@ -491,17 +374,6 @@ class Loader::Impl {
     bool ready = false;
     Status error;
     std::size_t error_pos = SIZE_MAX;
-  };
-
-  struct WorkerState {
-    detail::StageCounters* counters = nullptr;
-    detail::TraceBuffer* trace = nullptr;  // tracing only
-    std::vector<std::uint8_t> file;
-    detail::ImageDecoder decoder;
-    detail::ImageBuffer decoded;
-    detail::SamplePlan plan;
-    detail::Workspace workspace;
-    detail::ImageBuffer stored;  // cache=kDecoded: the image at its stored size
   };
 
   // Called by next() under mu_ with the batch just delivered: closes a
@@ -536,7 +408,7 @@ class Loader::Impl {
   }
 
   void worker_main(int id) {
-    WorkerState ws;
+    detail::Scratch ws;
     ws.counters = counters_[static_cast<std::size_t>(id)].get();
     if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
     std::unique_lock<std::mutex> lock(mu_);
@@ -567,11 +439,11 @@ class Loader::Impl {
         e.error_pos = SIZE_MAX;
       }
       Slot* slot = e.slot;
-      const std::uint64_t epoch = run_epoch_;
+      const std::uint64_t epoch = run_epoch_, seed = order_.seed;
       ++inflight_;
       lock.unlock();
 
-      Status st = make_sample(t, epoch, slot, pos, &ws);
+      Status st = make_sample(t, seed, epoch, slot, pos, &ws);
 
       lock.lock();
       --inflight_;
@@ -590,24 +462,18 @@ class Loader::Impl {
 
   // Fills position `pos` of `slot` with the sample at epoch position `t`, or
   // under kSkip with the next good sample of the epoch.
-  Status make_sample(std::size_t t, std::uint64_t epoch, Slot* slot, std::size_t pos, WorkerState* ws) {
-    void* out = slot->images.get() + pos * sample_bytes_;
+  Status make_sample(std::size_t t, std::uint64_t seed, std::uint64_t epoch, Slot* slot, std::size_t pos,
+                     detail::Scratch* ws) {
+    const detail::SampleOut out{slot->images.get() + pos * spec().bytes, &slot->labels[pos]};
     std::size_t p = t;
     for (int attempt = 1;; ++attempt) {
       const std::uint32_t rec = seq_[p];
-      Status st = process(rec, epoch, out, ws);
-      if (st.ok()) {
-        slot->labels[pos] = source_->label(rec);
-        return st;
-      }
+      Status st = maker_->make(rec, seed, epoch, out, ws);
+      if (st.ok()) return st;
       st = Status(st.code(), "record " + std::to_string(rec) + " '" + source_->key(rec) + "': " + st.message());
       corrupt_.add(st);
-      if (opt_.on_corrupt == OnCorrupt::kRaise) {
-        slot->labels[pos] = -1;
-        return st;
-      }
+      if (opt_.on_corrupt == OnCorrupt::kRaise) return st;
       if (attempt >= opt_.max_consecutive_corrupt) {
-        slot->labels[pos] = -1;
         return Status(st.code(), "on_corrupt=skip gave up after " + std::to_string(attempt) +
                                      " consecutive corrupt samples; last: " + st.message());
       }
@@ -615,131 +481,7 @@ class Loader::Impl {
     }
   }
 
-  // Times one sample's stages into the worker's counters (and its trace).
-  // Each mark ends the stage that began at the previous mark.
-  class StageTimer {
-   public:
-    StageTimer(const Impl* impl, WorkerState* ws, std::uint32_t rec)
-        : impl_(impl), ws_(ws), rec_(rec), t_(impl->clock_ns()) {}
-    void read(std::size_t bytes) { ws_->counters->add_read(lap(detail::kTraceRead), bytes); }
-    void decode() { ws_->counters->add_decode(lap(detail::kTraceDecode)); }
-    void transform() { ws_->counters->add_transform(lap(detail::kTraceTransform)); }
-
-   private:
-    std::int64_t lap(std::uint8_t stage) {
-      const std::int64_t now = impl_->clock_ns(), d = now - t_;
-      if (ws_->trace) ws_->trace->add(t_, d, rec_, stage);
-      t_ = now;
-      return d;
-    }
-    const Impl* impl_;
-    WorkerState* ws_;
-    std::uint32_t rec_;
-    std::int64_t t_;
-  };
-  std::int64_t clock_ns() const { return opt_.stage_timing ? now_ns() : 0; }
-
-  Status process(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws) {
-    if (opt_.cache == Cache::kDecoded) return process_decoded(rec, epoch, out, ws);
-    StageTimer timer(this, ws, rec);
-    const std::uint8_t* bytes = nullptr;
-    std::size_t size = 0;
-    Status st;
-    const detail::SampleCache::Entry* hit = cache_ ? cache_->find(rec) : nullptr;
-    if (hit) {
-      bytes = hit->bytes.data();
-      size = hit->bytes.size();
-    } else {
-      st = source_->read(rec, &ws->file);
-      bytes = ws->file.data();
-      size = ws->file.size();
-      if (st.ok() && cache_) cache_->insert(rec, bytes, size);
-    }
-    timer.read(size);
-    if (!st.ok()) return st;
-    if (arrays_) {
-      st = copy_array(bytes, size, out);
-      timer.decode();
-      timer.transform();
-      return st;
-    }
-    st = ws->decoder.open(bytes, size, opt_.max_image_pixels);
-    detail::ImageView view;
-    if (st.ok()) {
-      detail::Rng rng(detail::mix_key(order_.seed, epoch, rec, detail::kStreamTransform));
-      const bool scale = opt_.decode_scale == DecodeScale::kAuto && ws->decoder.format() == detail::Format::kJpeg;
-      pipeline_->plan(ws->decoder.width(), ws->decoder.height(), &rng, &ws->plan, scale);
-      st = ws->decoder.decode(ws->plan.decode_region, &ws->decoded, &view, ws->plan.scale_eighths);
-    }
-    timer.decode();
-    if (!st.ok()) return st;
-    pipeline_->run(ws->plan, view, &ws->workspace, out);
-    timer.transform();
-    return Status::Ok();
-  }
-
-  // cache=kDecoded: every sample is transformed from its stored-size image
-  // (shorter side at most cache_max_side), decoded once and kept when the
-  // budget allows; so the output does not depend on whether it was a hit.
-  Status process_decoded(std::uint32_t rec, std::uint64_t epoch, void* out, WorkerState* ws) {
-    StageTimer timer(this, ws, rec);
-    detail::ImageView view;
-    if (const auto* hit = cache_->find(rec)) {
-      view = hit->view();
-      timer.decode();
-    } else {
-      Status st = source_->read(rec, &ws->file);
-      timer.read(ws->file.size());
-      if (!st.ok()) return st;
-      st = ws->decoder.open(ws->file.data(), ws->file.size(), opt_.max_image_pixels);
-      if (st.ok()) st = ws->decoder.decode({0, 0, ws->decoder.width(), ws->decoder.height()}, &ws->decoded, &view);
-      if (!st.ok()) {
-        timer.decode();
-        return st;
-      }
-      if (std::min(view.width, view.height) > opt_.cache_max_side) {
-        int w, h;
-        detail::resize_output_size(Resize{opt_.cache_max_side, 0, 0}, view.width, view.height, &w, &h);
-        detail::resize_bilinear(view, w, h, &ws->workspace.resize, &ws->stored);
-        view = ws->stored.view();
-      }
-      if (view.stride == static_cast<std::ptrdiff_t>(view.width) * 3) {
-        cache_->insert(rec, view.data, static_cast<std::size_t>(view.stride) * static_cast<std::size_t>(view.height),
-                       view.width, view.height);
-      }
-      timer.decode();
-    }
-    detail::Rng rng(detail::mix_key(order_.seed, epoch, rec, detail::kStreamTransform));
-    pipeline_->plan(view.width, view.height, &rng, &ws->plan);
-    // The plan's decode region is a crop of the stored image.
-    const auto& r = ws->plan.decode_region;
-    detail::ImageView region{view.row(r.y) + 3 * r.x, r.width, r.height, view.stride};
-    pipeline_->run(ws->plan, region, &ws->workspace, out);
-    timer.transform();
-    return Status::Ok();
-  }
-
-  // An array sample: checked against record 0's dtype and shape, copied as is.
-  Status copy_array(const std::uint8_t* data, std::size_t size, void* out) {
-    detail::NpyHeader h;
-    Status st = detail::sniff_format(data, size) == detail::Format::kNpy
-                    ? detail::parse_npy_header(data, size, &h)
-                    : Status::Corrupt("not a .npy array (the samples are arrays)");
-    if (st.ok() && (h.descr != descr_ || h.fortran_order ||
-                    !std::equal(h.shape.begin(), h.shape.end(), sample_dims_.begin(), sample_dims_.end(),
-                                [](std::uint64_t a, std::int64_t b) { return static_cast<std::int64_t>(a) == b; }))) {
-      std::string want = "(", got = "(";
-      for (auto d : sample_dims_) want += std::to_string(d) + ",";
-      for (auto d : h.shape) got += std::to_string(d) + ",";
-      st = Status::Unsupported("array of dtype " + h.descr + " shape " + got + ") differs from the batch's dtype " +
-                               descr_ + " shape " + want + ")");
-    }
-    if (st.ok()) std::memcpy(out, data + h.data_offset, sample_bytes_);
-    return st;
-  }
-
   std::shared_ptr<SlotPool> pool_;
-  std::unique_ptr<detail::SampleCache> cache_;
   const std::int64_t created_ns_;
   const pid_t creator_pid_ = ::getpid();
 
@@ -767,8 +509,7 @@ class Loader::Impl {
 
   std::vector<std::unique_ptr<detail::StageCounters>> counters_;
   std::vector<std::unique_ptr<detail::TraceBuffer>> traces_;  // per worker, then the consumer's
-  std::string channel_dir_;                                    // STOKER_DOCTOR
-  std::int64_t published_ns_ = 0;
+  detail::DoctorChannel channel_{"loader", id_};
   detail::CorruptLog corrupt_;
   std::atomic<std::uint64_t> consumer_wait_ns_{0};
   std::atomic<std::uint64_t> batches_{0};
@@ -808,9 +549,9 @@ std::size_t Loader::num_samples() const { return impl_->num_samples_; }
 const Source& Loader::source() const { return *impl_->source_; }
 const LoaderOptions& Loader::options() const { return impl_->opt_; }
 std::array<std::int64_t, 3> Loader::sample_shape() const { return impl_->sample_shape(); }
-std::vector<std::int64_t> Loader::sample_dims() const { return impl_->sample_dims_; }
-std::string Loader::sample_descr() const { return impl_->descr_; }
-bool Loader::arrays() const { return impl_->arrays_; }
+std::vector<std::int64_t> Loader::sample_dims() const { return impl_->spec().dims; }
+std::string Loader::sample_descr() const { return impl_->spec().descr; }
+bool Loader::arrays() const { return impl_->spec().arrays; }
 void Loader::set_epoch(std::uint64_t epoch) { impl_->set_epoch(epoch); }
 std::uint64_t Loader::epoch() const { return impl_->epoch(); }
 void Loader::start_epoch() { impl_->start_epoch(); }

@@ -1,5 +1,7 @@
 #include "cache/preload.h"
 
+#include "util/util.h"
+
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -10,14 +12,6 @@
 #include <cstdio>
 
 namespace stoker::detail {
-namespace {
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 // NOTE: a few threads, because a cold disk or a network file system serves
 // parallel reads faster; they run at nice +10 so that the decode workers win

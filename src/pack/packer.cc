@@ -1,5 +1,4 @@
 // stoker::pack: read -> decode/resize/encode on N threads -> write shards in order.
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,13 +22,14 @@
 #include "stoker/source.h"
 #include "transform/pipeline.h"
 #include "transform/resize.h"
+#include "util/util.h"
 
 namespace fs = std::filesystem;
 
 namespace stoker {
 namespace {
 
-[[noreturn]] void invalid(const std::string& m) { throw Error(Code::kInvalidArgument, m); }
+using detail::invalid;
 
 // Validates a printf pattern with exactly one integer conversion.
 void check_pattern(const std::string& p) {
@@ -133,12 +133,6 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
   }
 }
 
-int cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 }  // namespace
 
 PackResult pack(const std::string& source, const PackOptions& o) {
@@ -179,7 +173,7 @@ PackResult pack(const std::string& source, const PackOptions& o) {
     }
   }
 
-  const int threads = o.threads > 0 ? o.threads : cores();
+  const int threads = o.threads > 0 ? o.threads : detail::available_cores();
   const std::size_t window = static_cast<std::size_t>(threads) * 8;
   std::vector<std::optional<Item>> ring(window);
   std::mutex mu;

@@ -16,6 +16,7 @@
 #include "source/shard_source.h"
 #include "source/tar.h"
 #include "stoker/source.h"
+#include "util/util.h"
 
 namespace stoker {
 namespace detail {
@@ -85,11 +86,7 @@ std::vector<std::string> expand_shard_spec(const std::string& spec) {
 }
 
 bool looks_like_shards(const std::string& spec) {
-  auto ends_with = [&](const char* s) {
-    std::size_t n = std::strlen(s);
-    return spec.size() >= n && spec.compare(spec.size() - n, n, s) == 0;
-  };
-  return ends_with(".tar") || spec.find('{') != std::string::npos || spec.find_first_of("*?[") != std::string::npos;
+  return ends_with(spec, ".tar") || spec.find('{') != std::string::npos || spec.find_first_of("*?[") != std::string::npos;
 }
 
 namespace {
@@ -138,21 +135,7 @@ Status write_index_file(const std::string& shard, ShardIndex* index, const std::
   if (::stat(shard.c_str(), &st) != 0) return Status::IOError(shard + ": cannot stat: " + std::strerror(errno));
   index->shard_size = static_cast<std::uint64_t>(st.st_size);
   index->shard_mtime_ns = mtime_ns(st);
-  const std::string idx_path = index_path(shard, index_dir);
-  const std::string tmp = idx_path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (out) out << serialize_index(*index);
-    if (!out || !out.flush()) {
-      std::remove(tmp.c_str());
-      return Status::IOError(idx_path + ": cannot write");
-    }
-  }
-  if (std::rename(tmp.c_str(), idx_path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::IOError(idx_path + ": cannot rename into place");
-  }
-  return Status::Ok();
+  return write_file_atomically(index_path(shard, index_dir), serialize_index(*index));
 }
 
 namespace {

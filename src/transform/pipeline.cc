@@ -8,11 +8,10 @@
 #include <type_traits>
 
 #include "stoker/status.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 namespace {
-
-[[noreturn]] void invalid(const std::string& msg) { throw Error(Code::kInvalidArgument, msg); }
 
 std::string pair_str(const std::array<double, 2>& p) {
   std::string s = "(";

@@ -77,3 +77,26 @@ def test_damaged_tars_fail_to_open_naming_the_shard(corpus):
         with pytest.raises(stoker.SampleError) as e:
             stoker.Loader(item["file"], batch_size=1, transforms=[stoker.CenterCrop(8)])
         assert name in str(e.value) and "offset" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("bad_alloc", [False, True])
+def test_exception_in_a_worker_is_a_counted_sample_error(numbered, bad_alloc):
+    """A C++ exception thrown while making a sample (injected on record 5) never
+    ends the process: it is that sample's error, counted by reason under the policy."""
+    from stoker._stoker import _testing
+    reason = "resource_exhausted" if bad_alloc else "internal"
+    _testing.throw_in_sample(5, bad_alloc)
+    try:
+        skip = stoker.Loader(numbered, batch_size=4, threads=2, transforms=[stoker.RandomResizedCrop(16)])
+        labels = [int(v) for _, y in skip for v in y]
+        assert labels == list(range(5)) + [6] + list(range(6, 37)), "record 6 takes record 5's place"
+        assert skip.stats()["corrupt_by_reason"] == {reason: 1}
+        raise_ = stoker.Loader(numbered, batch_size=4, threads=2, on_corrupt="raise",
+                               transforms=[stoker.RandomResizedCrop(16)])
+        it = iter(raise_)
+        next(it)
+        with pytest.raises(stoker.SampleError, match="record 5 '.*img005.jpg'"):
+            next(it)
+        assert len(next(it)[1]) == 4, "iteration goes on after it"
+    finally:
+        _testing.throw_in_sample(-1)

@@ -305,8 +305,13 @@ def test_doctor_times_an_unmodified_script_like_stoker_profile(images, tmp_path,
         assert set(st) == PROFILE_STATS
         # Every batch the script trained on, counted (the loop breaks right after a step).
         assert (st["batches"], st["samples"]) == (r["script"]["batches"], r["script"]["samples"])
-        # The verdict's numbers are the snapshot's.
-        assert r["wait_share"] == pytest.approx(st["wait_s"] / (st["wait_s"] + st["step_s"]), rel=1e-6)
-        assert r["step_per_sample_s"] == pytest.approx(st["step_s"] / st["samples"], rel=1e-6)
+        # The verdict's numbers are the snapshot's, after the loop's start-up (the steady window).
+        w = r["steady"]
+        assert w["skipped_s"] > 0 and w["after"] in ("first epoch", "first fifth"), w
+        assert w["skipped_s"] + w["active_s"] == pytest.approx(st["wait_s"] + st["step_s"], rel=1e-6)
+        assert 0 < w["samples"] < st["samples"] and 0 < w["wait_s"] <= st["wait_s"]
+        assert r["rate"] == pytest.approx(w["samples"] / w["active_s"], rel=1e-6)
+        assert r["wait_share"] == pytest.approx(w["wait_s"] / w["active_s"], rel=1e-6)
+        assert r["step_per_sample_s"] == pytest.approx((w["active_s"] - w["wait_s"]) / w["samples"], rel=1e-6)
     assert plain["verdict"] == wrapped["verdict"], (plain["terminal"], wrapped["terminal"])
 

@@ -9,11 +9,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -241,6 +243,10 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   j["rate"] = v.rate;
   j["wait_share"] = v.wait_share;
   j["step_per_sample_s"] = v.step_per_sample_s;
+  // The window rate, wait_share and step describe: the loop after its start-up.
+  j["steady"] = {{"samples", v.steady.samples}, {"active_s", v.steady.active_s}, {"wait_s", v.steady.wait_s},
+                 {"skipped_s", v.steady.skipped_s},
+                 {"after", v.steady.skipped_s <= 0 ? "start" : v.steady.after_epoch ? "first epoch" : "first fifth"}};
   j["evidence"] = v.evidence;
   j["notes"] = v.notes;
   j["probe_s"] = v.probe_s;
@@ -348,22 +354,59 @@ int run(const DoctorArgs& a) {
   facts.series = channel.series();
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
-  if (!a.quiet) {
-    std::fprintf(stderr, "stoker doctor: the command ended (exit %d); measuring what changes would gain (about 2-4 s "
-                 "per probe, at most 5 probes)...\n", exit_code);
+  if (!a.quiet && a.probe) {
+    std::fprintf(stderr, "stoker doctor: the command ended (exit %d); measuring what changes would gain (one "
+                 "interleaved probe: about 15-20 s on 2 cores)...\n", exit_code);
   }
   Probes probes;
   const std::int64_t probe_start = mono_ns();
+  // The status line: what is being measured and for how long, redrawn every
+  // 0.5 s on a terminal by a ticker thread while the probes run.
+  std::mutex status_mu;
+  std::condition_variable status_cv;
+  std::string measuring;
+  bool probes_done = false;
+  auto draw = [&] {  // REQUIRES: status_mu held
+    const double t = static_cast<double>(mono_ns() - probe_start) * 1e-9;
+    std::fprintf(stderr, "\r\033[Kdoctor probes %5.1fs  measuring %s", t, measuring.c_str());
+  };
   probes.progress = [&](const std::string& what) {
     if (a.quiet) return;
-    const double t = static_cast<double>(mono_ns() - probe_start) * 1e-9;
+    std::lock_guard<std::mutex> lock(status_mu);
+    measuring = what;
     if (tty) {
-      std::fprintf(stderr, "\r\033[Kdoctor probes %5.1fs  measuring %s", t, what.c_str());
+      draw();
     } else {
-      std::fprintf(stderr, "stoker doctor: probes %.1f s: measuring %s\n", t, what.c_str());
+      std::fprintf(stderr, "stoker doctor: probes %.1f s: measuring %s\n",
+                   static_cast<double>(mono_ns() - probe_start) * 1e-9, what.c_str());
     }
   };
-  Verdict v = diagnose(facts, probes, a.probe);
+  std::thread ticker;
+  if (tty && !a.quiet) {
+    ticker = std::thread([&] {
+      std::unique_lock<std::mutex> lock(status_mu);
+      while (!status_cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return probes_done; })) {
+        if (!measuring.empty()) draw();
+      }
+    });
+  }
+  auto stop_ticker = [&] {
+    if (!ticker.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(status_mu);
+      probes_done = true;
+    }
+    status_cv.notify_all();
+    ticker.join();
+  };
+  Verdict v;
+  try {
+    v = diagnose(facts, probes, a.probe);
+  } catch (...) {
+    stop_ticker();
+    throw;
+  }
+  stop_ticker();
   if (tty && !a.quiet) std::fprintf(stderr, "\r\033[K");
   std::vector<SweepPoint> points;
   std::string sweep_md, sweep_svg;

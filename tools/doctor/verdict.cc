@@ -87,14 +87,8 @@ const Series* busiest(const std::map<std::string, Series>& all, const char* kind
 // when it ended in the first half of the loop's time; otherwise its first
 // fifth. The whole loop when its timeline is too short to split (under 1 s,
 // or 2 snapshots, left after the start-up).
-struct Window {
-  double samples = 0, active = 0, wait = 0;  // in the window
-  double skipped_s = 0;                      // the start-up left out (0: the whole loop)
-  bool after_epoch = false;                  // the start-up was the first epoch
-};
-
-Window steady_window(const Series& s, double epoch_samples, double samples, double active, double wait) {
-  Window w{samples, active, wait};
+Steady steady_window(const Series& s, double epoch_samples, double samples, double active, double wait) {
+  Steady w{samples, active, wait};
   if (s.points.size() < 3) return w;
   const Series::Point& end = s.points.back();
   if (end.active_s <= 0) return w;
@@ -123,18 +117,18 @@ Window steady_window(const Series& s, double epoch_samples, double samples, doub
   // Scaled to the totals' own clock and counts (the points may come from
   // another snapshot than the totals: a profile wrapping the loader).
   const double fa = active / end.active_s, fn = end.samples > 0 ? samples / end.samples : 1;
-  w.active = da * fa;
+  w.active_s = da * fa;
   w.samples = dn * fn;
-  w.wait = std::clamp((end.wait_s - start->wait_s) * fa, 0.0, w.active);
+  w.wait_s = std::clamp((end.wait_s - start->wait_s) * fa, 0.0, w.active_s);
   w.skipped_s = start->active_s * fa;
   w.after_epoch = after_epoch;
   return w;
 }
 
 // "its 7.9 s" / "its 7.0 s after the first epoch (0.9 s of start-up left out)"
-std::string window_text(const Window& w) {
-  if (w.skipped_s <= 0) return fmt("its %.1f s", w.active);
-  return fmt("its %.1f s after the first %s (%.1f s of start-up left out)", w.active,
+std::string window_text(const Steady& w) {
+  if (w.skipped_s <= 0) return fmt("its %.1f s", w.active_s);
+  return fmt("its %.1f s after the first %s (%.1f s of start-up left out)", w.active_s,
              w.after_epoch ? "epoch" : "fifth of the loop", w.skipped_s);
 }
 
@@ -219,9 +213,10 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   const int threads = st.value("threads", 1), threads_max = st.value("threads_max", 1);
   v->consumer = "stoker loader over " + snap.value("describe", std::string("?"));
   const bool wrapped = ps && ps->last["info"].value("stoker_loader", false);
-  const Window w = steady_window(wrapped ? *ps : ls, snap.value("dataset_size", 0.0) / std::max(1, opts.value("world_size", 1)),
+  const Steady w = steady_window(wrapped ? *ps : ls, snap.value("dataset_size", 0.0) / std::max(1, opts.value("world_size", 1)),
                                  n, active, wait);
-  n = w.samples, active = w.active, wait = w.wait;
+  v->steady = w;
+  n = w.samples, active = w.active_s, wait = w.wait_s;
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? std::clamp(wait / active, 0.0, 1.0) : 0;
   v->step_per_sample_s = n > 0 ? std::max(0.0, active - wait) / n : 0;
@@ -418,9 +413,10 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   const auto& info = ps.last["info"];
   const auto& st = ps.last["stats"];
   const auto files = info.value("files", std::vector<std::string>{});  // a sample of the dataset's files, if known
-  const Window w = steady_window(ps, info.value("dataset_size", 0.0), st.value("samples", 0.0),
+  const Steady w = steady_window(ps, info.value("dataset_size", 0.0), st.value("samples", 0.0),
                                  st.value("wait_s", 0.0) + st.value("step_s", 0.0), st.value("wait_s", 0.0));
-  const double n = w.samples, wait = w.wait, active = w.active, step = active - wait;
+  v->steady = w;
+  const double n = w.samples, wait = w.wait_s, active = w.active_s, step = active - wait;
   v->consumer = info.value("auto", false) ? st.value("name", std::string("?")) + " loop (timed by the doctor, no code change)"
                                            : "stoker.profile(" + st.value("name", std::string("?")) + ")";
   if (info.contains("dataset")) v->consumer += " over " + info.value("dataset", std::string("?"));

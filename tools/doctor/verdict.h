@@ -24,6 +24,14 @@ struct Suggestion {
   std::string basis;           // how the prediction was made
 };
 
+// The part of the loop the verdict describes: its steady state, after the
+// start-up (see steady_window in verdict.cc).
+struct Steady {
+  double samples = 0, active_s = 0, wait_s = 0;  // in the window
+  double skipped_s = 0;                          // the start-up left out (0: the whole loop)
+  bool after_epoch = false;                      // the start-up was the first epoch (else its first fifth)
+};
+
 struct Verdict {
   Bottleneck kind = Bottleneck::kNoData;
   // No loop reported its wait (not Python, or nothing the doctor times): the
@@ -33,6 +41,7 @@ struct Verdict {
   double rate = 0;             // samples/s the training loop consumed
   double wait_share = 0;       // of the loop's time, waiting for the next batch
   double step_per_sample_s = 0;
+  Steady steady;               // rate, wait_share and step are this window's
   std::vector<std::string> evidence;
   std::vector<Suggestion> suggestions;  // best first
   std::vector<std::string> notes;       // probes that could not run, etc.

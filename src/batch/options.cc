@@ -1,6 +1,7 @@
-// LoaderOptions <-> JSON: every option, under the names the Python API uses.
-// The doctor's channel carries it, so its probes rebuild the loader the user
-// ran; there is no other serialisation of the options.
+// LoaderOptions: their validation, and JSON both ways (every option, under
+// the names the Python API uses). The doctor's channel carries the JSON, so
+// its probes rebuild the loader the user ran; there is no other
+// serialisation of the options.
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "stoker/options.h"
 #include "stoker/status.h"
+#include "util/util.h"
 
 namespace stoker {
 namespace {
@@ -79,6 +81,22 @@ Transform transform_from_json(const json& t) {
 }
 
 }  // namespace
+
+void validate_options(const LoaderOptions& o) {
+  if (o.batch_size == 0) detail::invalid("batch_size must be > 0, got 0");
+  if (o.threads < 0) detail::invalid("threads must be >= 0 (0 = autotuned), got " + std::to_string(o.threads));
+  if (o.max_threads < 0) detail::invalid("max_threads must be >= 0 (0 = the available cores), got " + std::to_string(o.max_threads));
+  if (o.prefetch < 0) detail::invalid("prefetch must be >= 0 (0 = auto), got " + std::to_string(o.prefetch));
+  if (o.world_size < 1) detail::invalid("world_size must be >= 1, got " + std::to_string(o.world_size));
+  if (o.rank < 0 || o.rank >= o.world_size) {
+    detail::invalid("rank must be in [0, world_size=" + std::to_string(o.world_size) + "), got " + std::to_string(o.rank));
+  }
+  if (o.max_consecutive_corrupt < 1) {
+    detail::invalid("max_consecutive_corrupt must be >= 1, got " + std::to_string(o.max_consecutive_corrupt));
+  }
+  if (o.max_image_pixels == 0) detail::invalid("max_image_pixels must be > 0");
+  if (o.cache_max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
+}
 
 std::string options_to_json(const LoaderOptions& o) {
   json t = json::array();

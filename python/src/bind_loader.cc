@@ -37,68 +37,22 @@ py::dict stats_dict(const Stats& s) {
   return py::module_::import("json").attr("loads")(s.to_json());
 }
 
-template <typename E>
-E parse_enum(const char* arg, const std::string& v, std::initializer_list<std::pair<const char*, E>> options) {
-  std::string valid;
-  for (const auto& [name, e] : options) {
-    if (v == name) return e;
-    valid += (valid.empty() ? "'" : ", '") + std::string(name) + "'";
-  }
-  throw py::value_error(std::string(arg) + " must be one of " + valid + ", got '" + v + "'");
-}
-
 }  // namespace
 
 void bind_loader(py::module_& m) {
   py::class_<Loader, std::unique_ptr<Loader, ReleaseGilDelete>>(m, "_Loader")
-      .def(py::init([](const std::vector<std::string>& sources, long long batch_size, bool shuffle, std::uint64_t seed,
-                       bool drop_last, std::vector<Transform> transforms, int threads, int prefetch, int rank,
-                       int world_size, const std::string& on_corrupt, const std::string& dtype,
-                       const std::string& layout, std::uint64_t max_image_pixels, const std::string& labels,
-                       const std::string& kind, const std::string& decode_scale, const std::string& cache,
-                       std::uint64_t memory_budget, int cache_max_side, int max_threads, bool trace, bool stage_timing,
-                       bool preload, const std::string& progress) {
-             if (batch_size <= 0) throw py::value_error("batch_size must be > 0, got " + std::to_string(batch_size));
-             LoaderOptions o;
-             o.batch_size = static_cast<std::size_t>(batch_size);
-             o.shuffle = shuffle;
-             o.seed = seed;
-             o.drop_last = drop_last;
+      // Options come as JSON (python/stoker: every keyword of stoker.Loader but
+      // the transforms), decoded and validated by the one codec in C++
+      // (src/batch/options.cc): the doctor's snapshot uses the same.
+      .def(py::init([](const std::vector<std::string>& sources, const std::string& options,
+                       std::vector<Transform> transforms) {
+             LoaderOptions o = options_from_json(options);
              o.transforms = std::move(transforms);
-             o.threads = threads;
-             o.prefetch = prefetch;
-             o.max_threads = max_threads;
-             o.trace = trace;
-             o.stage_timing = stage_timing;
-             o.rank = rank;
-             o.world_size = world_size;
-             o.on_corrupt = parse_enum<OnCorrupt>("on_corrupt", on_corrupt,
-                                                  {{"skip", OnCorrupt::kSkip}, {"raise", OnCorrupt::kRaise}});
-             o.dtype = parse_enum<DType>("dtype", dtype, {{"float32", DType::kFloat32}, {"uint8", DType::kUInt8}});
-             o.layout = parse_enum<Layout>("layout", layout, {{"NCHW", Layout::kNCHW}, {"NHWC", Layout::kNHWC}});
-             o.max_image_pixels = max_image_pixels;
-             o.labels = labels;
-             o.kind = parse_enum<SampleKind>("kind", kind, {{"auto", SampleKind::kAuto},
-                                                            {"image", SampleKind::kImage},
-                                                            {"array", SampleKind::kArray}});
-             o.decode_scale = parse_enum<DecodeScale>("decode_scale", decode_scale,
-                                                      {{"exact", DecodeScale::kExact}, {"auto", DecodeScale::kAuto}});
-             o.cache = parse_enum<Cache>("cache", cache,
-                                         {{"mmap", Cache::kMmap}, {"ram", Cache::kRam}, {"decoded", Cache::kDecoded}});
-             o.memory_budget = memory_budget;
-             o.cache_max_side = cache_max_side;
-             o.preload = preload;
-             o.progress = parse_enum<Progress>("progress", progress,
-                                               {{"auto", Progress::kAuto}, {"on", Progress::kOn}, {"off", Progress::kOff}});
+             validate_options(o);
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
              return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(sources, std::move(o)));
            }),
-           py::arg("sources"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"), py::arg("drop_last"),
-           py::arg("transforms"), py::arg("threads"), py::arg("prefetch"), py::arg("rank"), py::arg("world_size"),
-           py::arg("on_corrupt"), py::arg("dtype"), py::arg("layout"), py::arg("max_image_pixels"),
-           py::arg("labels"), py::arg("kind"), py::arg("decode_scale"), py::arg("cache"), py::arg("memory_budget"),
-           py::arg("cache_max_side"), py::arg("max_threads"), py::arg("trace"), py::arg("stage_timing"), py::arg("preload"),
-           py::arg("progress"))
+           py::arg("sources"), py::arg("options"), py::arg("transforms"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })

@@ -10,6 +10,8 @@
 Batches are handed over without a copy: the tensors view a buffer of the
 loader's ring, which is reused only after every tensor viewing it is freed.
 """
+import json
+import operator
 import os
 import time
 
@@ -73,6 +75,14 @@ def _check_device(device, pin_memory, output):
     return dev
 
 
+def _json_value(v):
+    """Integers of other types (numpy's) as ints; anything else by its repr, for C++ to name in its error."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        return repr(v)
+
+
 def _check_int(name, value, minimum):
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be an int, got {value!r}")
@@ -118,6 +128,9 @@ class Loader:
         torch.distributed when initialised, else RANK / WORLD_SIZE, else 0 / 1.
     on_corrupt: "skip" (count it and use the next sample) or "raise"
         (stoker.SampleError, an OSError, naming file and reason, in order).
+        max_consecutive_corrupt: under "skip", how many corrupt samples in a
+        row one place tolerates before its batch fails anyway (the data set is
+        then mostly broken).
     dtype: "float32" (ToTensor scale, then Normalize) or "uint8".
     layout: "NCHW" or "NHWC". output: "torch" or "numpy".
     decode_scale: "exact" (default: JPEGs decoded at full resolution, only the
@@ -154,7 +167,7 @@ class Loader:
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
                  kind="auto", device=None, pin_memory=False, decode_scale="exact", cache="mmap",
                  memory_budget=0, cache_max_side=448, max_threads=0, trace=False, stage_timing=True,
-                 preload=True, progress=None):
+                 preload=True, progress=None, max_consecutive_corrupt=64):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -162,11 +175,6 @@ class Loader:
         else:
             raise ValueError(f"source must be a path (str or os.PathLike) or a non-empty list of shard paths, "
                              f"got {source!r}")
-        _check_int("batch_size", batch_size, 1)
-        _check_int("threads", threads, 0)
-        _check_int("prefetch", prefetch, 0)
-        _check_int("max_threads", max_threads, 0)
-        _check_int("seed", seed, 0)
         if progress not in (None, True, False):
             raise ValueError(f"progress must be None, True or False, got {progress!r}")
         if output not in ("torch", "numpy"):
@@ -182,12 +190,17 @@ class Loader:
                                  "(RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize)")
         rank, world_size = _resolve_distributed(rank, world_size)
         self.output = output
-        self._impl = _stoker._Loader(sources, batch_size, bool(shuffle), seed, bool(drop_last),
-                                     transforms, threads, prefetch, rank, world_size, on_corrupt, dtype,
-                                     layout, int(max_image_pixels), labels, kind, decode_scale, cache,
-                                     int(memory_budget), int(cache_max_side), max_threads, bool(trace),
-                                     bool(stage_timing), bool(preload),
-                                     {None: "auto", True: "on", False: "off"}[progress])
+        # NOTE: the options' types and ranges are checked once, in C++ (src/batch/options.cc),
+        # which names the option; the doctor's snapshot carries the same JSON.
+        options = dict(batch_size=batch_size, shuffle=bool(shuffle), seed=seed, drop_last=bool(drop_last),
+                       threads=threads, prefetch=prefetch, max_threads=max_threads, rank=rank,
+                       world_size=world_size, on_corrupt=on_corrupt,
+                       max_consecutive_corrupt=max_consecutive_corrupt, dtype=dtype, layout=layout,
+                       max_image_pixels=max_image_pixels, labels=labels, kind=kind, decode_scale=decode_scale,
+                       cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
+                       trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
+                       progress={None: "auto", True: "on", False: "off"}[progress])
+        self._impl = _stoker._Loader(sources, json.dumps(options, default=_json_value), transforms)
         _profiling.register_loader(self)
         self.batch_size = batch_size
         self._h2d_ns = 0     # consumer-thread time staging and starting host-to-device copies

@@ -527,12 +527,16 @@ const std::int64_t* Batch::labels() const { return lease_ ? lease_->slot->labels
 std::size_t Batch::image_bytes() const { return bytes_; }
 
 // ---- Loader ----
+// NOTE: the options are checked before the source is opened (a bad option
+// is reported as such, not as a missing file, and before a long folder scan).
 Loader::Loader(const std::string& source, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>(open_source(source, options.labels)), options) {  // NOTE: a copy: argument order is unspecified
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels))),
+             options) {  // NOTE: a copy: argument order is unspecified
   impl_->specs_ = {source};
 }
 Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>(open_sources(sources, options.labels)), options) {
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels))),
+             options) {
   impl_->specs_ = sources;
 }
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)

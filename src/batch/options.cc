@@ -4,8 +4,13 @@
 // serialisation of the options.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "stoker/options.h"
 #include "stoker/status.h"
@@ -27,21 +32,122 @@ const Names<DecodeScale> kScale = {{DecodeScale::kExact, "exact"}, {DecodeScale:
 const Names<OnCorrupt> kCorrupt = {{OnCorrupt::kSkip, "skip"}, {OnCorrupt::kRaise, "raise"}};
 const Names<Progress> kProgress = {{Progress::kAuto, "auto"}, {Progress::kOn, "on"}, {Progress::kOff, "off"}};
 
-template <typename E>
-std::string name_of(E e, Names<E> names) {
-  for (const auto& [v, n] : names) {
-    if (v == e) return n;
-  }
-  return "?";
+[[noreturn]] void bad(const std::string& name, const std::string& want, const json& got) {
+  detail::invalid(name + " must be " + want + ", got " + got.dump());
 }
-template <typename E>
-E value_of(const json& j, const char* key, E fallback, Names<E> names) {
-  if (!j.contains(key)) return fallback;
-  const std::string s = j[key].get<std::string>();
-  for (const auto& [v, n] : names) {
-    if (s == n) return v;
-  }
-  throw Error(Code::kInvalidArgument, std::string("options JSON: unknown ") + key + " '" + s + "'");
+
+// One option: its name, and how it goes to and from JSON. Types are checked
+// here (with the option's name in the message); ranges by validate_options().
+struct Field {
+  const char* name;
+  json (*get)(const LoaderOptions&);
+  void (*set)(LoaderOptions&, const json&, const char* name);
+};
+
+template <auto M>
+Field integer(const char* name) {
+  return {name, [](const LoaderOptions& o) -> json { return o.*M; },
+          [](LoaderOptions& o, const json& v, const char* n) {
+            using T = std::remove_reference_t<decltype(o.*M)>;
+            if (!v.is_number_integer()) bad(n, "an integer", v);
+            if constexpr (std::is_unsigned_v<T>) {
+              if (v.is_number_unsigned()) {
+                o.*M = v.get<T>();
+                return;
+              }
+              if (v.get<std::int64_t>() < 0) bad(n, "a non-negative integer", v);
+              o.*M = static_cast<T>(v.get<std::int64_t>());
+            } else {
+              const std::int64_t x = v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX
+                                         ? INT64_MAX : v.get<std::int64_t>();
+              if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) bad(n, "a smaller integer", v);
+              o.*M = static_cast<T>(x);
+            }
+          }};
+}
+template <auto M>
+Field boolean(const char* name) {
+  return {name, [](const LoaderOptions& o) -> json { return o.*M; },
+          [](LoaderOptions& o, const json& v, const char* n) {
+            if (!v.is_boolean()) bad(n, "true or false", v);
+            o.*M = v.get<bool>();
+          }};
+}
+template <auto M>
+Field text(const char* name) {
+  return {name, [](const LoaderOptions& o) -> json { return o.*M; },
+          [](LoaderOptions& o, const json& v, const char* n) {
+            if (!v.is_string()) bad(n, "a string", v);
+            o.*M = v.get<std::string>();
+          }};
+}
+template <auto M, const Names<std::remove_reference_t<decltype(std::declval<LoaderOptions&>().*M)>>* N>
+Field choice(const char* name) {
+  return {name,
+          [](const LoaderOptions& o) -> json {
+            for (const auto& [v, s] : *N) {
+              if (v == o.*M) return s;
+            }
+            return "?";
+          },
+          [](LoaderOptions& o, const json& v, const char* n) {
+            std::string valid;
+            for (const auto& [e, s] : *N) {
+              if (v.is_string() && v.get<std::string>() == s) {
+                o.*M = e;
+                return;
+              }
+              valid += (valid.empty() ? "'" : ", '") + std::string(s) + "'";
+            }
+            detail::invalid(std::string(n) + " must be one of " + valid + ", got " +
+                            (v.is_string() ? "'" + v.get<std::string>() + "'" : v.dump()));
+          }};
+}
+
+Transform transform_from_json(const json& t);
+json transform_to_json(const Transform& t);
+
+// Every option of LoaderOptions, once: options_to_json, options_from_json
+// (and through them the Python Loader and the doctor's snapshot) read this.
+const std::vector<Field>& fields() {
+  static const std::vector<Field> f = {
+      integer<&LoaderOptions::batch_size>("batch_size"),
+      boolean<&LoaderOptions::shuffle>("shuffle"),
+      integer<&LoaderOptions::seed>("seed"),
+      boolean<&LoaderOptions::drop_last>("drop_last"),
+      integer<&LoaderOptions::threads>("threads"),
+      integer<&LoaderOptions::max_threads>("max_threads"),
+      integer<&LoaderOptions::prefetch>("prefetch"),
+      integer<&LoaderOptions::rank>("rank"),
+      integer<&LoaderOptions::world_size>("world_size"),
+      choice<&LoaderOptions::on_corrupt, &kCorrupt>("on_corrupt"),
+      integer<&LoaderOptions::max_consecutive_corrupt>("max_consecutive_corrupt"),
+      choice<&LoaderOptions::dtype, &kDType>("dtype"),
+      choice<&LoaderOptions::layout, &kLayout>("layout"),
+      choice<&LoaderOptions::kind, &kKind>("kind"),
+      choice<&LoaderOptions::decode_scale, &kScale>("decode_scale"),
+      choice<&LoaderOptions::cache, &kCache>("cache"),
+      integer<&LoaderOptions::memory_budget>("memory_budget"),
+      boolean<&LoaderOptions::preload>("preload"),
+      choice<&LoaderOptions::progress, &kProgress>("progress"),
+      integer<&LoaderOptions::cache_max_side>("cache_max_side"),
+      {"transforms",
+       [](const LoaderOptions& o) -> json {
+         json t = json::array();
+         for (const Transform& x : o.transforms) t.push_back(transform_to_json(x));
+         return t;
+       },
+       [](LoaderOptions& o, const json& v, const char* n) {
+         if (!v.is_array()) bad(n, "a list", v);
+         o.transforms.clear();
+         for (const auto& t : v) o.transforms.push_back(transform_from_json(t));
+       }},
+      integer<&LoaderOptions::max_image_pixels>("max_image_pixels"),
+      text<&LoaderOptions::labels>("labels"),
+      boolean<&LoaderOptions::stage_timing>("stage_timing"),
+      boolean<&LoaderOptions::trace>("trace"),
+  };
+  return f;
 }
 
 json transform_to_json(const Transform& t) {
@@ -77,7 +183,7 @@ Transform transform_from_json(const json& t) {
   if (name == "CenterCrop") return CenterCrop{t.at("size").at(0), t.at("size").at(1)};
   if (name == "RandomHorizontalFlip") return RandomHorizontalFlip{t.value("p", 0.5)};
   if (name == "Normalize") return Normalize{t.at("mean").get<std::vector<float>>(), t.at("std").get<std::vector<float>>()};
-  throw Error(Code::kInvalidArgument, "options JSON: unknown transform '" + name + "'");
+  detail::invalid("transforms: unknown transform '" + name + "'");
 }
 
 }  // namespace
@@ -99,67 +205,29 @@ void validate_options(const LoaderOptions& o) {
 }
 
 std::string options_to_json(const LoaderOptions& o) {
-  json t = json::array();
-  for (const Transform& x : o.transforms) t.push_back(transform_to_json(x));
-  const json j = {{"batch_size", o.batch_size},
-                  {"shuffle", o.shuffle},
-                  {"seed", o.seed},
-                  {"drop_last", o.drop_last},
-                  {"threads", o.threads},
-                  {"max_threads", o.max_threads},
-                  {"prefetch", o.prefetch},
-                  {"rank", o.rank},
-                  {"world_size", o.world_size},
-                  {"on_corrupt", name_of(o.on_corrupt, kCorrupt)},
-                  {"max_consecutive_corrupt", o.max_consecutive_corrupt},
-                  {"dtype", name_of(o.dtype, kDType)},
-                  {"layout", name_of(o.layout, kLayout)},
-                  {"kind", name_of(o.kind, kKind)},
-                  {"decode_scale", name_of(o.decode_scale, kScale)},
-                  {"cache", name_of(o.cache, kCache)},
-                  {"memory_budget", o.memory_budget},
-                  {"preload", o.preload},
-                  {"progress", name_of(o.progress, kProgress)},
-                  {"cache_max_side", o.cache_max_side},
-                  {"transforms", t},
-                  {"max_image_pixels", o.max_image_pixels},
-                  {"labels", o.labels},
-                  {"stage_timing", o.stage_timing},
-                  {"trace", o.trace}};
+  json j = json::object();
+  for (const Field& f : fields()) j[f.name] = f.get(o);
   return j.dump();
 }
 
 LoaderOptions options_from_json(const std::string& text) {
   LoaderOptions o;
+  json j;
   try {
-    const json j = json::parse(text);
-    o.batch_size = j.value("batch_size", o.batch_size);
-    o.shuffle = j.value("shuffle", o.shuffle);
-    o.seed = j.value("seed", o.seed);
-    o.drop_last = j.value("drop_last", o.drop_last);
-    o.threads = j.value("threads", o.threads);
-    o.max_threads = j.value("max_threads", o.max_threads);
-    o.prefetch = j.value("prefetch", o.prefetch);
-    o.rank = j.value("rank", o.rank);
-    o.world_size = j.value("world_size", o.world_size);
-    o.on_corrupt = value_of(j, "on_corrupt", o.on_corrupt, kCorrupt);
-    o.max_consecutive_corrupt = j.value("max_consecutive_corrupt", o.max_consecutive_corrupt);
-    o.dtype = value_of(j, "dtype", o.dtype, kDType);
-    o.layout = value_of(j, "layout", o.layout, kLayout);
-    o.kind = value_of(j, "kind", o.kind, kKind);
-    o.decode_scale = value_of(j, "decode_scale", o.decode_scale, kScale);
-    o.cache = value_of(j, "cache", o.cache, kCache);
-    o.memory_budget = j.value("memory_budget", o.memory_budget);
-    o.preload = j.value("preload", o.preload);
-    o.progress = value_of(j, "progress", o.progress, kProgress);
-    o.cache_max_side = j.value("cache_max_side", o.cache_max_side);
-    for (const auto& t : j.value("transforms", json::array())) o.transforms.push_back(transform_from_json(t));
-    o.max_image_pixels = j.value("max_image_pixels", o.max_image_pixels);
-    o.labels = j.value("labels", o.labels);
-    o.stage_timing = j.value("stage_timing", o.stage_timing);
-    o.trace = j.value("trace", o.trace);
+    j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(Code::kInvalidArgument, std::string("options JSON: ") + e.what());
+    detail::invalid(std::string("options: not JSON: ") + e.what());
+  }
+  if (!j.is_object()) detail::invalid("options: expected a JSON object, got " + j.dump());
+  for (const auto& [key, value] : j.items()) {
+    const auto& all = fields();
+    auto f = std::find_if(all.begin(), all.end(), [&](const Field& x) { return key == x.name; });
+    if (f == all.end()) detail::invalid("unknown option '" + key + "'");
+    try {
+      f->set(o, value, f->name);
+    } catch (const json::exception& e) {
+      detail::invalid(std::string(f->name) + ": " + e.what());
+    }
   }
   return o;
 }

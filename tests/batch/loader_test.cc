@@ -8,6 +8,8 @@
 #include <numeric>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 
 namespace stoker {
@@ -362,8 +364,34 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(std::get<RandomResizedCrop>(r.transforms[0]).scale[0], 0.25);
   // Missing fields keep their defaults; malformed input is a clear error.
   EXPECT_EQ(options_from_json("{}").batch_size, LoaderOptions{}.batch_size);
-  EXPECT_THROW(options_from_json(R"({"cache":"disk"})"), Error);
   EXPECT_THROW(options_from_json("not json"), Error);
+  // The test sets every option away from its default (so none is left out
+  // of the codec unnoticed): each key of the JSON differs from the default's.
+  const auto set = nlohmann::json::parse(j), defaults = nlohmann::json::parse(options_to_json(LoaderOptions{}));
+  std::size_t keys = 0;
+  for (const auto& [key, value] : defaults.items()) {
+    EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
+    ++keys;
+  }
+  EXPECT_EQ(keys, 25u);
+  // Errors name the option and what it must be.
+  auto message = [](const std::string& js) {
+    try {
+      (void)options_from_json(js);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(R"({"cache":"disk"})"), "cache must be one of 'mmap', 'ram', 'decoded', got 'disk'");
+  EXPECT_EQ(message(R"({"batch_size":2.5})"), "batch_size must be an integer, got 2.5");
+  EXPECT_EQ(message(R"({"batch_size":-3})"), "batch_size must be a non-negative integer, got -3");
+  EXPECT_EQ(message(R"({"shuffle":1})"), "shuffle must be true or false, got 1");
+  EXPECT_EQ(message(R"({"labels":5})"), "labels must be a string, got 5");
+  EXPECT_EQ(message(R"({"threads":99999999999})"), "threads must be a smaller integer, got 99999999999");
+  EXPECT_EQ(message(R"({"batch_sise":8})"), "unknown option 'batch_sise'");
+  EXPECT_EQ(message(R"({"transforms":[{"name":"Blur"}]})"), "transforms: unknown transform 'Blur'");
 }
 }  // namespace
 }  // namespace stoker

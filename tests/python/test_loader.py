@@ -307,6 +307,43 @@ def test_bad_arguments_raise_value_error(numbered):
         stoker.Loader("/nonexistent/folder", transforms=SMALL)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batch_size=2.5), "batch_size must be an integer, got 2.5"),
+    (dict(batch_size="8"), 'batch_size must be an integer, got "8"'),
+    (dict(batch_size=True), "batch_size must be an integer, got true"),
+    (dict(batch_size=0), "batch_size must be > 0, got 0"),
+    (dict(seed=-1), "seed must be a non-negative integer, got -1"),
+    (dict(cache="disk"), "cache must be one of 'mmap', 'ram', 'decoded', got 'disk'"),
+    (dict(max_consecutive_corrupt=0), "max_consecutive_corrupt must be >= 1, got 0"),
+    (dict(cache_max_side=None), "cache_max_side must be an integer, got null"),
+    (dict(labels=3), "labels must be a string, got 3"),
+])
+def test_option_errors_name_the_option_before_reading_anything(kwargs, message):
+    """Checked once, in C++ (the codec the doctor's snapshot uses too), before the source is opened."""
+    with pytest.raises(ValueError) as e:
+        stoker.Loader("/nonexistent/folder", transforms=SMALL, **kwargs)
+    assert str(e.value) == message
+
+
+def test_numpy_integers_are_integers(numbered):
+    loader = stoker.Loader(numbered, batch_size=np.int64(8), seed=np.uint32(3), transforms=SMALL)
+    assert len(loader) == 5
+
+
+def test_max_consecutive_corrupt_is_settable(make_numbered, numbered, tmp_path):
+    """Two corrupt files in a row: the default tolerates them; max_consecutive_corrupt=2 gives up on that place."""
+    files = [line.split(",")[0] for line in open(numbered).read().splitlines()[1:9]]
+    for i in (2, 3):
+        bad = tmp_path / f"bad{i}.jpg"
+        bad.write_bytes(b"not a jpeg")
+        files[i] = str(bad)
+    lst = make_numbered(files)
+    assert len(ids(stoker.Loader(lst, batch_size=4, transforms=SMALL))) == 8
+    loader = stoker.Loader(lst, batch_size=4, transforms=SMALL, max_consecutive_corrupt=2)
+    with pytest.raises(stoker.SampleError, match="gave up after 2 consecutive corrupt samples"):
+        ids(loader)
+
+
 def test_empty_folder_raises(tmp_path):
     (tmp_path / "cls").mkdir()
     with pytest.raises(FileNotFoundError, match="no image files"):

@@ -3,7 +3,6 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
-#include <sstream>
 
 #include "bindings.h"
 #include "order/rng.h"
@@ -29,10 +28,15 @@ std::pair<int, int> size_arg(const char* who, const py::object& size) {
                         std::to_string(v.size()) + " values");
 }
 
-std::string fmt(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
+// The repr from the transform's one definition (src/transform/transforms.cc).
+template <typename T>
+std::string repr(const T& t) {
+  return detail::transform_repr(Transform{t});
+}
+
+template <typename... T>
+py::tuple transform_types(std::variant<T...>*) {
+  return py::make_tuple(py::type::of<T>()...);
 }
 
 }  // namespace
@@ -49,11 +53,7 @@ void bind_transforms(py::module_& m) {
       .def_readonly("width", &RandomResizedCrop::width)
       .def_readonly("scale", &RandomResizedCrop::scale)
       .def_readonly("ratio", &RandomResizedCrop::ratio)
-      .def("__repr__", [](const RandomResizedCrop& t) {
-        return "RandomResizedCrop(size=(" + std::to_string(t.height) + ", " + std::to_string(t.width) +
-               "), scale=(" + fmt(t.scale[0]) + ", " + fmt(t.scale[1]) + "), ratio=(" + fmt(t.ratio[0]) + ", " +
-               fmt(t.ratio[1]) + "))";
-      });
+      .def("__repr__", repr<RandomResizedCrop>);
 
   py::class_<Resize>(m, "Resize")
       .def(py::init([](const py::object& size, std::optional<int> max_size) {
@@ -68,10 +68,7 @@ void bind_transforms(py::module_& m) {
            py::arg("size"), py::arg("max_size") = py::none())
       .def_readonly("height", &Resize::height)
       .def_readonly("width", &Resize::width)
-      .def("__repr__", [](const Resize& t) {
-        return t.width > 0 ? "Resize(size=(" + std::to_string(t.height) + ", " + std::to_string(t.width) + "))"
-                           : "Resize(size=" + std::to_string(t.height) + ")";
-      });
+      .def("__repr__", repr<Resize>);
 
   py::class_<CenterCrop>(m, "CenterCrop")
       .def(py::init([](const py::object& size) {
@@ -81,27 +78,23 @@ void bind_transforms(py::module_& m) {
            py::arg("size"))
       .def_readonly("height", &CenterCrop::height)
       .def_readonly("width", &CenterCrop::width)
-      .def("__repr__", [](const CenterCrop& t) {
-        return "CenterCrop(size=(" + std::to_string(t.height) + ", " + std::to_string(t.width) + "))";
-      });
+      .def("__repr__", repr<CenterCrop>);
 
   py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip")
       .def(py::init([](double p) { return RandomHorizontalFlip{p}; }), py::arg("p") = 0.5)
       .def_readonly("p", &RandomHorizontalFlip::p)
-      .def("__repr__", [](const RandomHorizontalFlip& t) { return "RandomHorizontalFlip(p=" + fmt(t.p) + ")"; });
+      .def("__repr__", repr<RandomHorizontalFlip>);
 
   py::class_<Normalize>(m, "Normalize")
       .def(py::init([](std::vector<float> mean, std::vector<float> std) { return Normalize{mean, std}; }),
            py::arg("mean"), py::arg("std"))
       .def_readonly("mean", &Normalize::mean)
       .def_readonly("std", &Normalize::std)
-      .def("__repr__", [](const Normalize& t) {
-        std::string s = "Normalize(mean=[";
-        for (std::size_t i = 0; i < t.mean.size(); ++i) s += (i ? ", " : "") + fmt(t.mean[i]);
-        s += "], std=[";
-        for (std::size_t i = 0; i < t.std.size(); ++i) s += (i ? ", " : "") + fmt(t.std[i]);
-        return s + "])";
-      });
+      .def("__repr__", repr<Normalize>);
+
+  // Every transform class, in the variant's order (from the variant itself):
+  // what stoker.Loader accepts in transforms=.
+  m.attr("_transform_types") = transform_types(static_cast<Transform*>(nullptr));
 
   // Test hook: draws `n` boxes from a seeded stream (for distribution checks).
   m.def(

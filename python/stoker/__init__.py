@@ -185,9 +185,9 @@ class Loader:
         self.pin_memory = bool(pin_memory)
         transforms = list(transforms)
         for t in transforms:
-            if not isinstance(t, (RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize)):
-                raise ValueError(f"transforms: {t!r} is not a stoker transform "
-                                 "(RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize)")
+            if not isinstance(t, _stoker._transform_types):
+                names = ", ".join(c.__name__ for c in _stoker._transform_types)
+                raise ValueError(f"transforms: {t!r} is not a stoker transform ({names})")
         rank, world_size = _resolve_distributed(rank, world_size)
         self.output = output
         # NOTE: the options' types and ranges are checked once, in C++ (src/batch/options.cc),

@@ -14,6 +14,7 @@
 
 #include "stoker/options.h"
 #include "stoker/status.h"
+#include "transform/transform_defs.h"
 #include "util/util.h"
 
 namespace stoker {
@@ -104,8 +105,6 @@ Field choice(const char* name) {
           }};
 }
 
-Transform transform_from_json(const json& t);
-json transform_to_json(const Transform& t);
 
 // Every option of LoaderOptions, once: options_to_json, options_from_json
 // (and through them the Python Loader and the doctor's snapshot) read this.
@@ -134,13 +133,13 @@ const std::vector<Field>& fields() {
       {"transforms",
        [](const LoaderOptions& o) -> json {
          json t = json::array();
-         for (const Transform& x : o.transforms) t.push_back(transform_to_json(x));
+         for (const Transform& x : o.transforms) t.push_back(json::parse(detail::transform_to_json(x)));
          return t;
        },
        [](LoaderOptions& o, const json& v, const char* n) {
          if (!v.is_array()) bad(n, "a list", v);
          o.transforms.clear();
-         for (const auto& t : v) o.transforms.push_back(transform_from_json(t));
+         for (const auto& t : v) o.transforms.push_back(detail::transform_from_json(t.dump()));
        }},
       integer<&LoaderOptions::max_image_pixels>("max_image_pixels"),
       text<&LoaderOptions::labels>("labels"),
@@ -148,42 +147,6 @@ const std::vector<Field>& fields() {
       boolean<&LoaderOptions::trace>("trace"),
   };
   return f;
-}
-
-json transform_to_json(const Transform& t) {
-  return std::visit(
-      [](const auto& x) -> json {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, RandomResizedCrop>) {
-          return {{"name", "RandomResizedCrop"}, {"size", {x.height, x.width}}, {"scale", x.scale}, {"ratio", x.ratio}};
-        } else if constexpr (std::is_same_v<T, Resize>) {
-          return {{"name", "Resize"}, {"size", {x.height, x.width}}, {"max_size", x.max_size}};
-        } else if constexpr (std::is_same_v<T, CenterCrop>) {
-          return {{"name", "CenterCrop"}, {"size", {x.height, x.width}}};
-        } else if constexpr (std::is_same_v<T, RandomHorizontalFlip>) {
-          return {{"name", "RandomHorizontalFlip"}, {"p", x.p}};
-        } else {
-          return {{"name", "Normalize"}, {"mean", x.mean}, {"std", x.std}};
-        }
-      },
-      t);
-}
-
-Transform transform_from_json(const json& t) {
-  const std::string name = t.value("name", "");
-  if (name == "RandomResizedCrop") {
-    RandomResizedCrop r;
-    r.height = t.at("size").at(0);
-    r.width = t.at("size").at(1);
-    r.scale = t.at("scale").get<std::array<double, 2>>();
-    r.ratio = t.at("ratio").get<std::array<double, 2>>();
-    return r;
-  }
-  if (name == "Resize") return Resize{t.at("size").at(0), t.at("size").at(1), t.value("max_size", 0)};
-  if (name == "CenterCrop") return CenterCrop{t.at("size").at(0), t.at("size").at(1)};
-  if (name == "RandomHorizontalFlip") return RandomHorizontalFlip{t.value("p", 0.5)};
-  if (name == "Normalize") return Normalize{t.at("mean").get<std::vector<float>>(), t.at("std").get<std::vector<float>>()};
-  detail::invalid("transforms: unknown transform '" + name + "'");
 }
 
 }  // namespace

@@ -9,14 +9,6 @@
 
 namespace stoker::detail {
 
-Format sniff_format(const std::uint8_t* data, std::size_t size) {
-  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return Format::kJpeg;
-  static const std::uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return Format::kPng;
-  if (size >= 6 && std::memcmp(data, "\x93NUMPY", 6) == 0) return Format::kNpy;
-  return Format::kUnknown;
-}
-
 namespace {
 std::string describe_magic(const std::uint8_t* data, std::size_t size) {
   static const char* kHex = "0123456789abcdef";
@@ -44,6 +36,8 @@ Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint6
     case Format::kPng: s = png_->open(data, size, &width_, &height_); break;
     case Format::kNpy: s = npy_->open(data, size, max_pixels, &width_, &height_); break;
     case Format::kUnknown:
+    case Format::kOther:
+      format_ = Format::kUnknown;
       return Status::Unsupported("not a JPEG, PNG or .npy image (first bytes: " + describe_magic(data, size) + ")");
   }
   if (!s.ok()) return s;
@@ -57,9 +51,16 @@ Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint6
 }
 
 Status ImageDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths) {
-  if (format_ == Format::kJpeg) return jpeg_->decode(region, buf, view, scale_eighths);
-  if (format_ == Format::kNpy) return npy_->decode(region, buf, view);
-  return png_->decode(region, buf, view);
+  // NOTE: only the format open() recognised decodes; nothing falls through
+  // into another format's decoder.
+  switch (format_) {
+    case Format::kJpeg: return jpeg_->decode(region, buf, view, scale_eighths);
+    case Format::kPng: return png_->decode(region, buf, view);
+    case Format::kNpy: return npy_->decode(region, buf, view);
+    case Format::kUnknown:
+    case Format::kOther: break;
+  }
+  return Status::Unsupported("decode() without a successful open()");
 }
 
 }  // namespace stoker::detail

@@ -5,15 +5,12 @@
 #include <cstdint>
 #include <memory>
 
+#include "decode/formats.h"
 #include "decode/image.h"
 #include "stoker/status.h"
 
 namespace stoker::detail {
 
-enum class Format { kUnknown, kJpeg, kPng, kNpy };
-
-// Identifies the format from magic bytes (never from the file name).
-Format sniff_format(const std::uint8_t* data, std::size_t size);
 
 class JpegDecoder;
 class PngDecoder;

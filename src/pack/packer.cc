@@ -108,11 +108,7 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
         !w->encoder.transcode_with_restart_markers(w->file.data(), w->file.size(), &it->bytes).ok()) {
       it->bytes.assign(w->file.begin(), w->file.end());
     }
-    switch (w->decoder.format()) {
-      case detail::Format::kPng: it->ext = "png"; break;
-      case detail::Format::kNpy: it->ext = "npy"; break;
-      default: it->ext = "jpg";
-    }
+    it->ext = detail::format_info(w->decoder.format()).suffixes.front();
     // NOTE: verify the kept bytes decode, so that a pack never carries a
     // corrupt record the loader would trip on.
   }

@@ -76,9 +76,8 @@ SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, Sam
 void SampleMaker::decide_spec() {
   if (opt_.kind == SampleKind::kImage) return;
   if (opt_.kind == SampleKind::kAuto) {  // no read at start-up when the name says "image"
-    for (const char* ext : {".jpg", ".jpeg", ".png"}) {
-      if (source_.key(0).size() > std::strlen(ext) && ends_with_nocase(source_.key(0), ext)) return;
-    }
+    const FormatInfo* f = format_of_name(source_.key(0));
+    if (f && f->format != Format::kNpy) return;
   }
   std::vector<std::uint8_t> bytes;
   NpyHeader h;

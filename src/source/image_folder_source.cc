@@ -3,6 +3,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "decode/formats.h"
 #include "source/file_reader.h"
 #include "stoker/source.h"
 
@@ -10,20 +11,6 @@ namespace fs = std::filesystem;
 
 namespace stoker {
 namespace {
-
-// torchvision.datasets.folder.IMG_EXTENSIONS. Files stoker cannot decode
-// (bmp, tiff, webp, ...) are still listed, so that record i is ImageFolder's
-// sample i; reading them is counted as `unsupported`.
-bool has_image_extension(const std::string& name) {
-  static const char* kExt[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* e : kExt) {
-    std::size_t n = std::char_traits<char>::length(e);
-    if (lower.size() >= n && lower.compare(lower.size() - n, n, e) == 0) return true;
-  }
-  return false;
-}
 
 class ImageFolderSource final : public Source {
  public:
@@ -73,7 +60,7 @@ class ImageFolderSource final : public Source {
       std::vector<std::string> names;
       for (const auto& e : fs::directory_iterator(d, ec)) {
         std::error_code ec2;
-        if (!e.is_directory(ec2) && has_image_extension(e.path().filename().string())) {
+        if (!e.is_directory(ec2) && detail::is_folder_image(e.path().filename().string())) {
           names.push_back(e.path().filename().string());
         }
       }

@@ -3,6 +3,7 @@
 
 #include <charconv>
 
+#include "decode/formats.h"
 #include "source/tar.h"
 
 namespace stoker::detail {
@@ -37,14 +38,14 @@ Status build_index(ReadAt&& read_at, std::uint64_t file_size, const std::string&
       if (!split_key(members[i].name, &k, &sfx)) continue;
       if (k != key) break;
       names += (names.empty() ? "." : ", .") + sfx;
-      if (!image && (sfx == "jpg" || sfx == "jpeg" || sfx == "png" || sfx == "npy")) {
+      if (!image && is_sample_suffix(sfx)) {
         image = &members[i];
         r.suffix = sfx;
       }
       if (!label && sfx == label_suffix) label = &members[i];
     }
     if (!image) {
-      r.error = "sample has no image member (.jpg, .jpeg, .png or .npy); members: " + names;
+      r.error = std::string("sample has no image member (") + sample_suffixes_text() + "); members: " + names;
     } else {
       r.offset = image->offset;
       r.size = image->size;

@@ -11,84 +11,22 @@
 #include "util/util.h"
 
 namespace stoker::detail {
-namespace {
-
-std::string pair_str(const std::array<double, 2>& p) {
-  std::string s = "(";
-  s += std::to_string(p[0]);
-  s += ", ";
-  s += std::to_string(p[1]);
-  s += ")";
-  return s;
-}
-
-void check_size(const char* name, int h, int w) {
-  if (h <= 0 || w <= 0) {
-    invalid(std::string(name) + ": size must be positive, got " + std::to_string(h) + "x" + std::to_string(w));
-  }
-}
-
-}  // namespace
-
 Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout)
     : transforms_(transforms), dtype_(dtype), layout_(layout) {
-  bool fixed = false;
+  OutputSize size;
   const Normalize* normalize = nullptr;
-  for (std::size_t i = 0; i < transforms_.size(); ++i) {
-    const Transform& t = transforms_[i];
+  for (const Transform& t : transforms_) {
     if (normalize) invalid("Normalize must be the last transform (it acts on the tensor after ToTensor)");
-    std::visit(
-        [&](const auto& x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, RandomResizedCrop>) {
-            check_size("RandomResizedCrop", x.height, x.width);
-            if (!(x.scale[0] > 0 && x.scale[0] <= x.scale[1] && x.scale[1] <= 1.0)) {
-              invalid("RandomResizedCrop: scale must be (min, max) with 0 < min <= max <= 1, got " + pair_str(x.scale));
-            }
-            if (!(x.ratio[0] > 0 && x.ratio[0] <= x.ratio[1])) {
-              invalid("RandomResizedCrop: ratio must be (min, max) with 0 < min <= max, got " + pair_str(x.ratio));
-            }
-            fixed = true;
-            out_h_ = x.height;
-            out_w_ = x.width;
-          } else if constexpr (std::is_same_v<T, Resize>) {
-            if (x.width > 0) {
-              check_size("Resize", x.height, x.width);
-              if (x.max_size > 0) invalid("Resize: max_size is only allowed when size is a single int");
-              fixed = true;
-              out_h_ = x.height;
-              out_w_ = x.width;
-            } else {
-              if (x.height <= 0) invalid("Resize: size must be positive, got " + std::to_string(x.height));
-              if (x.max_size > 0 && x.max_size <= x.height) {
-                invalid("Resize: max_size = " + std::to_string(x.max_size) +
-                        " must be strictly greater than the requested size " + std::to_string(x.height));
-              }
-              fixed = false;
-            }
-          } else if constexpr (std::is_same_v<T, CenterCrop>) {
-            check_size("CenterCrop", x.height, x.width);
-            fixed = true;
-            out_h_ = x.height;
-            out_w_ = x.width;
-          } else if constexpr (std::is_same_v<T, RandomHorizontalFlip>) {
-            if (!(x.p >= 0.0 && x.p <= 1.0)) invalid("RandomHorizontalFlip: p must be in [0, 1], got " + std::to_string(x.p));
-          } else if constexpr (std::is_same_v<T, Normalize>) {
-            if (dtype_ != DType::kFloat32) invalid("Normalize requires dtype float32 (got uint8)");
-            auto ok_len = [](std::size_t n) { return n == 1 || n == 3; };
-            if (!ok_len(x.mean.size()) || !ok_len(x.std.size())) {
-              invalid("Normalize: mean and std need 1 or 3 values, got " + std::to_string(x.mean.size()) + " and " +
-                      std::to_string(x.std.size()));
-            }
-            for (float s : x.std) {
-              if (s == 0.0f) invalid("Normalize: std evaluated to zero, leading to division by zero");
-            }
-            normalize = &x;
-          }
-        },
-        t);
+    check_transform(t);
+    size = output_size(t, size);
+    if (const auto* n = std::get_if<Normalize>(&t)) {
+      if (dtype_ != DType::kFloat32) invalid("Normalize requires dtype float32 (got uint8)");
+      normalize = n;
+    }
   }
-  if (!fixed) {
+  out_h_ = size.height;
+  out_w_ = size.width;
+  if (!size.fixed) {
     invalid("transforms must give every sample the same size to batch them: end with RandomResizedCrop, "
             "CenterCrop or Resize((h, w)), after any Resize(int)");
   }
@@ -109,33 +47,8 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allo
   plan->steps.clear();
   plan->mirror = false;
   plan->scale_eighths = 8;
-  int w = width, h = height;
-  auto add_crop = [&](Box box) {
-    if (plan->mirror) box.x = w - box.x - box.width;  // same pixels, unflipped coordinates
-    plan->steps.push_back({Step::kCrop, box, 0, 0});
-    w = box.width;
-    h = box.height;
-  };
-  for (const Transform& t : transforms_) {
-    if (const auto* rrc = std::get_if<RandomResizedCrop>(&t)) {
-      add_crop(random_resized_crop_box(w, h, rrc->scale, rrc->ratio, rng));
-      plan->steps.push_back({Step::kResize, {}, rrc->width, rrc->height});
-      w = rrc->width;
-      h = rrc->height;
-    } else if (const auto* rs = std::get_if<Resize>(&t)) {
-      int nw, nh;
-      resize_output_size(*rs, w, h, &nw, &nh);
-      // NOTE: resize commutes with the horizontal flip exactly (the weights
-      // are mirror-symmetric), so the flip can wait for the output write.
-      if (nw != w || nh != h) plan->steps.push_back({Step::kResize, {}, nw, nh});
-      w = nw;
-      h = nh;
-    } else if (const auto* cc = std::get_if<CenterCrop>(&t)) {
-      add_crop(center_crop_box(w, h, cc->width, cc->height));
-    } else if (const auto* flip = std::get_if<RandomHorizontalFlip>(&t)) {
-      if (rng->uniform01() < flip->p) plan->mirror = !plan->mirror;
-    }
-  }
+  PlanState state{width, height, plan, rng};
+  for (const Transform& t : transforms_) plan_transform(t, &state);
   // DCT-scaled decode: the smallest M/8 of 1/8, 2/8 and 4/8 that keeps the
   // first resize's input at least as large as its output.
   // NOTE: libjpeg-turbo also scales by 3/8, 5/8, 6/8 and 7/8, but with C

@@ -11,34 +11,11 @@
 #include "stoker/options.h"
 #include "stoker/transforms.h"
 #include "transform/output_rows.h"
+#include "transform/plan.h"
+#include "transform/transform_defs.h"
 #include "transform/resize.h"
 
 namespace stoker::detail {
-
-// torchvision's RandomResizedCrop.get_params on a width x height image.
-Box random_resized_crop_box(int width, int height, const std::array<double, 2>& scale,
-                            const std::array<double, 2>& ratio, Rng* rng);
-// torchvision's Resize output size for a width x height image.
-void resize_output_size(const Resize& r, int width, int height, int* out_w, int* out_h);
-// torchvision's center_crop box; may extend past the image (zero padding).
-Box center_crop_box(int width, int height, int crop_w, int crop_h);
-
-// One concrete geometric step, in the coordinates of the image before it.
-struct Step {
-  enum Kind { kCrop, kResize } kind;
-  Box box;               // kCrop: may extend past the image: zeros there
-  int width, height;     // kResize: output size
-  bool has_src_box = false;
-  double src_box[4] = {0, 0, 0, 0};  // kResize: fractional source region (x0, y0, x1, y1)
-};
-
-// Everything one sample's transforms do, decided before decoding.
-struct SamplePlan {
-  Box decode_region;        // the part of the (scaled) source image the steps read
-  int scale_eighths = 8;    // decode at scale_eighths/8 (JPEG DCT scaling)
-  std::vector<Step> steps;  // applied to the decoded region
-  bool mirror = false;      // horizontal flip, applied while writing the output
-};
 
 struct Workspace {
   ImageBuffer a, b, pad;

@@ -1,8 +1,16 @@
-// torchvision 0.14's parameter rules, reproduced.
+// Each transform's one definition (Def<T>), and torchvision 0.14's parameter
+// rules, reproduced.
+#include "transform/transform_defs.h"
+
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <sstream>
+#include <type_traits>
 
-#include "transform/pipeline.h"
+#include "transform/resize.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 namespace {
@@ -73,6 +81,234 @@ Box center_crop_box(int width, int height, int crop_w, int crop_h) {
   const int top = py_round((ph - crop_h) / 2.0);
   const int left = py_round((pw - crop_w) / 2.0);
   return {left - pad_left, top - pad_top, crop_w, crop_h};
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Numbers as a repr shows them: ostream's default (0.08, 1, 0.75, 1.33333).
+std::string pair(const std::array<double, 2>& p) {
+  std::ostringstream o;
+  o << '(' << p[0] << ", " << p[1] << ')';
+  return o.str();
+}
+std::string size2(int h, int w) {
+  std::ostringstream o;
+  o << '(' << h << ", " << w << ')';
+  return o.str();
+}
+// "[0.485, 0.456, 0.406]"
+std::string list(const std::vector<float>& v) {
+  std::ostringstream o;
+  o << '[';
+  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+  o << ']';
+  return o.str();
+}
+
+void check_size(const char* name, int h, int w) {
+  if (h <= 0 || w <= 0) {
+    invalid(std::string(name) + ": size must be positive, got " + std::to_string(h) + "x" + std::to_string(w));
+  }
+}
+
+// A crop in the current image's coordinates; under a pending mirror its box
+// is flipped (same pixels, unflipped coordinates: the flip waits for the
+// output write).
+void add_crop(PlanState* s, Box box) {
+  if (s->plan->mirror) box.x = s->width - box.x - box.width;
+  s->plan->steps.push_back({Step::kCrop, box, 0, 0});
+  s->width = box.width;
+  s->height = box.height;
+}
+
+template <typename T>
+struct Def;
+
+template <>
+struct Def<RandomResizedCrop> {
+  static constexpr const char* kName = "RandomResizedCrop";
+  static void check(const RandomResizedCrop& x) {
+    check_size(kName, x.height, x.width);
+    if (!(x.scale[0] > 0 && x.scale[0] <= x.scale[1] && x.scale[1] <= 1.0)) {
+      invalid("RandomResizedCrop: scale must be (min, max) with 0 < min <= max <= 1, got " + pair(x.scale));
+    }
+    if (!(x.ratio[0] > 0 && x.ratio[0] <= x.ratio[1])) {
+      invalid("RandomResizedCrop: ratio must be (min, max) with 0 < min <= max, got " + pair(x.ratio));
+    }
+  }
+  static OutputSize size(const RandomResizedCrop& x, OutputSize) { return {true, x.height, x.width}; }
+  static void plan(const RandomResizedCrop& x, PlanState* s) {
+    add_crop(s, random_resized_crop_box(s->width, s->height, x.scale, x.ratio, s->rng));
+    s->plan->steps.push_back({Step::kResize, {}, x.width, x.height});
+    s->width = x.width;
+    s->height = x.height;
+  }
+  static json to_json(const RandomResizedCrop& x) {
+    return {{"size", {x.height, x.width}}, {"scale", x.scale}, {"ratio", x.ratio}};
+  }
+  static RandomResizedCrop from_json(const json& j) {
+    return {j.at("size").at(0), j.at("size").at(1), j.at("scale").get<std::array<double, 2>>(),
+            j.at("ratio").get<std::array<double, 2>>()};
+  }
+  static std::string repr(const RandomResizedCrop& x) {
+    std::ostringstream o;
+    o << "RandomResizedCrop(size=" << size2(x.height, x.width) << ", scale=" << pair(x.scale)
+      << ", ratio=" << pair(x.ratio) << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<Resize> {
+  static constexpr const char* kName = "Resize";
+  static void check(const Resize& x) {
+    if (x.width > 0) {
+      check_size(kName, x.height, x.width);
+      if (x.max_size > 0) invalid("Resize: max_size is only allowed when size is a single int");
+    } else {
+      if (x.height <= 0) invalid("Resize: size must be positive, got " + std::to_string(x.height));
+      if (x.max_size > 0 && x.max_size <= x.height) {
+        invalid("Resize: max_size = " + std::to_string(x.max_size) +
+                " must be strictly greater than the requested size " + std::to_string(x.height));
+      }
+    }
+  }
+  static OutputSize size(const Resize& x, OutputSize) {
+    return x.width > 0 ? OutputSize{true, x.height, x.width} : OutputSize{};
+  }
+  static void plan(const Resize& x, PlanState* s) {
+    int nw, nh;
+    resize_output_size(x, s->width, s->height, &nw, &nh);
+    // NOTE: resize commutes with the horizontal flip exactly (the weights are
+    // mirror-symmetric), so the flip can wait for the output write.
+    if (nw != s->width || nh != s->height) s->plan->steps.push_back({Step::kResize, {}, nw, nh});
+    s->width = nw;
+    s->height = nh;
+  }
+  static json to_json(const Resize& x) { return {{"size", {x.height, x.width}}, {"max_size", x.max_size}}; }
+  static Resize from_json(const json& j) { return {j.at("size").at(0), j.at("size").at(1), j.value("max_size", 0)}; }
+  static std::string repr(const Resize& x) {
+    std::ostringstream o;
+    o << "Resize(size=" << (x.width > 0 ? size2(x.height, x.width) : std::to_string(x.height));
+    if (x.max_size > 0) o << ", max_size=" << x.max_size;
+    o << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<CenterCrop> {
+  static constexpr const char* kName = "CenterCrop";
+  static void check(const CenterCrop& x) { check_size(kName, x.height, x.width); }
+  static OutputSize size(const CenterCrop& x, OutputSize) { return {true, x.height, x.width}; }
+  static void plan(const CenterCrop& x, PlanState* s) {
+    add_crop(s, center_crop_box(s->width, s->height, x.width, x.height));
+  }
+  static json to_json(const CenterCrop& x) { return {{"size", {x.height, x.width}}}; }
+  static CenterCrop from_json(const json& j) { return {j.at("size").at(0), j.at("size").at(1)}; }
+  static std::string repr(const CenterCrop& x) {
+    std::ostringstream o;
+    o << "CenterCrop(size=" << size2(x.height, x.width) << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomHorizontalFlip> {
+  static constexpr const char* kName = "RandomHorizontalFlip";
+  static void check(const RandomHorizontalFlip& x) {
+    if (!(x.p >= 0.0 && x.p <= 1.0)) invalid("RandomHorizontalFlip: p must be in [0, 1], got " + std::to_string(x.p));
+  }
+  static OutputSize size(const RandomHorizontalFlip&, OutputSize before) { return before; }
+  static void plan(const RandomHorizontalFlip& x, PlanState* s) {
+    if (s->rng->uniform01() < x.p) s->plan->mirror = !s->plan->mirror;
+  }
+  static json to_json(const RandomHorizontalFlip& x) { return {{"p", x.p}}; }
+  static RandomHorizontalFlip from_json(const json& j) { return {j.value("p", 0.5)}; }
+  static std::string repr(const RandomHorizontalFlip& x) {
+    std::ostringstream o;
+    o << "RandomHorizontalFlip(p=" << x.p << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<Normalize> {
+  static constexpr const char* kName = "Normalize";
+  static void check(const Normalize& x) {
+    auto ok_len = [](std::size_t n) { return n == 1 || n == 3; };
+    if (!ok_len(x.mean.size()) || !ok_len(x.std.size())) {
+      invalid("Normalize: mean and std need 1 or 3 values, got " + std::to_string(x.mean.size()) + " and " +
+              std::to_string(x.std.size()));
+    }
+    for (float v : x.std) {
+      if (v == 0.0f) invalid("Normalize: std evaluated to zero, leading to division by zero");
+    }
+  }
+  static OutputSize size(const Normalize&, OutputSize before) { return before; }
+  static void plan(const Normalize&, PlanState*) {}  // applied by the output write (its table)
+  static json to_json(const Normalize& x) { return {{"mean", x.mean}, {"std", x.std}}; }
+  static Normalize from_json(const json& j) {
+    return {j.at("mean").get<std::vector<float>>(), j.at("std").get<std::vector<float>>()};
+  }
+  static std::string repr(const Normalize& x) {
+    std::ostringstream o;
+    o << "Normalize(mean=" << list(x.mean) << ", std=" << list(x.std) << ')';
+    return o.str();
+  }
+};
+
+template <typename F>
+decltype(auto) with_def(const Transform& t, F&& f) {
+  return std::visit([&](const auto& x) -> decltype(auto) { return f(x, Def<std::decay_t<decltype(x)>>{}); }, t);
+}
+
+// Every alternative by name, for from_json: from the variant itself, so a
+// transform added to it is found here without another list.
+template <std::size_t I = 0>
+Transform from_named(const std::string& name, const json& j) {
+  if constexpr (I < std::variant_size_v<Transform>) {
+    using T = std::variant_alternative_t<I, Transform>;
+    if (name == Def<T>::kName) return Def<T>::from_json(j);
+    return from_named<I + 1>(name, j);
+  } else {
+    invalid("transforms: unknown transform '" + name + "'");
+  }
+}
+
+}  // namespace
+
+const char* transform_name(const Transform& t) {
+  return with_def(t, [](const auto&, auto def) { return decltype(def)::kName; });
+}
+void check_transform(const Transform& t) {
+  with_def(t, [](const auto& x, auto def) { decltype(def)::check(x); });
+}
+OutputSize output_size(const Transform& t, OutputSize before) {
+  return with_def(t, [&](const auto& x, auto def) { return decltype(def)::size(x, before); });
+}
+void plan_transform(const Transform& t, PlanState* s) {
+  with_def(t, [&](const auto& x, auto def) { decltype(def)::plan(x, s); });
+}
+std::string transform_repr(const Transform& t) {
+  return with_def(t, [](const auto& x, auto def) { return decltype(def)::repr(x); });
+}
+std::string transform_to_json(const Transform& t) {
+  return with_def(t, [](const auto& x, auto def) {
+    json j = decltype(def)::to_json(x);
+    j["name"] = decltype(def)::kName;
+    return j.dump();
+  });
+}
+Transform transform_from_json(const std::string& text) {
+  try {
+    const json j = json::parse(text);
+    return from_named(j.value("name", ""), j);
+  } catch (const json::exception& e) {
+    invalid(std::string("transforms: ") + e.what());
+  }
 }
 
 }  // namespace stoker::detail

@@ -243,3 +243,47 @@ TEST(DecodeTest, CorruptInputsAreNamedByReason) {
 
 }  // namespace
 }  // namespace stoker::detail
+
+namespace stoker::detail {
+namespace {
+
+// One table of formats: names, suffixes and capabilities come from it.
+TEST(FormatTableTest, SuffixesNameFormatsCaseInsensitively) {
+  ASSERT_NE(format_of_name("a/b/photo.JPG"), nullptr);
+  EXPECT_EQ(format_of_name("photo.JPG")->format, Format::kJpeg);
+  EXPECT_EQ(format_of_name("x.jpeg")->format, Format::kJpeg);
+  EXPECT_EQ(format_of_name("x.Png")->format, Format::kPng);
+  EXPECT_EQ(format_of_name("x.npy")->format, Format::kNpy);
+  EXPECT_EQ(format_of_name("x.webp")->format, Format::kOther);
+  EXPECT_EQ(format_of_name("x.txt"), nullptr);
+  EXPECT_EQ(format_of_name("jpg"), nullptr);      // a suffix needs its dot
+  EXPECT_EQ(format_of_name("x.ajpg"), nullptr);
+  // Folders list torchvision's IMG_EXTENSIONS (decodable or not), not .npy.
+  for (const char* f : {"a.jpg", "a.jpeg", "a.png", "a.ppm", "a.bmp", "a.pgm", "a.tif", "a.tiff", "a.webp"}) {
+    EXPECT_TRUE(is_folder_image(f)) << f;
+  }
+  EXPECT_FALSE(is_folder_image("a.npy"));
+  EXPECT_TRUE(is_sample_suffix("jpg") && is_sample_suffix("npy") && !is_sample_suffix("cls") && !is_sample_suffix("webp"));
+  EXPECT_STREQ(sample_suffixes_text(), ".jpg, .jpeg, .png or .npy");
+  EXPECT_TRUE(format_info(Format::kJpeg).region && format_info(Format::kJpeg).dct_scale);
+  EXPECT_FALSE(format_info(Format::kPng).dct_scale);
+  EXPECT_FALSE(format_info(Format::kOther).decoded);
+}
+
+// Bytes of no known format are `unsupported` at open(), and decode() after a
+// failed open never tries another format's decoder.
+TEST(FormatTableTest, UnknownBytesAreUnsupportedNeverDecodedAsPng) {
+  ImageDecoder d;
+  const std::uint8_t bmp[] = {'B', 'M', 0x36, 0, 0, 0, 0, 0};
+  Status st = d.open(bmp, sizeof(bmp), 1 << 20);
+  EXPECT_EQ(st.code(), Code::kUnsupported);
+  EXPECT_NE(st.message().find("first bytes: 42 4d 36 00"), std::string::npos) << st.message();
+  ImageBuffer buf;
+  ImageView view;
+  st = d.decode({0, 0, 1, 1}, &buf, &view);
+  EXPECT_EQ(st.code(), Code::kUnsupported);
+  EXPECT_EQ(st.message().find("PNG"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace stoker::detail

@@ -173,3 +173,17 @@ def test_decode_scale_auto_is_close_to_exact(photos, pipeline):
     assert diff.mean() <= 2.0
     assert diff.flatten().kthvalue(int(0.99 * diff.numel())).values <= 12
     assert diff.max() > 0, "the scaled path was taken"
+
+
+def test_reprs_and_the_accepted_types_come_from_each_transforms_definition():
+    assert repr(stoker.RandomResizedCrop(224)) == "RandomResizedCrop(size=(224, 224), scale=(0.08, 1), ratio=(0.75, 1.33333))"
+    assert repr(stoker.Resize(256)) == "Resize(size=256)"
+    assert repr(stoker.Resize(256, max_size=300)) == "Resize(size=256, max_size=300)"
+    assert repr(stoker.Resize((32, 48))) == "Resize(size=(32, 48))"
+    assert repr(stoker.CenterCrop(224)) == "CenterCrop(size=(224, 224))"
+    assert repr(stoker.RandomHorizontalFlip()) == "RandomHorizontalFlip(p=0.5)"
+    assert repr(stoker.Normalize([0.5], [0.25])) == "Normalize(mean=[0.5], std=[0.25])"
+    assert set(stoker._stoker._transform_types) == {stoker.RandomResizedCrop, stoker.Resize, stoker.CenterCrop,
+                                                    stoker.RandomHorizontalFlip, stoker.Normalize}
+    with pytest.raises(ValueError, match="is not a stoker transform .*RandomResizedCrop"):
+        stoker.Loader("/nonexistent", transforms=["crop"])

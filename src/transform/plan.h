@@ -1,0 +1,29 @@
+// A sample's plan: every geometric step its transforms take, decided from
+// (seed, epoch, record) and the image size in the header, before any pixel
+// is decoded.
+#pragma once
+
+#include <vector>
+
+#include "decode/image.h"
+
+namespace stoker::detail {
+
+// One concrete geometric step, in the coordinates of the image before it.
+struct Step {
+  enum Kind { kCrop, kResize } kind;
+  Box box;               // kCrop: may extend past the image: zeros there
+  int width, height;     // kResize: output size
+  bool has_src_box = false;
+  double src_box[4] = {0, 0, 0, 0};  // kResize: fractional source region (x0, y0, x1, y1)
+};
+
+// Everything one sample's transforms do, decided before decoding.
+struct SamplePlan {
+  Box decode_region;        // the part of the (scaled) source image the steps read
+  int scale_eighths = 8;    // decode at scale_eighths/8 (JPEG DCT scaling)
+  std::vector<Step> steps;  // applied to the decoded region
+  bool mirror = false;      // horizontal flip, applied while writing the output
+};
+
+}  // namespace stoker::detail

@@ -1,0 +1,53 @@
+// Each transform's one definition, found through one table (transforms.cc:
+// a Def<T> per alternative of stoker::Transform): its name as Python and the
+// options JSON name it, its parameter checks, its effect on the output size,
+// the geometric step it plans for a sample, its JSON and its Python repr.
+// Adding a transform: its struct in include/stoker/transforms.h, its Def<T>,
+// its Python constructor (python/src/bind_transforms.cc) and its tests.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "order/rng.h"
+#include "stoker/transforms.h"
+#include "transform/plan.h"
+
+namespace stoker::detail {
+
+// torchvision's RandomResizedCrop.get_params on a width x height image.
+Box random_resized_crop_box(int width, int height, const std::array<double, 2>& scale,
+                            const std::array<double, 2>& ratio, Rng* rng);
+// torchvision's Resize output size for a width x height image.
+void resize_output_size(const Resize& r, int width, int height, int* out_w, int* out_h);
+// torchvision's center_crop box; may extend past the image (zero padding).
+Box center_crop_box(int width, int height, int crop_w, int crop_h);
+
+const char* transform_name(const Transform& t);
+// Throws Error(kInvalidArgument) naming the transform and the bad parameter.
+void check_transform(const Transform& t);
+
+// The output size after a transform: fixed (every sample height x width) or
+// depending on the image.
+struct OutputSize {
+  bool fixed = false;
+  int height = 0, width = 0;
+};
+OutputSize output_size(const Transform& t, OutputSize before);
+
+// Planning one sample: the image's current size and the steps so far.
+struct PlanState {
+  int width = 0, height = 0;
+  SamplePlan* plan = nullptr;
+  Rng* rng = nullptr;
+};
+// Appends the transform's steps for this sample (drawing its randomness).
+void plan_transform(const Transform& t, PlanState* s);
+
+std::string transform_repr(const Transform& t);  // "RandomResizedCrop(size=(224, 224), scale=(0.08, 1), ...)"
+std::string transform_to_json(const Transform& t);  // {"name": "RandomResizedCrop", "size": [224, 224], ...}
+// Throws Error(kInvalidArgument) for an unknown name or missing parameters.
+Transform transform_from_json(const std::string& json);
+
+}  // namespace stoker::detail

@@ -356,7 +356,7 @@ int run(const DoctorArgs& a) {
 
   if (!a.quiet && a.probe) {
     std::fprintf(stderr, "stoker doctor: the command ended (exit %d); measuring what changes would gain (one "
-                 "interleaved probe: about 15-20 s on 2 cores)...\n", exit_code);
+                 "interleaved probe: about 15-25 s on 2 cores)...\n", exit_code);
   }
   Probes probes;
   const std::int64_t probe_start = mono_ns();

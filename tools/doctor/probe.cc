@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <cstdio>
 #include <filesystem>
@@ -180,25 +181,40 @@ std::vector<Cost> interleave(std::vector<std::unique_ptr<Arm>>& arms, std::vecto
     }
   }
   if (!arms[0]) return out;
+  const std::vector<double>& base = arms[0]->rates();
+  auto ratios = [&](std::size_t i) {
+    std::vector<double> q;
+    for (std::size_t r = 0; r < base.size() && r < arms[i]->rates().size(); ++r) {
+      if (base[r] > 0) q.push_back(arms[i]->rates()[r] / base[r]);
+    }
+    return q;
+  };
+  auto se = [](const std::vector<double>& v) {
+    return v.empty() ? 1.0
+                     : relative_se(quantile(v, 0.5), quantile(v, 0.25), quantile(v, 0.75), static_cast<int>(v.size()));
+  };
+  // Every median known well enough: each loader's rate, each change's ratio.
+  auto settled = [&] {
+    for (std::size_t i : live) {
+      if (se(arms[i]->rates()) > kProbeTargetSe || (i > 0 && se(ratios(i)) > kProbeTargetSe)) return false;
+    }
+    return true;
+  };
   const auto t0 = Clock::now();
   for (int r = 0; r < kProbeMaxRounds; ++r) {
     for (std::size_t i : live) arms[i]->round(kProbeRoundSeconds);
-    if (r + 1 >= kProbeMinRounds && (since(t0) >= kProbeMinSeconds || since(t0) >= kProbeMaxSeconds)) break;
     if (since(t0) >= kProbeMaxSeconds) break;
+    if (r + 1 >= kProbeMinRounds && since(t0) >= kProbeMinSeconds && settled()) break;
   }
-  const std::vector<double>& base = arms[0]->rates();
   for (std::size_t i : live) {
     const double seconds = out[i].seconds;
     out[i] = arms[i]->cost();
     out[i].seconds = seconds + since(t0);
-    std::vector<double> ratios;
-    for (std::size_t r = 0; r < base.size() && r < arms[i]->rates().size(); ++r) {
-      if (base[r] > 0) ratios.push_back(arms[i]->rates()[r] / base[r]);
-    }
-    if (!ratios.empty()) {
-      out[i].ratio = quantile(ratios, 0.5);
-      out[i].ratio_lo = quantile(ratios, 0.25);
-      out[i].ratio_hi = quantile(ratios, 0.75);
+    const std::vector<double> q = ratios(i);
+    if (!q.empty()) {
+      out[i].ratio = quantile(q, 0.5);
+      out[i].ratio_lo = quantile(q, 0.25);
+      out[i].ratio_hi = quantile(q, 0.75);
     }
   }
   return out;
@@ -225,6 +241,11 @@ std::vector<std::string> pack_sample(const Source& all, const SubsetSource& subs
 }
 
 }  // namespace
+
+double relative_se(double median, double q1, double q3, int rounds) {
+  if (median <= 0 || rounds <= 0) return 1.0;
+  return (q3 - q1) / 1.35 / std::sqrt(static_cast<double>(rounds)) / median;
+}
 
 std::vector<std::size_t> sample_records(std::size_t n, std::size_t max_records) {
   const std::size_t m = std::min(n, max_records);

@@ -20,13 +20,22 @@ namespace stoker::doctor {
 // modes are timed in steady state); then they run in turn, round after round,
 // each round a whole number of epochs of at least kProbeRoundSeconds per
 // loader (whole epochs: a loader not running then has nothing in flight),
-// for at least kProbeMinRounds rounds and kProbeMinSeconds, at most
-// kProbeMaxRounds and about kProbeMaxSeconds.
+// for at least kProbeMinRounds rounds and kProbeMinSeconds; then until every
+// median (each loader's rate, each change's ratio) has a standard error of
+// at most kProbeTargetSe of itself, or kProbeMaxRounds, or about
+// kProbeMaxSeconds: a noisy machine gets more rounds, not a wider range,
+// while the time allows.
 constexpr double kProbeRoundSeconds = 0.2;
 constexpr int kProbeMinRounds = 6;
-constexpr int kProbeMaxRounds = 12;
+constexpr int kProbeMaxRounds = 20;
 constexpr double kProbeMinSeconds = 4.0;
-constexpr double kProbeMaxSeconds = 15.0;
+constexpr double kProbeMaxSeconds = 18.0;
+constexpr double kProbeTargetSe = 0.04;
+
+// The standard error of a median from its rounds' quartiles, as a share of
+// it: IQR / 1.35 (sigma for a normal spread) / sqrt(rounds) / median. 1 when
+// there is nothing to go on.
+double relative_se(double median, double q1, double q3, int rounds);
 
 struct Cost {
   bool ok = false;

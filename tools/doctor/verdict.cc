@@ -158,8 +158,7 @@ struct Model {
 constexpr double kModelError = 0.15;
 double half_width(double mid, double lo, double hi, int rounds) {
   if (mid <= 0 || rounds <= 0) return 0.9;
-  const double se = (hi - lo) / 1.35 / std::sqrt(static_cast<double>(rounds)) / mid;
-  return std::min(0.9, kModelError + 2 * se);
+  return std::min(0.9, kModelError + 2 * relative_se(mid, lo, hi, rounds));
 }
 
 void add(Verdict* v, std::string action, double predicted, std::string basis) {

@@ -42,6 +42,11 @@ struct RandomHorizontalFlip {
   double p = 0.5;
 };
 
+// torchvision.transforms.RandomVerticalFlip(p).
+struct RandomVerticalFlip {
+  double p = 0.5;
+};
+
 // torchvision.transforms.Normalize(mean, std) on the ToTensor output
 // (values in [0, 1]); one value per channel (3), or one for all.
 // Only valid with dtype float32 and only as the last transform.
@@ -50,6 +55,7 @@ struct Normalize {
   std::vector<float> std;
 };
 
-using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, Normalize>;
+using Transform =
+    std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, Normalize>;
 
 }  // namespace stoker

@@ -183,6 +183,7 @@ void bind_loader(py::module_& m) {
         d["decode_region"] = py::make_tuple(r.x, r.y, r.width, r.height);
         d["steps"] = steps;
         d["mirror"] = plan.mirror;
+        d["vflip"] = plan.vflip;
         return d;
       },
       py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"));

@@ -85,6 +85,11 @@ void bind_transforms(py::module_& m) {
       .def_readonly("p", &RandomHorizontalFlip::p)
       .def("__repr__", repr<RandomHorizontalFlip>);
 
+  py::class_<RandomVerticalFlip>(m, "RandomVerticalFlip")
+      .def(py::init([](double p) { return RandomVerticalFlip{p}; }), py::arg("p") = 0.5)
+      .def_readonly("p", &RandomVerticalFlip::p)
+      .def("__repr__", repr<RandomVerticalFlip>);
+
   py::class_<Normalize>(m, "Normalize")
       .def(py::init([](std::vector<float> mean, std::vector<float> std) { return Normalize{mean, std}; }),
            py::arg("mean"), py::arg("std"))

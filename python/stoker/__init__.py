@@ -20,6 +20,7 @@ from stoker._stoker import (  # noqa: F401
     Normalize,
     RandomHorizontalFlip,
     RandomResizedCrop,
+    RandomVerticalFlip,
     Resize,
     SampleError,
     decode_image,
@@ -28,8 +29,8 @@ from stoker import _stoker
 from stoker import _profiling
 from stoker._profiling import profile  # noqa: F401
 
-__all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip", "Normalize",
-           "SampleError", "decode_image"]
+__all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
+           "RandomVerticalFlip", "Normalize", "SampleError", "decode_image"]
 __version__ = "0.1.0"
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
@@ -106,7 +107,7 @@ class Loader:
     batch_size, shuffle, seed, drop_last: as torch.utils.data.DataLoader;
         the order of an epoch depends on (seed, epoch) only.
     transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
-        RandomHorizontalFlip, Normalize, with torchvision's semantics on PIL
+        RandomHorizontalFlip, RandomVerticalFlip, Normalize, with torchvision's semantics on PIL
         images followed by ToTensor. The result must have a fixed size.
     trace: record a span per sample stage per thread and per wait (also on
         when STOKER_TRACE=<file> is set: the process's trace is written there

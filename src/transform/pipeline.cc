@@ -46,6 +46,7 @@ std::size_t Pipeline::sample_bytes() const {
 void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allow_scale) const {
   plan->steps.clear();
   plan->mirror = false;
+  plan->vflip = false;
   plan->scale_eighths = 8;
   PlanState state{width, height, plan, rng};
   for (const Transform& t : transforms_) plan_transform(t, &state);
@@ -111,8 +112,8 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allo
 // last resize hands it each row while the row is hot.
 class Pipeline::OutputWriter final : public RowSink {
  public:
-  OutputWriter(const Pipeline& p, bool mirror, Workspace* ws, void* out, int width, int height)
-      : p_(p), mirror_(mirror), out_(out), width_(width), height_(height) {
+  OutputWriter(const Pipeline& p, const SamplePlan& plan, Workspace* ws, void* out, int width, int height)
+      : p_(p), mirror_(plan.mirror), vflip_(plan.vflip), out_(out), width_(width), height_(height) {
     const std::size_t need = kRowPad + 3 * static_cast<std::size_t>(width) + kRowPad;
     if (ws->row.size() < need) ws->row.resize(need);
     row_ = ws->row.data() + kRowPad;
@@ -121,7 +122,8 @@ class Pipeline::OutputWriter final : public RowSink {
   ~OutputWriter() { finish_output_rows(); }
   std::uint8_t* row(int /*y*/) override { return row_; }
   void done(int y) override {
-    write_output_row(row_, width_, height_, y, mirror_, p_.dtype_, p_.layout_, p_.table_, out_);
+    write_output_row(row_, width_, height_, vflip_ ? height_ - 1 - y : y, mirror_, p_.dtype_, p_.layout_, p_.table_,
+                     out_);
   }
   // A row from elsewhere: copied into the padded buffer first.
   void write(const std::uint8_t* pixels, int y) {
@@ -131,7 +133,7 @@ class Pipeline::OutputWriter final : public RowSink {
 
  private:
   const Pipeline& p_;
-  bool mirror_;
+  bool mirror_, vflip_;
   void* out_;
   int width_, height_;
   std::uint8_t* row_;
@@ -165,7 +167,7 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
       view = dst->view();
       current = dst;
     } else if (i + 1 == plan.steps.size()) {  // the last step: its rows go straight to the output
-      OutputWriter writer(*this, plan.mirror, ws, out, s.width, s.height);
+      OutputWriter writer(*this, plan, ws, out, s.width, s.height);
       resize_bilinear(view, s.width, s.height, &ws->resize, &writer, Simd::kAvx512, s.has_src_box ? s.src_box : nullptr);
       return;
     } else {
@@ -175,7 +177,7 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
       current = dst;
     }
   }
-  OutputWriter writer(*this, plan.mirror, ws, out, view.width, view.height);
+  OutputWriter writer(*this, plan, ws, out, view.width, view.height);
   for (int y = 0; y < view.height; ++y) writer.write(view.row(y), y);
 }
 

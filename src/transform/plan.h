@@ -24,6 +24,7 @@ struct SamplePlan {
   int scale_eighths = 8;    // decode at scale_eighths/8 (JPEG DCT scaling)
   std::vector<Step> steps;  // applied to the decoded region
   bool mirror = false;      // horizontal flip, applied while writing the output
+  bool vflip = false;       // vertical flip, applied while writing the output (rows in reverse)
 };
 
 }  // namespace stoker::detail

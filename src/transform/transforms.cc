@@ -118,6 +118,7 @@ void check_size(const char* name, int h, int w) {
 // output write).
 void add_crop(PlanState* s, Box box) {
   if (s->plan->mirror) box.x = s->width - box.x - box.width;
+  if (s->plan->vflip) box.y = s->height - box.y - box.height;
   s->plan->steps.push_back({Step::kCrop, box, 0, 0});
   s->width = box.width;
   s->height = box.height;
@@ -230,6 +231,28 @@ struct Def<RandomHorizontalFlip> {
   static std::string repr(const RandomHorizontalFlip& x) {
     std::ostringstream o;
     o << "RandomHorizontalFlip(p=" << x.p << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomVerticalFlip> {
+  static constexpr const char* kName = "RandomVerticalFlip";
+  static void check(const RandomVerticalFlip& x) {
+    if (!(x.p >= 0.0 && x.p <= 1.0)) invalid("RandomVerticalFlip: p must be in [0, 1], got " + std::to_string(x.p));
+  }
+  static OutputSize size(const RandomVerticalFlip&, OutputSize before) { return before; }
+  // NOTE: as the horizontal one, deferred to the output write (rows written
+  // bottom up): resampling commutes with it exactly, and later crops take
+  // their box in unflipped coordinates.
+  static void plan(const RandomVerticalFlip& x, PlanState* s) {
+    if (s->rng->uniform01() < x.p) s->plan->vflip = !s->plan->vflip;
+  }
+  static json to_json(const RandomVerticalFlip& x) { return {{"p", x.p}}; }
+  static RandomVerticalFlip from_json(const json& j) { return {j.value("p", 0.5)}; }
+  static std::string repr(const RandomVerticalFlip& x) {
+    std::ostringstream o;
+    o << "RandomVerticalFlip(p=" << x.p << ')';
     return o.str();
   }
 };

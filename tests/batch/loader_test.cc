@@ -350,7 +350,8 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.progress = Progress::kOn;
   o.cache_max_side = 300;
   o.transforms = {RandomResizedCrop{32, 40, {0.25, 0.9}, {0.5, 2.0}}, Resize{50, 0, 80}, CenterCrop{30, 31},
-                  RandomHorizontalFlip{0.3}, Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
+                  RandomHorizontalFlip{0.3}, RandomVerticalFlip{0.2},
+                  Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
   o.max_image_pixels = 999;
   o.labels = "json:target";
   o.stage_timing = false;
@@ -360,7 +361,8 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(options_to_json(r), j);
   EXPECT_EQ(r.seed, o.seed);
   EXPECT_EQ(r.labels, "json:target");
-  EXPECT_EQ(std::get<Normalize>(r.transforms[4]).std[2], 0.6f);
+  EXPECT_EQ(std::get<RandomVerticalFlip>(r.transforms[4]).p, 0.2);
+  EXPECT_EQ(std::get<Normalize>(r.transforms[5]).std[2], 0.6f);
   EXPECT_EQ(std::get<RandomResizedCrop>(r.transforms[0]).scale[0], 0.25);
   // Missing fields keep their defaults; malformed input is a clear error.
   EXPECT_EQ(options_from_json("{}").batch_size, LoaderOptions{}.batch_size);

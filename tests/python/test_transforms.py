@@ -183,7 +183,48 @@ def test_reprs_and_the_accepted_types_come_from_each_transforms_definition():
     assert repr(stoker.CenterCrop(224)) == "CenterCrop(size=(224, 224))"
     assert repr(stoker.RandomHorizontalFlip()) == "RandomHorizontalFlip(p=0.5)"
     assert repr(stoker.Normalize([0.5], [0.25])) == "Normalize(mean=[0.5], std=[0.25])"
+    assert repr(stoker.RandomVerticalFlip(0.25)) == "RandomVerticalFlip(p=0.25)"
     assert set(stoker._stoker._transform_types) == {stoker.RandomResizedCrop, stoker.Resize, stoker.CenterCrop,
-                                                    stoker.RandomHorizontalFlip, stoker.Normalize}
+                                                    stoker.RandomHorizontalFlip, stoker.RandomVerticalFlip,
+                                                    stoker.Normalize}
     with pytest.raises(ValueError, match="is not a stoker transform .*RandomResizedCrop"):
         stoker.Loader("/nonexistent", transforms=["crop"])
+
+
+@pytest.mark.parametrize("pipeline", [
+    # a crop after the flip: its box is in the flipped image (and padded asymmetrically)
+    lambda V, H, R, C: [V(p=1.0), R((90, 120)), C((95, 70))],
+    # both flips, a random crop and a resize after them
+    lambda V, H, R, C: [V(p=1.0), H(p=1.0), R((64, 48))],
+    lambda V, H, R, C: [V(p=0.0), R((40, 40))],
+])
+def test_vertical_flip_equals_torchvision(photos, pipeline):
+    st = pipeline(stoker.RandomVerticalFlip, stoker.RandomHorizontalFlip, stoker.Resize, stoker.CenterCrop)
+    tv = T.Compose(pipeline(T.RandomVerticalFlip, T.RandomHorizontalFlip, T.Resize, T.CenterCrop) + [T.PILToTensor()])
+    for dtype in ("uint8", "float32"):
+        x, _ = first_batch(stoker.Loader(photos, batch_size=5, transforms=st, dtype=dtype))
+        ref, _ = torchvision_batch(photos, tv, 5)
+        if dtype == "float32":
+            ref = ref.float() / 255
+            assert (x - ref).abs().max().item() <= 1e-6
+        else:
+            assert torch.equal(x, ref)
+
+
+def test_random_vertical_flip_with_random_crops_equals_torchvision_with_same_params(photos):
+    """p=0.5 before RandomResizedCrop: each sample's draw, applied by torchvision."""
+    transforms = [stoker.RandomVerticalFlip(), stoker.RandomResizedCrop(64)]
+    seed, n = 11, 24
+    x, _ = first_batch(stoker.Loader(photos, batch_size=n, seed=seed, transforms=transforms, dtype="uint8"))
+    ds = torchvision.datasets.ImageFolder(photos)
+    flips = 0
+    for i in range(n):
+        img, _ = ds[i]
+        plan = stoker._stoker._plan(transforms, seed, 0, i, img.width, img.height)
+        rx, ry, rw, rh = plan["decode_region"]  # in the unflipped image
+        ref = F.resized_crop(img, ry, rx, rh, rw, [64, 64], T.InterpolationMode.BILINEAR)
+        if plan["vflip"]:
+            ref = F.vflip(ref)
+            flips += 1
+        assert torch.equal(x[i], F.pil_to_tensor(ref)), i
+    assert 0 < flips < n

@@ -216,45 +216,36 @@ struct Def<CenterCrop> {
   }
 };
 
-template <>
-struct Def<RandomHorizontalFlip> {
-  static constexpr const char* kName = "RandomHorizontalFlip";
-  static void check(const RandomHorizontalFlip& x) {
-    if (!(x.p >= 0.0 && x.p <= 1.0)) invalid("RandomHorizontalFlip: p must be in [0, 1], got " + std::to_string(x.p));
+// The flips: a flag of the plan toggled with probability p, applied by the
+// output write. NOTE: deferred, because resampling commutes with a flip
+// exactly (the weights are mirror-symmetric), and later crops take their box
+// in unflipped coordinates (add_crop).
+template <typename D, typename T, bool SamplePlan::*Flag>
+struct FlipDef {
+  static void check(const T& x) {
+    if (!(x.p >= 0.0 && x.p <= 1.0)) invalid(std::string(D::kName) + ": p must be in [0, 1], got " + std::to_string(x.p));
   }
-  static OutputSize size(const RandomHorizontalFlip&, OutputSize before) { return before; }
-  static void plan(const RandomHorizontalFlip& x, PlanState* s) {
-    if (s->rng->uniform01() < x.p) s->plan->mirror = !s->plan->mirror;
+  static OutputSize size(const T&, OutputSize before) { return before; }
+  static void plan(const T& x, PlanState* s) {
+    if (s->rng->uniform01() < x.p) s->plan->*Flag = !(s->plan->*Flag);
   }
-  static json to_json(const RandomHorizontalFlip& x) { return {{"p", x.p}}; }
-  static RandomHorizontalFlip from_json(const json& j) { return {j.value("p", 0.5)}; }
-  static std::string repr(const RandomHorizontalFlip& x) {
+  static json to_json(const T& x) { return {{"p", x.p}}; }
+  static T from_json(const json& j) { return {j.value("p", 0.5)}; }
+  static std::string repr(const T& x) {
     std::ostringstream o;
-    o << "RandomHorizontalFlip(p=" << x.p << ')';
+    o << D::kName << "(p=" << x.p << ')';
     return o.str();
   }
 };
 
 template <>
-struct Def<RandomVerticalFlip> {
+struct Def<RandomHorizontalFlip> : FlipDef<Def<RandomHorizontalFlip>, RandomHorizontalFlip, &SamplePlan::mirror> {
+  static constexpr const char* kName = "RandomHorizontalFlip";
+};
+
+template <>
+struct Def<RandomVerticalFlip> : FlipDef<Def<RandomVerticalFlip>, RandomVerticalFlip, &SamplePlan::vflip> {
   static constexpr const char* kName = "RandomVerticalFlip";
-  static void check(const RandomVerticalFlip& x) {
-    if (!(x.p >= 0.0 && x.p <= 1.0)) invalid("RandomVerticalFlip: p must be in [0, 1], got " + std::to_string(x.p));
-  }
-  static OutputSize size(const RandomVerticalFlip&, OutputSize before) { return before; }
-  // NOTE: as the horizontal one, deferred to the output write (rows written
-  // bottom up): resampling commutes with it exactly, and later crops take
-  // their box in unflipped coordinates.
-  static void plan(const RandomVerticalFlip& x, PlanState* s) {
-    if (s->rng->uniform01() < x.p) s->plan->vflip = !s->plan->vflip;
-  }
-  static json to_json(const RandomVerticalFlip& x) { return {{"p", x.p}}; }
-  static RandomVerticalFlip from_json(const json& j) { return {j.value("p", 0.5)}; }
-  static std::string repr(const RandomVerticalFlip& x) {
-    std::ostringstream o;
-    o << "RandomVerticalFlip(p=" << x.p << ')';
-    return o.str();
-  }
 };
 
 template <>

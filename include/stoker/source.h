@@ -26,6 +26,13 @@ class Source {
   // Replaces *out with the record's bytes. `out` is the caller's reusable
   // buffer (its capacity is kept). REQUIRES: i < size()
   virtual Status read(std::size_t i, std::vector<std::uint8_t>* out) const = 0;
+  // A named member of record i: for tar shards the member "<key>.<member>"
+  // ("seg.png", "depth.npy", "json"). Replaces *out with its bytes; a member
+  // the record lacks is kNotFound naming it and the members there are.
+  // Sources of one file per record have no other members. REQUIRES: i < size()
+  virtual Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const;
+  // The names of record i's members (empty for one file per record).
+  virtual std::vector<std::string> members(std::size_t /*i*/) const { return {}; }
   // Class names by index, when known (ImageFolder); may be empty.
   virtual const std::vector<std::string>& classes() const = 0;
   // "image folder 'data/train' (2040 records, 12 classes)"

@@ -89,8 +89,10 @@ std::string serialize_index(const ShardIndex& index) {
     << "labels " << index.labels << "\n"
     << "records " << index.records.size() << "\n";
   for (const auto& r : index.records) {
-    o << escape(r.key) << '\t' << r.suffix << '\t' << r.offset << '\t' << r.size << '\t' << r.label << '\t'
-      << escape(r.error) << '\n';
+    o << escape(r.key) << '\t' << escape(r.suffix) << '\t' << r.offset << '\t' << r.size << '\t' << r.label << '\t'
+      << escape(r.error);
+    for (const auto& m : r.members) o << '\t' << escape(m.suffix) << '\t' << m.offset << '\t' << m.size;
+    o << '\n';
   }
   std::string body = o.str();
   char sum[40];
@@ -131,13 +133,21 @@ Status parse_index(const std::string& text, ShardIndex* index) {
   while (std::getline(in, line)) {
     auto f = split(line, '\t');
     IndexRecord r;
-    if (f.size() != 6 || !unescape(f[0], &r.key) || !parse_int(f[2], &r.offset) || !parse_int(f[3], &r.size) ||
-        !parse_int(f[4], &r.label) || !unescape(f[5], &r.error)) {
-      return bad("malformed record line " + std::to_string(index->records.size() + 1));
+    auto malformed = [&] { return bad("malformed record line " + std::to_string(index->records.size() + 1)); };
+    if (f.size() < 6 || (f.size() - 6) % 3 != 0 || !unescape(f[0], &r.key) || !unescape(f[1], &r.suffix) ||
+        !parse_int(f[2], &r.offset) || !parse_int(f[3], &r.size) || !parse_int(f[4], &r.label) ||
+        !unescape(f[5], &r.error)) {
+      return malformed();
     }
-    r.suffix = f[1];
-    if (r.error.empty() && (r.offset > index->shard_size || r.size > index->shard_size - r.offset)) {
-      return bad("record '" + r.key + "' lies outside the shard");
+    auto outside = [&](std::uint64_t off, std::uint64_t n) { return off > index->shard_size || n > index->shard_size - off; };
+    if (r.error.empty() && outside(r.offset, r.size)) return bad("record '" + r.key + "' lies outside the shard");
+    for (std::size_t k = 6; k < f.size(); k += 3) {
+      IndexMember m;
+      if (!unescape(f[k], &m.suffix) || !parse_int(f[k + 1], &m.offset) || !parse_int(f[k + 2], &m.size)) {
+        return malformed();
+      }
+      if (outside(m.offset, m.size)) return bad("member '" + r.key + "." + m.suffix + "' lies outside the shard");
+      r.members.push_back(std::move(m));
     }
     index->records.push_back(std::move(r));
   }

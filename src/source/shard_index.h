@@ -1,18 +1,22 @@
 // The index sidecar of a tar shard (`<shard>.idx`): one line per sample with
-// the offset and size of its image member and its label, so that record i is
-// read with one pread. Text, so that it can be read with `less`.
+// the offset and size of its image member, its label and its member table
+// (every member's suffix, offset and size), so that record i, or any member
+// of it a schema asks for, is read with one pread. Text, so that it can be
+// read with `less`.
 //
-//   stoker-index 1
+//   stoker-index 2
 //   shard_size 268435456
 //   shard_mtime_ns 1733140000123456789
 //   labels cls                       (or json:<field>)
 //   records 2
-//   <key>\t<suffix>\t<offset>\t<size>\t<label>\t<error>
+//   <key>\t<suffix>\t<offset>\t<size>\t<label>\t<error>[\t<member suffix>\t<offset>\t<size>]...
 //   ...
 //   checksum <16 hex digits: FNV-1a 64 of every byte above>
 //
-// Keys escape '\\', '\t' and '\n'. An empty error field means the record is
-// good; otherwise it says why reading it fails (no image member, bad label).
+// Keys, suffixes and errors escape '\\', '\t' and '\n'. An empty error field
+// means the record is good; otherwise it says why reading it fails (no image
+// member, bad label). An index of another version (version 1 had no member
+// table) is not read: the shard is indexed again, never misread.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,14 @@
 
 namespace stoker::detail {
 
+// One tar member of a sample: "seg.png" for <key>.seg.png.
+struct IndexMember {
+  std::string suffix;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  bool operator==(const IndexMember&) const = default;
+};
+
 struct IndexRecord {
   std::string key;
   std::string suffix;  // of the image member: jpg, png, npy, ...
@@ -30,6 +42,7 @@ struct IndexRecord {
   std::uint64_t size = 0;
   std::int64_t label = -1;  // -1: the sample has no label member
   std::string error;
+  std::vector<IndexMember> members;  // every member of the sample, in tar order
 };
 
 struct ShardIndex {
@@ -39,7 +52,7 @@ struct ShardIndex {
   std::vector<IndexRecord> records;
 };
 
-inline constexpr int kIndexVersion = 1;
+inline constexpr int kIndexVersion = 2;
 
 std::string serialize_index(const ShardIndex& index);
 // Strict: any malformed line, count mismatch or checksum mismatch fails.

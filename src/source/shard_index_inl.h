@@ -38,6 +38,7 @@ Status build_index(ReadAt&& read_at, std::uint64_t file_size, const std::string&
       if (!split_key(members[i].name, &k, &sfx)) continue;
       if (k != key) break;
       names += (names.empty() ? "." : ", .") + sfx;
+      r.members.push_back({sfx, members[i].offset, members[i].size});
       if (!image && is_sample_suffix(sfx)) {
         image = &members[i];
         r.suffix = sfx;

@@ -160,8 +160,15 @@ class ShardSource final : public Source {
       starts_.push_back(records_.size());
       const std::string name = std::filesystem::path(path).filename().string();
       for (auto& r : index.records) {
+        const std::uint32_t first = static_cast<std::uint32_t>(members_.size());
+        if (members_.size() + r.members.size() > UINT32_MAX) {
+          close_all();
+          throw Error(Code::kResourceExhausted, "shards hold more than 2^32 members");
+        }
+        for (const auto& m : r.members) members_.push_back({m.offset, m.size, intern(m.suffix)});
         records_.push_back({static_cast<std::uint32_t>(shards_.size() - 1), r.offset, r.size, r.label,
-                            std::move(r.error), name + ":" + r.key});
+                            std::move(r.error), name + ":" + r.key, first,
+                            static_cast<std::uint32_t>(r.members.size())});
       }
     }
     if (records_.empty()) {
@@ -177,14 +184,22 @@ class ShardSource final : public Source {
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
     const Record& r = records_[i];
     if (!r.error.empty()) return Status::Corrupt(r.error);
-    out->resize(static_cast<std::size_t>(r.size));
-    const long long n = pread_full(shards_[r.shard].fd, out->data(), out->size(), r.offset);
-    if (n < 0) return Status::IOError(shards_[r.shard].path + ": read failed: " + std::strerror(errno));
-    if (static_cast<std::size_t>(n) < out->size()) {
-      return Status::IOError(shards_[r.shard].path + ": shard shrank: offset " +
-                             std::to_string(r.offset + static_cast<std::uint64_t>(n)) + " is past its end");
+    return read_at(r.shard, r.offset, r.size, out);
+  }
+  Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override {
+    const Record& r = records_[i];
+    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
+      if (suffixes_[members_[k].suffix] == member) return read_at(r.shard, members_[k].offset, members_[k].size, out);
     }
-    return Status::Ok();
+    std::string have;
+    for (const std::string& m : members(i)) have += (have.empty() ? "." : ", .") + m;
+    return Status::NotFound("no member '." + member + "' (members: " + have + ")");
+  }
+  std::vector<std::string> members(std::size_t i) const override {
+    const Record& r = records_[i];
+    std::vector<std::string> out;
+    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) out.push_back(suffixes_[members_[k].suffix]);
+    return out;
   }
   const std::vector<std::string>& classes() const override { return classes_; }
   std::vector<std::size_t> shard_starts() const override { return starts_; }
@@ -206,7 +221,30 @@ class ShardSource final : public Source {
     std::int64_t label;
     std::string error;
     std::string key;
+    std::uint32_t first_member, n_members;  // its members: members_[first, first + n)
   };
+  // A member of a sample; suffixes are interned (a data set has a few).
+  struct Member {
+    std::uint64_t offset;
+    std::uint64_t size;
+    std::uint32_t suffix;  // index into suffixes_
+  };
+  std::uint32_t intern(const std::string& suffix) {
+    auto it = std::find(suffixes_.begin(), suffixes_.end(), suffix);
+    if (it != suffixes_.end()) return static_cast<std::uint32_t>(it - suffixes_.begin());
+    suffixes_.push_back(suffix);
+    return static_cast<std::uint32_t>(suffixes_.size() - 1);
+  }
+  Status read_at(std::uint32_t shard, std::uint64_t offset, std::uint64_t size, std::vector<std::uint8_t>* out) const {
+    out->resize(static_cast<std::size_t>(size));
+    const long long n = pread_full(shards_[shard].fd, out->data(), out->size(), offset);
+    if (n < 0) return Status::IOError(shards_[shard].path + ": read failed: " + std::strerror(errno));
+    if (static_cast<std::size_t>(n) < out->size()) {
+      return Status::IOError(shards_[shard].path + ": shard shrank: offset " +
+                             std::to_string(offset + static_cast<std::uint64_t>(n)) + " is past its end");
+    }
+    return Status::Ok();
+  }
   void close_all() {
     for (auto& s : shards_) {
       if (s.fd >= 0) ::close(s.fd);
@@ -216,6 +254,8 @@ class ShardSource final : public Source {
 
   std::vector<Shard> shards_;
   std::vector<Record> records_;
+  std::vector<Member> members_;
+  std::vector<std::string> suffixes_;
   std::vector<std::string> classes_;
   std::vector<std::size_t> starts_;
 };

@@ -87,6 +87,12 @@ long long pread_full(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t off
 
 }  // namespace detail
 
+Status Source::read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const {
+  (void)out;
+  return Status::NotFound("record '" + key(i) + "' has no member '" + member +
+                          "': this source holds one file per record (members are the files of a tar shard sample)");
+}
+
 std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels, const std::string& index_dir) {
   if (detail::looks_like_shards(spec)) return open_shards({spec}, labels, index_dir);
   std::error_code ec;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "source/shard_index.h"
@@ -108,19 +111,36 @@ TEST(ShardSpecTest, BraceExpansion) {
   EXPECT_THROW(expand_braces("t-{1..2.tar"), Error);
 }
 
+std::string slurp(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    int c;
+    while ((c = std::fgetc(f)) != EOF) out.push_back(static_cast<char>(c));
+    std::fclose(f);
+  }
+  return out;
+}
+
 TEST(IndexTest, RoundTripAndTamperDetection) {
   ShardIndex idx;
   idx.shard_size = 10000;
   idx.shard_mtime_ns = 42;
-  idx.records.push_back({"dir/a\tb", "jpg", 512, 100, 7, ""});
-  idx.records.push_back({"c", "", 0, 0, -1, "sample has no image member"});
+  idx.records.push_back({"dir/a\tb", "jpg", 512, 100, 7, "", {{"jpg", 512, 100}, {"seg.png", 1024, 30}, {"cls", 2048, 1}}});
+  idx.records.push_back({"c", "", 0, 0, -1, "sample has no image member", {{"t\tx\\y", 3072, 5}}});
   std::string text = serialize_index(idx);
+  EXPECT_EQ(text.rfind("stoker-index 2\n", 0), 0u);
   ShardIndex back;
   ASSERT_TRUE(parse_index(text, &back).ok());
   ASSERT_EQ(back.records.size(), 2u);
   EXPECT_EQ(back.records[0].key, "dir/a\tb");
   EXPECT_EQ(back.records[0].label, 7);
+  EXPECT_EQ(back.records[0].members, idx.records[0].members);
+  EXPECT_EQ(back.records[1].members, idx.records[1].members);  // suffixes escaped like keys
   EXPECT_EQ(back.records[1].error, "sample has no image member");
+  // A member outside the shard is refused.
+  ShardIndex out = idx;
+  out.records[0].members[1].offset = 9990;
+  EXPECT_FALSE(parse_index(serialize_index(out), &back).ok());
   for (std::size_t i = 0; i < text.size(); i += 7) {  // any flipped byte is caught
     std::string bad = text;
     bad[i] ^= 1;
@@ -145,17 +165,58 @@ TEST(IndexTest, BuildGroupsMembersIntoSamples) {
   EXPECT_NE(idx.records[2].error.find("not an integer"), std::string::npos);
   EXPECT_EQ(idx.records[3].label, -1);  // no label member
   EXPECT_TRUE(idx.records[3].error.empty());
+  // Every member of a sample is in its member table, in tar order.
+  ASSERT_EQ(idx.records[0].members.size(), 3u);
+  EXPECT_EQ(idx.records[0].members[1].suffix, "cls");
+  const auto& js = idx.records[0].members[2];
+  EXPECT_EQ(std::string(tar.begin() + static_cast<std::ptrdiff_t>(js.offset),
+                        tar.begin() + static_cast<std::ptrdiff_t>(js.offset + js.size)), "{}");
+  EXPECT_EQ(idx.records[1].members.size(), 1u);  // "txt": no image member, still listed
 }
 
-std::string slurp(const std::string& path) {
-  std::string out;
-  if (FILE* f = std::fopen(path.c_str(), "rb")) {
-    int c;
-    while ((c = std::fgetc(f)) != EOF) out.push_back(static_cast<char>(c));
-    std::fclose(f);
+// Members of shard samples by suffix; an index of version 1 (no member table)
+// beside the shard is indexed again and replaced, never misread.
+TEST(IndexTest, MembersAreReadByNameAndAnOldIndexIsRebuilt) {
+  testing::TempDir data;
+  const std::string shard = data.file("m.tar");
+  {
+    TarWriter w(shard);
+    ASSERT_TRUE(w.open().ok());
+    auto add = [&](const std::string& name, const std::string& bytes) {
+      ASSERT_TRUE(w.add(name, reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), 0).ok());
+    };
+    add("a.jpg", "JPEG-A");
+    add("a.seg.png", "MASK-A");
+    add("a.cls", "1");
+    add("b.jpg", "JPEG-B");
+    add("b.cls", "2");
+    ASSERT_TRUE(w.finish().ok());
   }
-  return out;
+  struct stat st;
+  ASSERT_EQ(::stat(shard.c_str(), &st), 0);
+  const std::int64_t mtime = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  // A version-1 sidecar that matches the shard's size and time.
+  std::string v1 = "stoker-index 1\nshard_size " + std::to_string(st.st_size) + "\nshard_mtime_ns " +
+                   std::to_string(mtime) + "\nlabels cls\nrecords 2\na\tjpg\t512\t6\t1\t\nb\tjpg\t2560\t6\t2\t\n";
+  char sum[40];
+  std::snprintf(sum, sizeof(sum), "checksum %016llx\n", static_cast<unsigned long long>(fnv1a64(v1.data(), v1.size())));
+  testing::write_file(shard + ".idx", v1 + sum);
+  auto src = open_shards({shard});
+  EXPECT_EQ(slurp(shard + ".idx").rfind("stoker-index 2\n", 0), 0u) << "rebuilt in the current format";
+  std::vector<std::uint8_t> out;
+  ASSERT_TRUE(src->read_member(0, "seg.png", &out).ok());
+  EXPECT_EQ(std::string(out.begin(), out.end()), "MASK-A");
+  ASSERT_TRUE(src->read(1, &out).ok());
+  EXPECT_EQ(std::string(out.begin(), out.end()), "JPEG-B");
+  EXPECT_EQ(src->members(0), (std::vector<std::string>{"jpg", "seg.png", "cls"}));
+  const Status missing = src->read_member(1, "seg.png", &out);
+  EXPECT_EQ(missing.code(), Code::kNotFound);
+  EXPECT_EQ(missing.message(), "no member '.seg.png' (members: .jpg, .cls)");
+  // A source of one file per record has no other members, and says so.
+  testing::write_file(data.file("list.csv"), "path,label\n" + shard + ",0\n");
+  EXPECT_EQ(open_source(data.file("list.csv"))->read_member(0, "seg.png", &out).code(), Code::kNotFound);
 }
+
 
 // With index_dir, a sidecar that must be built goes there; the one beside the
 // shard (the user's) is read when it matches and never rewritten.

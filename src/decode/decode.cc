@@ -63,4 +63,38 @@ Status ImageDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view
   return Status::Unsupported("decode() without a successful open()");
 }
 
+Status ImageDecoder::open_mask(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels) {
+  width_ = height_ = 0;
+  if (size == 0) return Status::Corrupt("empty file (0 bytes)");
+  format_ = sniff_format(data, size);
+  Status s;
+  switch (format_) {
+    case Format::kPng: s = png_->open(data, size, &width_, &height_); break;
+    case Format::kNpy: s = npy_->open_mask(data, size, max_pixels, &width_, &height_); break;
+    case Format::kJpeg:
+      format_ = Format::kUnknown;
+      return Status::Unsupported("mask: a JPEG; masks must be stored losslessly (PNG or .npy): lossy compression "
+                                 "changes class indices at edges");
+    case Format::kUnknown:
+    case Format::kOther:
+      format_ = Format::kUnknown;
+      return Status::Unsupported("mask: not a PNG or .npy (first bytes: " + describe_magic(data, size) + ")");
+  }
+  if (!s.ok()) return s;
+  if (static_cast<std::uint64_t>(width_) * static_cast<std::uint64_t>(height_) > max_pixels) {
+    return Status::ResourceExhausted("mask of " + std::to_string(width_) + "x" + std::to_string(height_) +
+                                     " pixels exceeds max_image_pixels=" + std::to_string(max_pixels));
+  }
+  return Status::Ok();
+}
+
+Status ImageDecoder::decode_mask(MaskBuffer* buf) {
+  switch (format_) {
+    case Format::kPng: return png_->decode_mask(buf);
+    case Format::kNpy: return npy_->decode_mask(buf);
+    default: break;
+  }
+  return Status::Unsupported("decode_mask() without a successful open_mask()");
+}
+
 }  // namespace stoker::detail

@@ -44,6 +44,15 @@ class ImageDecoder {
   // REQUIRES: open() returned ok.
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths = 8);
 
+  // A segmentation mask, kept as stored (one channel: gray, palette indices
+  // never turned into colours, 16-bit), as PIL's Image.open() keeps it:
+  // open_mask() parses the header (PNG: gray or palette; .npy: uint8/uint16
+  // HxW); decode_mask() decodes the whole mask. JPEG (lossy) and colour
+  // images are kUnsupported with the reason. Messages carry the reason only.
+  Status open_mask(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels);
+  // REQUIRES: open_mask() returned ok.
+  Status decode_mask(MaskBuffer* buf);
+
  private:
   Format format_ = Format::kUnknown;
   int width_ = 0;

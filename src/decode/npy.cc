@@ -152,4 +152,48 @@ Status NpyDecoder::decode(const Box& r, ImageBuffer* buf, ImageView* view) {
   return Status::Ok();
 }
 
+Status NpyDecoder::open_mask(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width,
+                             int* height) {
+  NpyHeader h;
+  Status s = parse_npy_header(data, size, &h);
+  if (!s.ok()) return s;
+  const std::string& d = h.descr;
+  const bool u8 = d == "|u1" || d == "<u1" || d == ">u1" || d == "=u1";
+  // NOTE: "=" is the writer's native order: little-endian on every platform stoker builds for.
+  const bool u16 = d == "<u2" || d == "=u2";
+  if (!u8 && !u16) return Status::Unsupported("npy mask must be uint8 or little-endian uint16, got dtype '" + d + "'");
+  if (h.fortran_order) return Status::Unsupported("npy mask in Fortran order");
+  const auto& sh = h.shape;
+  std::uint64_t H = 0, W = 0;
+  if (sh.size() == 2) {
+    H = sh[0], W = sh[1];
+  } else if (sh.size() == 3 && sh[2] == 1) {
+    H = sh[0], W = sh[1];
+  } else if (sh.size() == 3 && sh[0] == 1) {
+    H = sh[1], W = sh[2];
+  } else {
+    return Status::Unsupported("npy mask must be HxW (or HxWx1, 1xHxW)");
+  }
+  if (H == 0 || W == 0) return Status::Corrupt("npy mask of zero size");
+  if (H > 0x7fffffff || W > 0x7fffffff || H * W > max_pixels) {
+    return Status::ResourceExhausted("npy mask of " + std::to_string(W) + "x" + std::to_string(H) +
+                                     " pixels exceeds max_image_pixels=" + std::to_string(max_pixels));
+  }
+  pixels_ = data + h.data_offset;
+  width_ = static_cast<int>(W);
+  height_ = static_cast<int>(H);
+  channels_ = 1;
+  planar_ = false;
+  bytes_per_pixel_ = u16 ? 2 : 1;
+  *width = width_;
+  *height = height_;
+  return Status::Ok();
+}
+
+Status NpyDecoder::decode_mask(MaskBuffer* buf) const {
+  buf->reset(width_, height_, bytes_per_pixel_);
+  std::memcpy(buf->pixels.data(), pixels_, static_cast<std::size_t>(buf->stride) * static_cast<std::size_t>(height_));
+  return Status::Ok();
+}
+
 }  // namespace stoker::detail

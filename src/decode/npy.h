@@ -32,8 +32,13 @@ class NpyDecoder {
   // Refuses images of more than max_pixels before looking at the data.
   Status open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height);
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+  // A mask: uint8 or uint16 (little-endian), (H, W), (H, W, 1) or (1, H, W),
+  // in C order; decode_mask copies it as stored.
+  Status open_mask(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height);
+  Status decode_mask(MaskBuffer* buf) const;
 
  private:
+  int bytes_per_pixel_ = 1;
   const std::uint8_t* pixels_ = nullptr;
   int width_ = 0, height_ = 0, channels_ = 3;
   bool planar_ = false;

@@ -64,6 +64,44 @@ bool decode_rgb(png_structp png, png_infop info, MemoryReader* reader, ImageBuff
   return true;
 }
 
+// As PIL's open() keeps a mask: palette indices unpacked to a byte each (not
+// expanded to colours), gray kept (below 8 bits scaled to 8, as PIL's "L"),
+// 16-bit gray in host byte order. Only trivially destructible locals.
+bool decode_mask_rows(png_structp png, png_infop info, MemoryReader* reader, MaskBuffer* buf,
+                      std::vector<std::uint8_t*>* rows, int* bad_color) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_read_fn(png, reader, read_from_memory);
+  png_read_info(png, info);
+  const int color = png_get_color_type(png, info);
+  const int depth = png_get_bit_depth(png, info);
+  if (color != PNG_COLOR_TYPE_GRAY && color != PNG_COLOR_TYPE_PALETTE) {
+    *bad_color = color;
+    return true;
+  }
+  if (color == PNG_COLOR_TYPE_PALETTE && depth < 8) png_set_packing(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16) png_set_swap(png);  // NOTE: PNG stores big-endian; the batch holds host order (little-endian)
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  const int bpp = depth == 16 ? 2 : 1;
+  buf->reset(static_cast<int>(png_get_image_width(png, info)), static_cast<int>(png_get_image_height(png, info)), bpp);
+  if (png_get_rowbytes(png, info) != static_cast<png_size_t>(buf->stride)) png_error(png, "unexpected mask row size");
+  rows->resize(static_cast<std::size_t>(buf->height));
+  for (int y = 0; y < buf->height; ++y) (*rows)[static_cast<std::size_t>(y)] = buf->row(y);
+  png_read_image(png, rows->data());
+  png_read_end(png, nullptr);
+  return true;
+}
+
+const char* color_name(int color) {
+  switch (color) {
+    case PNG_COLOR_TYPE_RGB: return "RGB";
+    case PNG_COLOR_TYPE_RGB_ALPHA: return "RGBA";
+    case PNG_COLOR_TYPE_GRAY_ALPHA: return "gray+alpha";
+    default: return "?";
+  }
+}
+
 }  // namespace
 
 Status PngDecoder::open(const std::uint8_t* data, std::size_t size, int* width, int* height) {
@@ -96,6 +134,28 @@ Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) 
   if (!ok) return Status::Corrupt(std::string("PNG: ") + sink.message);
   *view = ImageView{buf->pixels.data() + region.y * buf->stride + region.x * 3, region.width, region.height,
                     buf->stride};
+  return Status::Ok();
+}
+
+Status PngDecoder::decode_mask(MaskBuffer* buf) {
+  ErrorSink sink{};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &sink, on_error, on_warning);
+  if (!png) return Status::ResourceExhausted("PNG: cannot create decoder");
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return Status::ResourceExhausted("PNG: cannot create decoder");
+  }
+  png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+  MemoryReader reader{data_, size_, 0};
+  int bad_color = -1;
+  const bool ok = decode_mask_rows(png, info, &reader, buf, &rows_, &bad_color);
+  png_destroy_read_struct(&png, &info, nullptr);
+  if (!ok) return Status::Corrupt(std::string("PNG: ") + sink.message);
+  if (bad_color >= 0) {
+    return Status::Unsupported(std::string("mask: a ") + color_name(bad_color) +
+                               " PNG; a mask is single-channel: gray (8 or 16-bit) or palette indices");
+  }
   return Status::Ok();
 }
 

@@ -16,6 +16,10 @@ class PngDecoder {
   Status open(const std::uint8_t* data, std::size_t size, int* width, int* height);
   // Decodes the whole image opened last, then views `region` of it.
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+  // The image opened last as a mask, as stored: gray (8-bit; 1, 2, 4-bit
+  // scaled to 8 as PIL's "L"), palette indices (never their colours), or
+  // 16-bit gray (host byte order, PIL's "I;16"). Colour PNGs are kUnsupported.
+  Status decode_mask(MaskBuffer* buf);
 
  private:
   const std::uint8_t* data_ = nullptr;

@@ -64,12 +64,12 @@ def main():
                 crops.append(np.asarray(Image.fromarray(p).resize((sw, sh))))
         src = crops[0]
         pil_src = Image.fromarray(src)
-        t_st = best_us(lambda n: _stoker._resize(src, dw, dh, n), args.n, args.repeat)
+        t_st = best_us(lambda n: _stoker._testing.resize(src, dw, dh, n), args.n, args.repeat)
         t_pil = best_us(lambda n: [pil_src.resize((dw, dh), Image.BILINEAR) for _ in range(n)], args.n, args.repeat)
         diffs_st, diffs_lin, diffs_area = [], [], []
         for c in crops:
             ref = np.asarray(Image.fromarray(c).resize((dw, dh), Image.BILINEAR)).astype(int)
-            diffs_st.append(np.abs(_stoker._resize(c, dw, dh).astype(int) - ref).max())
+            diffs_st.append(np.abs(_stoker._testing.resize(c, dw, dh).astype(int) - ref).max())
             if cv2 is not None:
                 diffs_lin.append(np.abs(cv2.resize(c, (dw, dh), interpolation=cv2.INTER_LINEAR).astype(int) - ref).mean())
                 diffs_area.append(np.abs(cv2.resize(c, (dw, dh), interpolation=cv2.INTER_AREA).astype(int) - ref).mean())

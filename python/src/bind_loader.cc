@@ -160,54 +160,7 @@ void bind_loader(py::module_& m) {
       py::arg("source"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels,
       "Decodes a JPEG or PNG (path or bytes) to an HxWx3 uint8 array, as PIL's convert('RGB').");
 
-  // Test hook: a mask decoded as stored (PNG gray/palette/16-bit, .npy
-  // uint8/uint16): an HxW uint8 or uint16 array.
-  m.def(
-      "_decode_mask",
-      [](const py::bytes& src, std::uint64_t max_image_pixels) {
-        const std::string s = src;
-        detail::ImageDecoder dec;
-        detail::MaskBuffer buf;
-        {
-          py::gil_scoped_release release;
-          Status st = dec.open_mask(reinterpret_cast<const std::uint8_t*>(s.data()), s.size(), max_image_pixels);
-          if (st.ok()) st = dec.decode_mask(&buf);
-          if (!st.ok()) throw Error(st);
-        }
-        py::array out = buf.bytes_per_pixel == 2 ? py::array(py::dtype::of<std::uint16_t>(), {buf.height, buf.width})
-                                                 : py::array(py::dtype::of<std::uint8_t>(), {buf.height, buf.width});
-        std::memcpy(out.mutable_data(), buf.pixels.data(), static_cast<std::size_t>(buf.stride) * buf.height);
-        return out;
-      },
-      py::arg("data"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels);
 
-  // Test hook: what a Loader with these transforms and seed does to record
-  // `index` in `epoch` on a width x height image.
-  m.def(
-      "_plan",
-      [](std::vector<Transform> transforms, std::uint64_t seed, std::uint64_t epoch, std::uint64_t index, int width,
-         int height) {
-        detail::Pipeline pipeline(transforms, DType::kFloat32, Layout::kNCHW);
-        detail::Rng rng(detail::mix_key(seed, epoch, index, detail::kStreamTransform));
-        detail::SamplePlan plan;
-        pipeline.plan(width, height, &rng, &plan);
-        py::list steps;
-        for (const auto& s : plan.steps) {
-          if (s.kind == detail::Step::kCrop) {
-            steps.append(py::make_tuple("crop", s.box.x, s.box.y, s.box.width, s.box.height));
-          } else {
-            steps.append(py::make_tuple("resize", s.width, s.height));
-          }
-        }
-        py::dict d;
-        const auto& r = plan.decode_region;
-        d["decode_region"] = py::make_tuple(r.x, r.y, r.width, r.height);
-        d["steps"] = steps;
-        d["mirror"] = plan.mirror;
-        d["vflip"] = plan.vflip;
-        return d;
-      },
-      py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"));
 }
 
 }  // namespace stoker::python

@@ -1,18 +1,114 @@
 // _stoker._testing: hooks for stoker's own tests, never for training code.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
 
 #include "bindings.h"
+#include "decode/decode.h"
+#include "order/rng.h"
 #include "sample/sample_maker.h"
+#include "stoker/loader.h"
+#include "transform/pipeline.h"
+#include "transform/resize.h"
 
 namespace py = pybind11;
 
 namespace stoker::python {
 
 void bind_testing(py::module_& m) {
-  py::module_ t = m.def_submodule("_testing", "hooks for stoker's own tests; not for training code");
-  t.def("throw_in_sample", &detail::testing::throw_in_sample, py::arg("record"), py::arg("bad_alloc") = false,
+  py::module_ hooks = m.def_submodule("_testing", "hooks for stoker's own tests; not for training code");
+  hooks.def("throw_in_sample", &detail::testing::throw_in_sample, py::arg("record"), py::arg("bad_alloc") = false,
         "Makes every loader throw a C++ exception (std::runtime_error, or std::bad_alloc) while making record "
         "`record`, until called with -1: tests that the exception becomes a counted sample error.");
+
+  // Test hook: draws `n` boxes from a seeded stream (for distribution checks).
+  hooks.def(
+      "random_resized_crop_boxes",
+      [](const RandomResizedCrop& t, int width, int height, std::uint64_t seed, int n) {
+        detail::Rng rng(seed);
+        py::list out;
+        for (int i = 0; i < n; ++i) {
+          detail::Box b = detail::random_resized_crop_box(width, height, t.scale, t.ratio, &rng);
+          out.append(py::make_tuple(b.y, b.x, b.height, b.width));
+        }
+        return out;
+      },
+      py::arg("transform"), py::arg("width"), py::arg("height"), py::arg("seed"), py::arg("n"));
+
+  // Benchmark hook (bench/resize_compare.py): stoker's resize of an RGB8
+  // array, `repeat` times with one scratch (as a worker does), the result of
+  // the last. The GIL is released while it runs.
+  hooks.def(
+      "resize",
+      [](py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> img, int width, int height, int repeat) {
+        if (img.ndim() != 3 || img.shape(2) != 3) throw py::value_error("_resize: expects an HxWx3 uint8 array");
+        if (width <= 0 || height <= 0 || repeat <= 0) throw py::value_error("_resize: sizes and repeat must be > 0");
+        detail::ImageView src{img.data(), static_cast<int>(img.shape(1)), static_cast<int>(img.shape(0)),
+                              static_cast<std::ptrdiff_t>(img.shape(1) * 3)};
+        detail::ResizeScratch scratch;
+        detail::ImageBuffer out;
+        {
+          py::gil_scoped_release release;
+          for (int i = 0; i < repeat; ++i) detail::resize_bilinear(src, width, height, &scratch, &out);
+        }
+        py::array_t<std::uint8_t> result({height, width, 3});
+        for (int y = 0; y < height; ++y) {
+          std::memcpy(result.mutable_data(y), out.pixels.data() + y * out.stride, static_cast<std::size_t>(width) * 3);
+        }
+        return result;
+      },
+      py::arg("image"), py::arg("width"), py::arg("height"), py::arg("repeat") = 1);
+
+  // Test hook: a mask decoded as stored (PNG gray/palette/16-bit, .npy
+  // uint8/uint16): an HxW uint8 or uint16 array.
+  hooks.def(
+      "decode_mask",
+      [](const py::bytes& src, std::uint64_t max_image_pixels) {
+        const std::string s = src;
+        detail::ImageDecoder dec;
+        detail::MaskBuffer buf;
+        {
+          py::gil_scoped_release release;
+          Status st = dec.open_mask(reinterpret_cast<const std::uint8_t*>(s.data()), s.size(), max_image_pixels);
+          if (st.ok()) st = dec.decode_mask(&buf);
+          if (!st.ok()) throw Error(st);
+        }
+        py::array out = buf.bytes_per_pixel == 2 ? py::array(py::dtype::of<std::uint16_t>(), {buf.height, buf.width})
+                                                 : py::array(py::dtype::of<std::uint8_t>(), {buf.height, buf.width});
+        std::memcpy(out.mutable_data(), buf.pixels.data(), static_cast<std::size_t>(buf.stride) * buf.height);
+        return out;
+      },
+      py::arg("data"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels);
+
+  // Test hook: what a Loader with these transforms and seed does to record
+  // `index` in `epoch` on a width x height image.
+  hooks.def(
+      "plan",
+      [](std::vector<Transform> transforms, std::uint64_t seed, std::uint64_t epoch, std::uint64_t index, int width,
+         int height) {
+        detail::Pipeline pipeline(transforms, DType::kFloat32, Layout::kNCHW);
+        detail::Rng rng(detail::mix_key(seed, epoch, index, detail::kStreamTransform));
+        detail::SamplePlan plan;
+        pipeline.plan(width, height, &rng, &plan);
+        py::list steps;
+        for (const auto& s : plan.steps) {
+          if (s.kind == detail::Step::kCrop) {
+            steps.append(py::make_tuple("crop", s.box.x, s.box.y, s.box.width, s.box.height));
+          } else {
+            steps.append(py::make_tuple("resize", s.width, s.height));
+          }
+        }
+        py::dict d;
+        const auto& r = plan.decode_region;
+        d["decode_region"] = py::make_tuple(r.x, r.y, r.width, r.height);
+        d["steps"] = steps;
+        d["mirror"] = plan.mirror;
+        d["vflip"] = plan.vflip;
+        return d;
+      },
+      py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"));
 }
 
 }  // namespace stoker::python

@@ -101,43 +101,7 @@ void bind_transforms(py::module_& m) {
   // what stoker.Loader accepts in transforms=.
   m.attr("_transform_types") = transform_types(static_cast<Transform*>(nullptr));
 
-  // Test hook: draws `n` boxes from a seeded stream (for distribution checks).
-  m.def(
-      "_random_resized_crop_boxes",
-      [](const RandomResizedCrop& t, int width, int height, std::uint64_t seed, int n) {
-        detail::Rng rng(seed);
-        py::list out;
-        for (int i = 0; i < n; ++i) {
-          detail::Box b = detail::random_resized_crop_box(width, height, t.scale, t.ratio, &rng);
-          out.append(py::make_tuple(b.y, b.x, b.height, b.width));
-        }
-        return out;
-      },
-      py::arg("transform"), py::arg("width"), py::arg("height"), py::arg("seed"), py::arg("n"));
 
-  // Benchmark hook (bench/resize_compare.py): stoker's resize of an RGB8
-  // array, `repeat` times with one scratch (as a worker does), the result of
-  // the last. The GIL is released while it runs.
-  m.def(
-      "_resize",
-      [](py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> img, int width, int height, int repeat) {
-        if (img.ndim() != 3 || img.shape(2) != 3) throw py::value_error("_resize: expects an HxWx3 uint8 array");
-        if (width <= 0 || height <= 0 || repeat <= 0) throw py::value_error("_resize: sizes and repeat must be > 0");
-        detail::ImageView src{img.data(), static_cast<int>(img.shape(1)), static_cast<int>(img.shape(0)),
-                              static_cast<std::ptrdiff_t>(img.shape(1) * 3)};
-        detail::ResizeScratch scratch;
-        detail::ImageBuffer out;
-        {
-          py::gil_scoped_release release;
-          for (int i = 0; i < repeat; ++i) detail::resize_bilinear(src, width, height, &scratch, &out);
-        }
-        py::array_t<std::uint8_t> result({height, width, 3});
-        for (int y = 0; y < height; ++y) {
-          std::memcpy(result.mutable_data(y), out.pixels.data() + y * out.stride, static_cast<std::size_t>(width) * 3);
-        }
-        return result;
-      },
-      py::arg("image"), py::arg("width"), py::arg("height"), py::arg("repeat") = 1);
 }
 
 }  // namespace stoker::python

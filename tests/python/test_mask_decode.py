@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 import stoker
-from stoker._stoker import _decode_mask
+from stoker._stoker._testing import decode_mask as _decode_mask
 
 
 def png_bytes(img, **kw):

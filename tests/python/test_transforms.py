@@ -75,7 +75,7 @@ def test_random_resized_crop_flip_equal_torchvision_with_same_params(photos):
     flips = 0
     for i in range(n):
         img, label = ds[i]
-        plan = stoker._stoker._plan(transforms, seed, 3, i, img.width, img.height)
+        plan = stoker._stoker._testing.plan(transforms, seed, 3, i, img.width, img.height)
         rx, ry, rw, rh = plan["decode_region"]
         ref = F.resized_crop(img, ry, rx, rh, rw, [224, 224], T.InterpolationMode.BILINEAR)
         if plan["mirror"]:
@@ -110,7 +110,7 @@ def expected_rrc_fallback(width, height, ratio=(3 / 4, 4 / 3)):
 @pytest.mark.parametrize("width,height", [(500, 375), (300, 500), (64, 64)])
 def test_random_resized_crop_boxes_follow_torchvision_rules(width, height):
     t = stoker.RandomResizedCrop(224)
-    boxes = stoker._stoker._random_resized_crop_boxes(t, width, height, 1, 20000)
+    boxes = stoker._stoker._testing.random_resized_crop_boxes(t, width, height, 1, 20000)
     area = width * height
     fracs = [h * w / area for _, _, h, w in boxes]
     for top, left, h, w in boxes:
@@ -133,7 +133,7 @@ def test_random_resized_crop_boxes_follow_torchvision_rules(width, height):
 @pytest.mark.parametrize("width,height", [(1000, 10), (10, 1000), (40, 30)])
 def test_random_resized_crop_fallback(width, height):
     t = stoker.RandomResizedCrop(224, scale=(0.99, 1.0), ratio=(3 / 4, 4 / 3))
-    boxes = stoker._stoker._random_resized_crop_boxes(t, width, height, 3, 200)
+    boxes = stoker._stoker._testing.random_resized_crop_boxes(t, width, height, 3, 200)
     if width / height > 4 / 3 or width / height < 3 / 4:
         # No box of that aspect fits: every draw falls back to torchvision's central crop.
         assert all(b == expected_rrc_fallback(width, height) for b in boxes)
@@ -220,7 +220,7 @@ def test_random_vertical_flip_with_random_crops_equals_torchvision_with_same_par
     flips = 0
     for i in range(n):
         img, _ = ds[i]
-        plan = stoker._stoker._plan(transforms, seed, 0, i, img.width, img.height)
+        plan = stoker._stoker._testing.plan(transforms, seed, 0, i, img.width, img.height)
         rx, ry, rw, rh = plan["decode_region"]  # in the unflipped image
         ref = F.resized_crop(img, ry, rx, rh, rw, [64, 64], T.InterpolationMode.BILINEAR)
         if plan["vflip"]:

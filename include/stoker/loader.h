@@ -128,7 +128,8 @@ class Loader {
 
   // Where iteration stands, for exact resume: the epoch in progress and the
   // batches of it already handed out (or the next epoch and 0 between
-  // epochs), with the settings that define the order. Restoring it into a
+  // epochs), with the settings that define the order (the names of
+  // PyTorch's and of the Python API). Loading it into a
   // loader over the same data with the same batch_size, drop_last, shuffle
   // and world_size makes the next iteration yield exactly the remaining
   // batches of the uninterrupted run (any thread count or ring depth). The
@@ -146,8 +147,8 @@ class Loader {
     int rank = 0;
     int world_size = 1;
   };
-  State state() const;
-  void restore(const State& state);
+  State state_dict() const;
+  void load_state_dict(const State& state);
 
   // Input iteration over one epoch: `for (const Batch& b : loader)`.
   class Iterator {

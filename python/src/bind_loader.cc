@@ -90,7 +90,7 @@ void bind_loader(py::module_& m) {
            })
       .def("state_dict",
            [](const Loader& l) {
-             Loader::State st = l.state();
+             Loader::State st = l.state_dict();
              py::dict d;
              d["version"] = st.version;
              d["seed"] = st.seed;
@@ -123,7 +123,7 @@ void bind_loader(py::module_& m) {
             st.rank = get("rank").cast<int>();
             st.world_size = get("world_size").cast<int>();
             py::gil_scoped_release release;
-            l.restore(st);
+            l.load_state_dict(st);
           },
           py::arg("state"))
       .def("stats", [](const Loader& l) { return stats_dict(l.stats()); })

@@ -572,7 +572,7 @@ void Loader::write_trace(const std::string& path) const {
   if (!f) throw Error(Code::kIOError, "cannot write the trace to '" + path + "'");
 }
 const std::vector<std::string>& Loader::source_specs() const { return impl_->specs_; }
-Loader::State Loader::state() const { return impl_->state(); }
-void Loader::restore(const State& state) { impl_->restore(state); }
+Loader::State Loader::state_dict() const { return impl_->state(); }
+void Loader::load_state_dict(const State& state) { impl_->restore(state); }
 
 }  // namespace stoker

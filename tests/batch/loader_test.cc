@@ -292,21 +292,21 @@ TEST(LoaderTest, RestoreResumesExactlyWithAnyThreadCount) {
     a.set_epoch(1);
     a.start_epoch();
     for (std::size_t i = 0; i < stop; ++i) (void)a.next();
-    Loader::State st = a.state();
+    Loader::State st = a.state_dict();
     EXPECT_EQ(st.epoch, 1u);
     EXPECT_EQ(st.batches_done, stop);
     auto o2 = o;
     o2.threads = 1;
     o2.seed = 99;  // the state's seed wins
     Loader b(list, o2);
-    b.restore(st);
+    b.load_state_dict(st);
     auto rest = epoch_pixels(b);
     EXPECT_EQ(rest, std::vector<std::vector<float>>(full.begin() + static_cast<long>(stop), full.end())) << stop;
   }
   auto o3 = o;
   o3.batch_size = 5;
   Loader c(list, o3);
-  EXPECT_THROW(c.restore(ref.state()), Error);
+  EXPECT_THROW(c.load_state_dict(ref.state_dict()), Error);
 }
 
 TEST(LoaderTest, StatsCountStages) {

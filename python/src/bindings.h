@@ -7,4 +7,5 @@ namespace stoker::python {
 void bind_transforms(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
+void bind_masks(pybind11::module_& m);
 }  // namespace stoker::python

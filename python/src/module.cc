@@ -28,4 +28,5 @@ PYBIND11_MODULE(_stoker, m) {
   stoker::python::bind_transforms(m);
   stoker::python::bind_loader(m);
   stoker::python::bind_testing(m);
+  stoker::python::bind_masks(m);
 }

@@ -1,10 +1,11 @@
-// torchvision ImageFolder layout: root/<class>/**/<file>.
+// torchvision ImageFolder layout: root/<class>/**/<file>, scanned into a file
+// list (file_list_source.h).
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 
 #include "decode/formats.h"
-#include "source/file_reader.h"
+#include "source/file_list_source.h"
 #include "stoker/source.h"
 
 namespace fs = std::filesystem;
@@ -12,9 +13,10 @@ namespace fs = std::filesystem;
 namespace stoker {
 namespace {
 
-class ImageFolderSource final : public Source {
+// The records of an image folder, as torchvision.datasets.ImageFolder lists them.
+class FolderScan {
  public:
-  explicit ImageFolderSource(const std::string& root) : root_(root) {
+  explicit FolderScan(const std::string& root) : root_(root) {
     std::error_code ec;
     if (!fs::is_directory(root, ec)) throw Error(Code::kNotFound, "image folder '" + root + "' is not a directory");
     for (const auto& e : fs::directory_iterator(root, fs::directory_options::follow_directory_symlink, ec)) {
@@ -31,17 +33,9 @@ class ImageFolderSource final : public Source {
     }
   }
 
-  std::size_t size() const override { return paths_.size(); }
-  const std::string& key(std::size_t i) const override { return paths_[i]; }
-  std::int64_t label(std::size_t i) const override { return labels_[i]; }
-  Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
-    return detail::read_file(paths_[i], out);
-  }
-  const std::vector<std::string>& classes() const override { return classes_; }
-  std::string describe() const override {
-    return "image folder '" + root_ + "' (" + std::to_string(paths_.size()) + " records, " +
-           std::to_string(classes_.size()) + " classes)";
-  }
+  std::vector<std::string> classes_;
+  std::vector<std::string> paths_;
+  std::vector<std::int64_t> labels_;
 
  private:
   // As torchvision: sorted(os.walk(class_dir, followlinks=True)), then each
@@ -73,15 +67,14 @@ class ImageFolderSource final : public Source {
   }
 
   std::string root_;
-  std::vector<std::string> classes_;
-  std::vector<std::string> paths_;
-  std::vector<std::int64_t> labels_;
 };
 
 }  // namespace
 
 std::unique_ptr<Source> open_image_folder(const std::string& root) {
-  return std::make_unique<ImageFolderSource>(root);
+  FolderScan scan(root);
+  return detail::make_file_list_source(std::move(scan.paths_), std::move(scan.labels_), std::move(scan.classes_),
+                                       "image folder '" + root + "'");
 }
 
 }  // namespace stoker

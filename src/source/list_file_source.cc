@@ -1,7 +1,8 @@
-// A list file: `path,label` per line.
+// A list file: `path,label` per line, parsed into a file list (file_list_source.h).
 #include <charconv>
 #include <filesystem>
 
+#include "source/file_list_source.h"
 #include "source/file_reader.h"
 #include "source/list_file.h"
 #include "stoker/source.h"
@@ -17,35 +18,6 @@ std::string trim(const std::string& s) {
   std::size_t e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
 }
-
-class ListFileSource final : public Source {
- public:
-  explicit ListFileSource(const std::string& list) : list_(list) {
-    std::vector<std::uint8_t> bytes;
-    Status st = detail::read_file(list, &bytes);
-    if (!st.ok()) throw Error(Code::kNotFound, "list file '" + list + "' cannot be read: " + st.message());
-    st = detail::parse_list(std::string(bytes.begin(), bytes.end()), list, fs::path(list).parent_path().string(),
-                            &paths_, &labels_);
-    if (!st.ok()) throw Error(st);
-  }
-
-  std::size_t size() const override { return paths_.size(); }
-  const std::string& key(std::size_t i) const override { return paths_[i]; }
-  std::int64_t label(std::size_t i) const override { return labels_[i]; }
-  Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
-    return detail::read_file(paths_[i], out);
-  }
-  const std::vector<std::string>& classes() const override { return classes_; }
-  std::string describe() const override {
-    return "list file '" + list_ + "' (" + std::to_string(paths_.size()) + " records)";
-  }
-
- private:
-  std::string list_;
-  std::vector<std::string> paths_;
-  std::vector<std::int64_t> labels_;
-  std::vector<std::string> classes_;
-};
 
 }  // namespace
 
@@ -87,6 +59,16 @@ Status parse_list(const std::string& text, const std::string& name, const std::s
 
 }  // namespace detail
 
-std::unique_ptr<Source> open_list_file(const std::string& path) { return std::make_unique<ListFileSource>(path); }
+std::unique_ptr<Source> open_list_file(const std::string& list) {
+  std::vector<std::uint8_t> bytes;
+  Status st = detail::read_file(list, &bytes);
+  if (!st.ok()) throw Error(Code::kNotFound, "list file '" + list + "' cannot be read: " + st.message());
+  std::vector<std::string> paths;
+  std::vector<std::int64_t> labels;
+  st = detail::parse_list(std::string(bytes.begin(), bytes.end()), list, fs::path(list).parent_path().string(), &paths,
+                          &labels);
+  if (!st.ok()) throw Error(st);
+  return detail::make_file_list_source(std::move(paths), std::move(labels), {}, "list file '" + list + "'");
+}
 
 }  // namespace stoker

@@ -32,53 +32,75 @@ enum class Cache {
 };
 
 struct LoaderOptions {
-  // Samples per batch. REQUIRES: > 0.
+  // ---- Batches and their order -------------------------------------------
+  // Samples per batch. Default 64. REQUIRES: > 0.
   std::size_t batch_size = 64;
   // Shuffle with a permutation derived from (seed, epoch); identical for any
-  // thread count.
+  // thread count. Default false.
   bool shuffle = false;
+  // Default 0.
   std::uint64_t seed = 0;
-  // Drop the last batch of a rank when it would be partial.
+  // Drop the last batch of a rank when it would be partial. Default false.
   bool drop_last = false;
-  // Worker threads; 0 = autotuned: start with max_threads workers (no
-  // probing delay before the first batch), then park workers while the
-  // loader is ahead of the consumer (their cores go back to the training
-  // step) and bring them back when the consumer waits. stats() reports the
-  // count in use and every change with the measurements behind it.
-  int threads = 0;
-  // threads=0: the most workers the tuner uses; 0 = the available cores.
-  int max_threads = 0;
-  // Batches decoded ahead of the consumer (ring depth); 0 = autotuned from
-  // max(2, workers), deepened (up to twice that) when workers sit idle for
-  // ring space while the consumer waits, i.e. the consumer is bursty. Memory
-  // for batches is at most the depth x batch bytes, plus the batches the
-  // consumer still holds.
-  int prefetch = 0;
   // This process's part of the epoch: rank in [0, world_size). Every rank
   // gets the same number of batches; without drop_last the epoch is padded
-  // with its first samples (as torch's DistributedSampler does).
+  // with its first samples (as torch's DistributedSampler does). Defaults 0, 1.
   int rank = 0;
   int world_size = 1;
-  OnCorrupt on_corrupt = OnCorrupt::kSkip;
-  // Under kSkip, consecutive corrupt samples tolerated in one place before
-  // the batch fails anyway (the data set is then mostly broken).
-  int max_consecutive_corrupt = 64;
-  DType dtype = DType::kFloat32;  // images only; arrays keep their own dtype
-  Layout layout = Layout::kNCHW;
+
+  // ---- Workers -------------------------------------------------------------
+  // Worker threads; 0 (the default) = autotuned: start with max_threads
+  // workers (no probing delay before the first batch), then park workers
+  // while the loader is ahead of the consumer (their cores go back to the
+  // training step) and bring them back when the consumer waits. stats()
+  // reports the count in use and every change with the measurements behind it.
+  int threads = 0;
+  // threads=0: the most workers the tuner uses; 0 (the default) = the
+  // available cores.
+  int max_threads = 0;
+  // Batches decoded ahead of the consumer (ring depth); 0 (the default) =
+  // autotuned from max(2, workers), deepened (up to twice that) when workers
+  // sit idle for ring space while the consumer waits, i.e. the consumer is
+  // bursty. Memory for batches is at most the depth x batch bytes, plus the
+  // batches the consumer still holds.
+  int prefetch = 0;
+
+  // ---- What a sample is, and its transforms ---------------------------------
+  // Default kAuto.
   SampleKind kind = SampleKind::kAuto;
-  // kExact: JPEGs decode at full resolution (only the crop's region), so the
-  // output is bit-exact with torchvision on PIL images. kAuto: when the first
-  // crop (or resize) shrinks the image 2x or more, libjpeg-turbo decodes it
-  // at 1/2, 1/4 or 1/8 scale, the smallest that keeps at least the output
-  // resolution: less IDCT and resize work, pixels within a small tolerance
-  // of torchvision's (a DCT-domain downscale instead of PIL's bilinear for
-  // that factor, and box edges rounded to the scaled pixel grid).
+  // Applied in order. The result must have a fixed size: the last
+  // size-setting transform must be RandomResizedCrop, CenterCrop or a
+  // Resize with both sides given. Default: none (which only fits images of
+  // one size).
+  std::vector<Transform> transforms;
+  // Images only; arrays keep their own dtype. Default kFloat32.
+  DType dtype = DType::kFloat32;
+  // Default kNCHW.
+  Layout layout = Layout::kNCHW;
+  // kExact (the default): JPEGs decode at full resolution (only the crop's
+  // region), so the output is bit-exact with torchvision on PIL images.
+  // kAuto: when the first crop (or resize) shrinks the image 2x or more,
+  // libjpeg-turbo decodes it at 1/2, 1/4 or 1/8 scale, the smallest that
+  // keeps at least the output resolution: less IDCT and resize work, pixels
+  // within a small tolerance of torchvision's (a DCT-domain downscale
+  // instead of PIL's bilinear for that factor, and box edges rounded to the
+  // scaled pixel grid).
   DecodeScale decode_scale = DecodeScale::kExact;
-  // What is kept in memory between epochs, under memory_budget bytes (0 =
-  // half of the available memory, never above the cgroup limit, divided by
-  // LOCAL_WORLD_SIZE when torchrun starts several ranks on a node). When the
-  // data set does not fit, part of it is cached and the rest served by the
-  // slower path; stats() reports hits, misses and bytes.
+  // Images with more pixels than this are refused (counted as
+  // resource_exhausted) before any pixel memory is allocated. The default is
+  // Pillow's decompression-bomb error threshold (2 x 89,478,485).
+  std::uint64_t max_image_pixels = 178956970;
+  // Where tar shard samples take their label: "cls" (the .cls member, the
+  // default) or "json:<field>" (an integer field of the .json member).
+  std::string labels = "cls";
+
+  // ---- Memory: what is kept between epochs -------------------------------------
+  // Under memory_budget bytes (0, the default = half of the available
+  // memory, never above the cgroup limit, divided by LOCAL_WORLD_SIZE when
+  // torchrun starts several ranks on a node). When the data set does not
+  // fit, part of it is cached and the rest served by the slower path;
+  // stats() reports hits, misses and bytes. Default kMmap (nothing kept by
+  // the loader; the OS page cache keeps the files).
   Cache cache = Cache::kMmap;
   std::uint64_t memory_budget = 0;
   // cache=kRam: from construction on, background threads (at lower CPU
@@ -86,37 +108,39 @@ struct LoaderOptions {
   // the set is in or the budget is spent; workers never wait for them (a
   // record not in yet is read by its worker as usual). stats() reports
   // cache_preload ("loading", "done", "budget full"), records and bytes.
+  // Default true.
   bool preload = true;
-  // A progress line on stderr while preloading: kAuto when stderr is a
-  // terminal, kOn always (a line every 2 s when it is not a terminal).
+  // A progress line on stderr while preloading: kAuto (the default) when
+  // stderr is a terminal, kOn always (a line every 2 s when it is not a
+  // terminal), kOff never.
   Progress progress = Progress::kAuto;
   // cache=kDecoded: images are stored with their shorter side at most this
   // (torchvision's Resize rule, PIL's bilinear), and every epoch, first or
   // cached, transforms that stored image, so results do not depend on hits.
-  // The default is the smallest side whose RandomResizedCrop(224) output is
-  // within 40 dB PSNR of decoding the original (bench/cache_quality.py on
-  // the sample set: 448 -> 41.4 dB, mean |diff| 0.44/255; 320 -> 33.9 dB;
-  // 256 -> 31.8 dB): lower it to fit more images in memory_budget.
+  // The default, 448, is the smallest side whose RandomResizedCrop(224)
+  // output is within 40 dB PSNR of decoding the original
+  // (bench/cache_quality.py on the sample set: 448 -> 41.4 dB, mean |diff|
+  // 0.44/255; 320 -> 33.9 dB; 256 -> 31.8 dB): lower it to fit more images
+  // in memory_budget.
   int cache_max_side = 448;
-  // Applied in order. The result must have a fixed size: the last
-  // size-setting transform must be RandomResizedCrop, CenterCrop or a
-  // Resize with both sides given.
-  std::vector<Transform> transforms;
-  // Images with more pixels than this are refused (counted as
-  // resource_exhausted) before any pixel memory is allocated. The default is
-  // Pillow's decompression-bomb error threshold (2 x 89,478,485).
-  std::uint64_t max_image_pixels = 178956970;
-  // Where tar shard samples take their label: "cls" (the .cls member) or
-  // "json:<field>" (an integer field of the .json member).
-  std::string labels = "cls";
+
+  // ---- Bad input ------------------------------------------------------------------
+  // Default kSkip.
+  OnCorrupt on_corrupt = OnCorrupt::kSkip;
+  // Under kSkip, consecutive corrupt samples tolerated in one place before
+  // the batch fails anyway (the data set is then mostly broken). Default 64.
+  int max_consecutive_corrupt = 64;
+
+  // ---- Observability ----------------------------------------------------------
   // Per-stage timing (read/decode/transform busy time per thread). Off,
   // stats() counts samples and bytes only; bench/stats_overhead.py measures
-  // what it costs (within noise of zero).
+  // what it costs (within noise of zero). Default true.
   bool stage_timing = true;
   // Record a span per sample stage per worker thread and per consumer wait,
   // for Loader::write_trace() (Chrome / Perfetto trace-event JSON). Also on
   // when the environment variable STOKER_TRACE names a file (the Python
   // package writes it at exit). At most kMaxTraceEvents per thread are kept.
+  // Default false.
   bool trace = false;
 };
 

@@ -117,7 +117,11 @@ Status PngDecoder::open(const std::uint8_t* data, std::size_t size, int* width, 
   return Status::Ok();
 }
 
-Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
+// Runs `read(png, info, &reader)` (one of the decode_* functions above) on
+// a fresh libpng reader of the data opened last; libpng's errors, which
+// longjmp out of it, become kCorrupt with libpng's message.
+template <typename Read>
+Status PngDecoder::with_reader(Read&& read) {
   ErrorSink sink{};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &sink, on_error, on_warning);
   if (!png) return Status::ResourceExhausted("PNG: cannot create decoder");
@@ -128,30 +132,29 @@ Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) 
   }
   png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
   MemoryReader reader{data_, size_, 0};
-  buf->reset(width_, height_);
-  bool ok = decode_rgb(png, info, &reader, buf, &rows_);
+  const bool ok = read(png, info, &reader);
   png_destroy_read_struct(&png, &info, nullptr);
   if (!ok) return Status::Corrupt(std::string("PNG: ") + sink.message);
+  return Status::Ok();
+}
+
+Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
+  buf->reset(width_, height_);
+  Status st = with_reader([&](png_structp png, png_infop info, MemoryReader* reader) {
+    return decode_rgb(png, info, reader, buf, &rows_);
+  });
+  if (!st.ok()) return st;
   *view = ImageView{buf->pixels.data() + region.y * buf->stride + region.x * 3, region.width, region.height,
                     buf->stride};
   return Status::Ok();
 }
 
 Status PngDecoder::decode_mask(MaskBuffer* buf) {
-  ErrorSink sink{};
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &sink, on_error, on_warning);
-  if (!png) return Status::ResourceExhausted("PNG: cannot create decoder");
-  png_infop info = png_create_info_struct(png);
-  if (!info) {
-    png_destroy_read_struct(&png, nullptr, nullptr);
-    return Status::ResourceExhausted("PNG: cannot create decoder");
-  }
-  png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
-  MemoryReader reader{data_, size_, 0};
   int bad_color = -1;
-  const bool ok = decode_mask_rows(png, info, &reader, buf, &rows_, &bad_color);
-  png_destroy_read_struct(&png, &info, nullptr);
-  if (!ok) return Status::Corrupt(std::string("PNG: ") + sink.message);
+  Status st = with_reader([&](png_structp png, png_infop info, MemoryReader* reader) {
+    return decode_mask_rows(png, info, reader, buf, &rows_, &bad_color);
+  });
+  if (!st.ok()) return st;
   if (bad_color >= 0) {
     return Status::Unsupported(std::string("mask: a ") + color_name(bad_color) +
                                " PNG; a mask is single-channel: gray (8 or 16-bit) or palette indices");

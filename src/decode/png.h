@@ -22,6 +22,8 @@ class PngDecoder {
   Status decode_mask(MaskBuffer* buf);
 
  private:
+  template <typename Read>
+  Status with_reader(Read&& read);
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
   int width_ = 0, height_ = 0;

@@ -50,9 +50,22 @@ class Source {
 // so record i here is ImageFolder's sample i. Throws stoker::Error.
 std::unique_ptr<Source> open_image_folder(const std::string& root);
 
-// A list file: one `path,label` per line (a `.csv` may start with a header
-// line; `#` lines are comments). Relative paths are relative to the list
-// file's directory. Throws stoker::Error naming the file and line.
+// A list file (CSV; blank and `#` lines skipped, CRLF ok). Relative paths
+// are relative to the list file's directory, absolute ones kept.
+//  - `path,label` lines: the label is the last comma field (a non-negative
+//    integer), the path the rest (commas and all) or one quoted cell. The
+//    first line may be a header (its last field not an integer).
+//  - A header row naming columns: `image,mask,label`, `image,depth,seg`.
+//    Each row has one cell per column: comma separated, spaces trimmed, a
+//    cell in double quotes may hold commas ("" is a quote). The record's
+//    path (key(), read()) is the column `image`, else `path`, else the first;
+//    its label the column `label` (else -1). Every other column is a member
+//    (members(), in header order): read_member(i, "<column>") reads the file
+//    a cell names, or, for a column whose cells are all integers, returns the
+//    cell's text ("7"); an empty cell is kNotFound. A two-column header whose
+//    second column is `label` or whose first row's second cell is an integer
+//    is the `path,label` form above.
+// Throws stoker::Error naming the file and line.
 std::unique_ptr<Source> open_list_file(const std::string& path);
 
 // WebDataset-style tar shards: each spec is a path, a brace pattern

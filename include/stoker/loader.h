@@ -33,13 +33,31 @@ namespace detail {
 struct SlotLease;
 }
 
-// One batch: images [size, C, H, W] (or [size, H, W, C]) and int64 labels
-// [size], viewing a buffer of the loader's ring. The buffer is reused only
-// after every copy of this Batch is destroyed, and stays valid after the
-// Loader is destroyed. Copies share the buffer. Thread-compatible.
+// One tensor of a batch: a view of its part of the batch buffer.
+struct TensorView {
+  std::string name;                // the field's name (its key in a Python batch dict)
+  std::string descr;               // NumPy dtype string: "<f4", "|u1", "<i4", "<i8", ...
+  std::vector<std::int64_t> dims;  // {size, dims of one sample...}
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// One batch, viewing a buffer of the loader's ring: a tensor per output of
+// the sample schema (LoaderOptions::fields), in schema order; for the
+// default schema, images [size, C, H, W] (or [size, H, W, C]) and int64
+// labels [size]. The buffer is reused only after every copy of this Batch is
+// destroyed, and stays valid after the Loader is destroyed. Copies share the
+// buffer. Thread-compatible.
 class Batch {
  public:
   Batch() = default;
+  // Every tensor of the batch, in schema order (a boxes field gives three:
+  // <name>, <name>_labels, <name>_count).
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  // The tensor named `name`, or nullptr.
+  const TensorView* tensor(const std::string& name) const;
+  // The first tensor (the default schema's images or arrays) and the first
+  // label field's values (nullptr when the schema has none).
   const void* images() const;
   void* mutable_images();
   const std::int64_t* labels() const;
@@ -64,6 +82,8 @@ class Batch {
   std::vector<std::int64_t> dims_;
   std::string descr_;
   std::size_t bytes_ = 0;
+  std::vector<TensorView> tensors_;
+  const std::int64_t* labels_ = nullptr;
 };
 
 // Not thread-safe: one consumer thread iterates a Loader.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "stoker/fields.h"
 #include "stoker/transforms.h"
 
 namespace stoker {
@@ -66,7 +67,12 @@ struct LoaderOptions {
   int prefetch = 0;
 
   // ---- What a sample is, and its transforms ---------------------------------
-  // Default kAuto.
+  // The sample schema (stoker/fields.h): its named fields, in batch order.
+  // Default: empty, the default schema (image and label, or a .npy array and
+  // label, as `kind` says).
+  std::vector<Field> fields;
+  // The default schema's sample: images or .npy arrays. Only kAuto with
+  // `fields`. Default kAuto.
   SampleKind kind = SampleKind::kAuto;
   // Applied in order. The result must have a fixed size: the last
   // size-setting transform must be RandomResizedCrop, CenterCrop or a

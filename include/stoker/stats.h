@@ -70,6 +70,10 @@ struct Stats {
   std::uint64_t corrupt = 0;
   std::map<std::string, std::uint64_t> corrupt_by_reason;
   std::vector<std::string> corrupt_examples;
+  // Boxes fields: boxes dropped because the geometry left them under 1 px
+  // wide or high (cropped away), and boxes past a field's max_boxes.
+  std::uint64_t boxes_dropped = 0;
+  std::uint64_t boxes_truncated = 0;
 
   // Busy seconds and samples per worker thread (index = worker id).
   struct Thread {

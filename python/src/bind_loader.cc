@@ -82,11 +82,20 @@ void bind_loader(py::module_& m) {
                if (PyErr_CheckSignals() != 0) throw py::error_already_set();
              }
              if (!b) return py::none();
-             std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());
-             py::array images = view_of(*b, py::dtype(b->descr()), dims, b->mutable_images());
-             py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {dims[0]},
-                                        const_cast<std::int64_t*>(b->labels()));
-             return py::make_tuple(images, labels);
+             // The default schema: (images, labels); a schema of named
+             // fields: a dict of its tensors, in schema order.
+             if (l.options().fields.empty()) {
+               std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());
+               py::array images = view_of(*b, py::dtype(b->descr()), dims, b->mutable_images());
+               py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {dims[0]},
+                                          const_cast<std::int64_t*>(b->labels()));
+               return py::make_tuple(images, labels);
+             }
+             py::dict out;
+             for (const TensorView& t : b->tensors()) {
+               out[py::str(t.name)] = view_of(*b, py::dtype(t.descr), {t.dims.begin(), t.dims.end()}, t.data);
+             }
+             return out;
            })
       .def("state_dict",
            [](const Loader& l) {

@@ -27,10 +27,13 @@ from stoker._stoker import (  # noqa: F401
 )
 from stoker import _stoker
 from stoker import _profiling
+from stoker import _staging
+from stoker.fields import Boxes, Image, Label, Mask, Tensor, FIELD_TYPES as _FIELD_TYPES
 from stoker._profiling import profile  # noqa: F401
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
-           "RandomVerticalFlip", "Normalize", "SampleError", "decode_image"]
+           "RandomVerticalFlip", "Normalize", "SampleError", "decode_image", "Image", "Mask", "Boxes", "Label",
+           "Tensor"]
 __version__ = "0.1.0"
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
@@ -97,7 +100,17 @@ class Loader:
     source: an ImageFolder directory (class = sorted sub-directory names, as
         torchvision), WebDataset-style tar shards (a .tar path, a brace
         pattern like "train-{000000..000015}.tar", a glob, or a list of
-        them), or a list file of `path,label` lines.
+        them), or a list file of `path,label` lines (or a CSV whose header
+        row names its columns, e.g. `image,mask,label`).
+    fields: None (batches are (images, labels) tuples) or the sample schema:
+        a list of stoker.Image, Mask, Boxes, Label and Tensor fields, each
+        named by its key in the batch, which is then a dict of tensors:
+            fields=[stoker.Image("image"), stoker.Mask("mask", fill=255),
+                    stoker.Boxes("boxes", max_boxes=100), stoker.Label("label")]
+        Masks and boxes get the image's crops, resizes and flips (masks with
+        nearest-neighbour, boxes clipped, those under 1 px dropped and
+        counted); a missing member or a mask of another size than its image
+        is a sample error naming the record, under on_corrupt.
     labels: for shards, "cls" (the .cls member) or "json:<field>".
     kind: "auto" (default), "image", or "array": .npy samples of any
         numeric dtype (3D scans, features) batched as they are, without
@@ -168,7 +181,7 @@ class Loader:
                  layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
                  kind="auto", device=None, pin_memory=False, decode_scale="exact", cache="mmap",
                  memory_budget=0, cache_max_side=448, max_threads=0, trace=False, stage_timing=True,
-                 preload=True, progress=None, max_consecutive_corrupt=64):
+                 preload=True, progress=None, max_consecutive_corrupt=64, fields=None):
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -189,6 +202,15 @@ class Loader:
             if not isinstance(t, _stoker._transform_types):
                 names = ", ".join(c.__name__ for c in _stoker._transform_types)
                 raise ValueError(f"transforms: {t!r} is not a stoker transform ({names})")
+        if fields is not None:
+            fields = list(fields)
+            for f in fields:
+                if not isinstance(f, _FIELD_TYPES):
+                    names = ", ".join(c.__name__ for c in _FIELD_TYPES)
+                    raise ValueError(f"fields: {f!r} is not a stoker field ({names})")
+            if not fields:
+                raise ValueError("fields must name at least one field (or be None for images and labels)")
+        self.fields = fields
         rank, world_size = _resolve_distributed(rank, world_size)
         self.output = output
         # NOTE: the options' types and ranges are checked once, in C++ (src/batch/options.cc),
@@ -200,7 +222,8 @@ class Loader:
                        max_image_pixels=max_image_pixels, labels=labels, kind=kind, decode_scale=decode_scale,
                        cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
                        trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
-                       progress={None: "auto", True: "on", False: "off"}[progress])
+                       progress={None: "auto", True: "on", False: "off"}[progress],
+                       fields=[f._json() for f in fields or ()])
         self._impl = _stoker._Loader(sources, json.dumps(options, default=_json_value), transforms)
         _profiling.register_loader(self)
         self.batch_size = batch_size
@@ -286,14 +309,11 @@ class _Iterator:
             self._convert = None
         self._device = loader.device if loader.device is not None and loader.device.type == "cuda" else None
         self._pin = loader.pin_memory
+        self._stager = None
         if self._device is not None or self._pin:
             import torch
-            self._torch = torch
-            self._staging = [None, None]  # pinned buffers, used alternately
-            self._staging_events = [None, None]
-            self._turn = 0
+            self._stager = _staging.Stager(torch, self._device, loader)
             if self._device is not None:
-                self._stream = torch.cuda.Stream(device=self._device)
                 self._pending = self._start(self._fetch())
 
     def __iter__(self):
@@ -303,7 +323,7 @@ class _Iterator:
         return len(self._impl)
 
     def _fetch(self):
-        """The next CPU batch, or None at the end, or the exception it raised."""
+        """The next CPU batch (a tuple, or a dict with fields=), or None at the end, or the exception it raised."""
         if self._done:
             return None
         try:
@@ -313,49 +333,15 @@ class _Iterator:
         if batch is None:
             self._done = True
             return None
-        images, labels = batch
         if self._convert is not None:
-            return self._convert(images), self._convert(labels)
-        return images, labels
-
-    def _pinned(self, x, y):
-        t0 = time.monotonic_ns()
-        try:
-            return self._pinned_copy(x, y)
-        finally:  # host-to-device cost on the consumer's thread, for stats() and stoker doctor
-            self._loader._h2d_ns += time.monotonic_ns() - t0
-            self._loader._h2d_bytes += x.numel() * x.element_size()
-
-    def _pinned_copy(self, x, y):
-        torch = self._torch
-        k = self._turn
-        self._turn ^= 1
-        if self._staging_events[k] is not None:
-            self._staging_events[k].synchronize()  # its last copy to the device is done
-        buf = self._staging[k]
-        if buf is None or buf[0].shape != x.shape or buf[0].dtype != x.dtype:
-            buf = (torch.empty(x.shape, dtype=x.dtype, pin_memory=True),
-                   torch.empty(y.shape, dtype=y.dtype, pin_memory=True))
-            self._staging[k] = buf
-        buf[0].copy_(x)
-        buf[1].copy_(y)
-        return buf[0], buf[1], k
+            return _staging.rebuild(batch, [self._convert(x) for x in _staging.leaves(batch)])
+        return batch
 
     def _start(self, item):
         """Starts the batch's copy to the device on the side stream."""
         if item is None or isinstance(item, Exception):
             return item
-        torch = self._torch
-        xs, ys, k = self._pinned(*item)
-        t0 = time.monotonic_ns()
-        with torch.cuda.stream(self._stream):
-            xg = xs.to(self._device, non_blocking=True)
-            yg = ys.to(self._device, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(self._stream)
-        self._staging_events[k] = event
-        self._loader._h2d_ns += time.monotonic_ns() - t0
-        return xg, yg, event
+        return self._stager.start(item)
 
     def __next__(self):
         if self._device is None:
@@ -365,8 +351,9 @@ class _Iterator:
             if isinstance(item, Exception):
                 raise item
             if self._pin:
-                xs, ys, _ = self._pinned(*item)
-                return xs.clone(), ys.clone()  # NOTE: clones stay pinned; the staging pair is reused
+                staged, _ = self._stager.pinned(item)
+                # NOTE: clones stay pinned; the staging buffers are reused
+                return _staging.rebuild(staged, [x.clone() for x in _staging.leaves(staged)])
             return item
         current = self._pending
         if current is None:
@@ -374,9 +361,4 @@ class _Iterator:
         self._pending = self._start(self._fetch())  # overlaps with the caller's step
         if isinstance(current, Exception):
             raise current
-        xg, yg, event = current
-        stream = self._torch.cuda.current_stream(self._device)
-        stream.wait_event(event)
-        xg.record_stream(stream)
-        yg.record_stream(stream)
-        return xg, yg
+        return self._stager.finish(current)

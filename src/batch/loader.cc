@@ -52,9 +52,6 @@ class Loader::Impl {
           source_->size(), opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget());
     }
     maker_.emplace(*source_, opt_, cache_.get());
-    if (maker_->spec().arrays && opt_.cache == Cache::kDecoded) {
-      invalid("cache='decoded' applies to images; use cache='ram' for arrays");
-    }
     if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
     order_.dataset_size = source_->size();
     order_.batch_size = opt_.batch_size;
@@ -70,7 +67,7 @@ class Loader::Impl {
     const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
     const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
     tuner_.emplace(threads_, threads_, opt_.threads == 0, depth, max_depth, depth, opt_.prefetch == 0);
-    pool_ = std::make_shared<SlotPool>(spec().bytes * opt_.batch_size, opt_.batch_size);
+    pool_ = std::make_shared<SlotPool>(spec().batch_bytes);
     ring_.resize(static_cast<std::size_t>(max_depth));
     if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
     if (opt_.trace) {
@@ -94,7 +91,12 @@ class Loader::Impl {
       pthread_setname_np(workers_.back().native_handle(), name.c_str());
     }
     if (cache_ && opt_.cache == Cache::kRam && opt_.preload) {
-      preload_ = std::make_unique<detail::Preloader>(*source_, cache_.get(), opt_.progress);
+      preload_ = std::make_unique<detail::Preloader>(
+          *source_,
+          [this](std::size_t i, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) {
+            return maker_->read_record(static_cast<std::uint32_t>(i), bytes, ends);
+          },
+          cache_.get(), opt_.progress);
     }
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
@@ -219,14 +221,24 @@ class Loader::Impl {
     batch.bytes_ = batch.size_ * spec().bytes;
     batch.dims_ = {static_cast<std::int64_t>(batch.size_)};
     batch.dims_.insert(batch.dims_.end(), spec().dims.begin(), spec().dims.end());
-    if (!spec().arrays) {
+    if (!spec().arrays && spec().dims.size() == 3) {
       batch.shape_ = {static_cast<std::int64_t>(batch.size_), spec().dims[0], spec().dims[1], spec().dims[2]};
+    }
+    std::uint8_t* base = slot->data.get();
+    batch.tensors_.reserve(spec().outputs.size());
+    for (const detail::OutputSpec& o : spec().outputs) {
+      TensorView t{o.name, o.descr, {static_cast<std::int64_t>(batch.size_)}, base + o.offset, batch.size_ * o.bytes};
+      t.dims.insert(t.dims.end(), o.dims.begin(), o.dims.end());
+      batch.tensors_.push_back(std::move(t));
+    }
+    if (spec().label_output >= 0) {
+      batch.labels_ = reinterpret_cast<const std::int64_t*>(base + spec().outputs[static_cast<std::size_t>(spec().label_output)].offset);
     }
     return batch;
   }
 
   std::array<std::int64_t, 3> sample_shape() const {
-    if (spec().arrays) return {0, 0, 0};
+    if (spec().arrays || spec().dims.size() != 3) return {0, 0, 0};
     return {spec().dims[0], spec().dims[1], spec().dims[2]};
   }
 
@@ -251,7 +263,7 @@ class Loader::Impl {
     s.threads_max = threads_;
     const detail::SlotPool::Counts pc = pool_->counts();
     s.batch_buffers = pc.allocated;
-    s.batch_buffer_bytes = s.batch_buffers * pool_->image_bytes();
+    s.batch_buffer_bytes = s.batch_buffers * pool_->batch_bytes();
     s.batch_buffers_in_use = pc.in_use;
     s.batch_buffers_held = pc.held;
     s.batch_buffers_held_peak = pc.held_peak;
@@ -329,7 +341,9 @@ class Loader::Impl {
       j += detail::json_quote(specs_[i]);
     }
     j += "],\"dataset_size\":" + std::to_string(source_->size());
-    j += ",\"sample_bytes\":" + std::to_string(spec().bytes);
+    std::size_t sample_bytes = 0;  // every tensor of one sample
+    for (const auto& o : spec().outputs) sample_bytes += o.bytes;
+    j += ",\"sample_bytes\":" + std::to_string(sample_bytes);
     j += std::string(",\"arrays\":") + (spec().arrays ? "true" : "false");
     j += ",\"options\":" + options_to_json(opt_);
     j += ",\"stats\":" + stats().to_json();
@@ -464,7 +478,7 @@ class Loader::Impl {
   // under kSkip with the next good sample of the epoch.
   Status make_sample(std::size_t t, std::uint64_t seed, std::uint64_t epoch, Slot* slot, std::size_t pos,
                      detail::Scratch* ws) {
-    const detail::SampleOut out{slot->images.get() + pos * spec().bytes, &slot->labels[pos]};
+    const detail::SampleOut out{slot->data.get(), pos};
     std::size_t p = t;
     for (int attempt = 1;; ++attempt) {
       const std::uint32_t rec = seq_[p];
@@ -521,9 +535,15 @@ class Loader::Impl {
 };
 
 // ---- Batch ----
-const void* Batch::images() const { return lease_ ? lease_->slot->images.get() : nullptr; }
-void* Batch::mutable_images() { return lease_ ? lease_->slot->images.get() : nullptr; }
-const std::int64_t* Batch::labels() const { return lease_ ? lease_->slot->labels.data() : nullptr; }
+const void* Batch::images() const { return lease_ ? lease_->slot->data.get() : nullptr; }
+void* Batch::mutable_images() { return lease_ ? lease_->slot->data.get() : nullptr; }
+const std::int64_t* Batch::labels() const { return labels_; }
+const TensorView* Batch::tensor(const std::string& name) const {
+  for (const TensorView& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
 std::size_t Batch::image_bytes() const { return bytes_; }
 
 // ---- Loader ----

@@ -31,22 +31,84 @@ const Names<Layout> kLayout = {{Layout::kNCHW, "NCHW"}, {Layout::kNHWC, "NHWC"}}
 const Names<SampleKind> kKind = {{SampleKind::kAuto, "auto"}, {SampleKind::kImage, "image"}, {SampleKind::kArray, "array"}};
 const Names<DecodeScale> kScale = {{DecodeScale::kExact, "exact"}, {DecodeScale::kAuto, "auto"}};
 const Names<OnCorrupt> kCorrupt = {{OnCorrupt::kSkip, "skip"}, {OnCorrupt::kRaise, "raise"}};
+const Names<FieldKind> kFieldKind = {{FieldKind::kImage, "image"}, {FieldKind::kMask, "mask"},
+                                     {FieldKind::kBoxes, "boxes"}, {FieldKind::kLabel, "label"},
+                                     {FieldKind::kTensor, "tensor"}};
+const Names<BoxFormat> kBoxFormat = {{BoxFormat::kXYXY, "xyxy"}, {BoxFormat::kXYWH, "xywh"},
+                                     {BoxFormat::kCXCYWH, "cxcywh"}};
 const Names<Progress> kProgress = {{Progress::kAuto, "auto"}, {Progress::kOn, "on"}, {Progress::kOff, "off"}};
 
 [[noreturn]] void bad(const std::string& name, const std::string& want, const json& got) {
   detail::invalid(name + " must be " + want + ", got " + got.dump());
 }
 
+template <typename E>
+const char* name_of(const Names<E>& names, E v) {
+  for (const auto& [e, s] : names) {
+    if (e == v) return s;
+  }
+  return "?";
+}
+template <typename E>
+E value_of(const Names<E>& names, const json& v, const std::string& what) {
+  std::string valid;
+  for (const auto& [e, s] : names) {
+    if (v.is_string() && v.get<std::string>() == s) return e;
+    valid += (valid.empty() ? "'" : ", '") + std::string(s) + "'";
+  }
+  detail::invalid(what + " must be one of " + valid + ", got " + (v.is_string() ? "'" + v.get<std::string>() + "'" : v.dump()));
+}
+
+// A schema field as JSON: {"name", "kind", "member", and the kind's own
+// parameters}; missing keys keep Field's defaults.
+json field_to_json(const Field& f) {
+  json j = {{"name", f.name}, {"kind", name_of(kFieldKind, f.kind)}, {"member", f.member}};
+  if (f.kind == FieldKind::kMask) j["fill"] = f.fill;
+  if (f.kind == FieldKind::kBoxes) {
+    j["max_boxes"] = f.max_boxes;
+    j["format"] = name_of(kBoxFormat, f.format);
+  }
+  return j;
+}
+Field field_from_json(const json& j) {
+  if (!j.is_object()) bad("fields", "a list of objects with a name and a kind", j);
+  Field f;
+  const std::string what = "field '" + j.value("name", std::string("?")) + "'";
+  for (const auto& [key, v] : j.items()) {
+    if (key == "name") {
+      if (!v.is_string()) bad(what + ": name", "a string", v);
+      f.name = v.get<std::string>();
+    } else if (key == "kind") {
+      f.kind = value_of(kFieldKind, v, what + ": kind");
+    } else if (key == "member") {
+      if (!v.is_string()) bad(what + ": member", "a string", v);
+      f.member = v.get<std::string>();
+    } else if (key == "fill") {
+      if (!v.is_number_integer()) bad(what + ": fill", "an integer", v);
+      f.fill = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, 1 << 20));
+    } else if (key == "max_boxes") {
+      if (!v.is_number_integer()) bad(what + ": max_boxes", "an integer", v);
+      f.max_boxes = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, 1 << 24));
+    } else if (key == "format") {
+      f.format = value_of(kBoxFormat, v, what + ": format");
+    } else {
+      detail::invalid(what + ": unknown parameter '" + key + "'");
+    }
+  }
+  if (!j.contains("kind")) detail::invalid(what + ": no kind (one of image, mask, boxes, label, tensor)");
+  return f;
+}
+
 // One option: its name, and how it goes to and from JSON. Types are checked
 // here (with the option's name in the message); ranges by validate_options().
-struct Field {
+struct Option {
   const char* name;
   json (*get)(const LoaderOptions&);
   void (*set)(LoaderOptions&, const json&, const char* name);
 };
 
 template <auto M>
-Field integer(const char* name) {
+Option integer(const char* name) {
   return {name, [](const LoaderOptions& o) -> json { return o.*M; },
           [](LoaderOptions& o, const json& v, const char* n) {
             using T = std::remove_reference_t<decltype(o.*M)>;
@@ -67,7 +129,7 @@ Field integer(const char* name) {
           }};
 }
 template <auto M>
-Field boolean(const char* name) {
+Option boolean(const char* name) {
   return {name, [](const LoaderOptions& o) -> json { return o.*M; },
           [](LoaderOptions& o, const json& v, const char* n) {
             if (!v.is_boolean()) bad(n, "true or false", v);
@@ -75,7 +137,7 @@ Field boolean(const char* name) {
           }};
 }
 template <auto M>
-Field text(const char* name) {
+Option text(const char* name) {
   return {name, [](const LoaderOptions& o) -> json { return o.*M; },
           [](LoaderOptions& o, const json& v, const char* n) {
             if (!v.is_string()) bad(n, "a string", v);
@@ -83,33 +145,15 @@ Field text(const char* name) {
           }};
 }
 template <auto M, const Names<std::remove_reference_t<decltype(std::declval<LoaderOptions&>().*M)>>* N>
-Field choice(const char* name) {
-  return {name,
-          [](const LoaderOptions& o) -> json {
-            for (const auto& [v, s] : *N) {
-              if (v == o.*M) return s;
-            }
-            return "?";
-          },
-          [](LoaderOptions& o, const json& v, const char* n) {
-            std::string valid;
-            for (const auto& [e, s] : *N) {
-              if (v.is_string() && v.get<std::string>() == s) {
-                o.*M = e;
-                return;
-              }
-              valid += (valid.empty() ? "'" : ", '") + std::string(s) + "'";
-            }
-            detail::invalid(std::string(n) + " must be one of " + valid + ", got " +
-                            (v.is_string() ? "'" + v.get<std::string>() + "'" : v.dump()));
-          }};
+Option choice(const char* name) {
+  return {name, [](const LoaderOptions& o) -> json { return name_of(*N, o.*M); },
+          [](LoaderOptions& o, const json& v, const char* n) { o.*M = value_of(*N, v, n); }};
 }
-
 
 // Every option of LoaderOptions, once: options_to_json, options_from_json
 // (and through them the Python Loader and the doctor's snapshot) read this.
-const std::vector<Field>& fields() {
-  static const std::vector<Field> f = {
+const std::vector<Option>& options() {
+  static const std::vector<Option> f = {
       integer<&LoaderOptions::batch_size>("batch_size"),
       boolean<&LoaderOptions::shuffle>("shuffle"),
       integer<&LoaderOptions::seed>("seed"),
@@ -141,12 +185,71 @@ const std::vector<Field>& fields() {
          o.transforms.clear();
          for (const auto& t : v) o.transforms.push_back(detail::transform_from_json(t.dump()));
        }},
+      {"fields",
+       [](const LoaderOptions& o) -> json {
+         json t = json::array();
+         for (const Field& x : o.fields) t.push_back(field_to_json(x));
+         return t;
+       },
+       [](LoaderOptions& o, const json& v, const char* n) {
+         if (!v.is_array()) bad(n, "a list", v);
+         o.fields.clear();
+         for (const auto& x : v) o.fields.push_back(field_from_json(x));
+       }},
       integer<&LoaderOptions::max_image_pixels>("max_image_pixels"),
       text<&LoaderOptions::labels>("labels"),
       boolean<&LoaderOptions::stage_timing>("stage_timing"),
       boolean<&LoaderOptions::trace>("trace"),
   };
   return f;
+}
+
+// The schema's rules: unique names (and the batch keys a boxes field adds),
+// at most one image, spatial fields only beside one, parameters in range.
+void validate_fields(const LoaderOptions& o) {
+  if (o.fields.empty()) return;
+  if (o.kind != SampleKind::kAuto) {
+    detail::invalid(std::string("kind='") + name_of(kKind, o.kind) +
+                    "' describes the default schema; with fields, each field names its kind");
+  }
+  std::vector<std::string> keys;
+  int images = 0;
+  auto add_key = [&](const std::string& field, const std::string& key) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+      detail::invalid("field '" + field + "': the name '" + key + "' is used twice in the batch");
+    }
+    keys.push_back(key);
+  };
+  for (const Field& f : o.fields) {
+    if (f.name.empty()) detail::invalid("fields: a field has an empty name");
+    add_key(f.name, f.name);
+    const std::string what = "field '" + f.name + "' (" + name_of(kFieldKind, f.kind) + ")";
+    switch (f.kind) {
+      case FieldKind::kImage:
+        if (++images > 1) detail::invalid(what + ": a schema has at most one image field");
+        break;
+      case FieldKind::kMask:
+        if (f.fill < 0 || f.fill > 65535) detail::invalid(what + ": fill must be in [0, 65535], got " + std::to_string(f.fill));
+        break;
+      case FieldKind::kBoxes:
+        if (f.max_boxes < 1) detail::invalid(what + ": max_boxes must be >= 1, got " + std::to_string(f.max_boxes));
+        add_key(f.name, f.name + "_labels");
+        add_key(f.name, f.name + "_count");
+        break;
+      case FieldKind::kLabel:
+      case FieldKind::kTensor:
+        break;
+    }
+  }
+  for (const Field& f : o.fields) {
+    if ((f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes) && images == 0) {
+      detail::invalid("field '" + f.name + "' (" + name_of(kFieldKind, f.kind) +
+                      ") follows an image's geometry, but the schema has no image field");
+    }
+  }
+  if (images == 0 && !o.transforms.empty()) {
+    detail::invalid("transforms apply to an image field, and the schema has none: pass transforms=[]");
+  }
 }
 
 }  // namespace
@@ -165,11 +268,12 @@ void validate_options(const LoaderOptions& o) {
   }
   if (o.max_image_pixels == 0) detail::invalid("max_image_pixels must be > 0");
   if (o.cache_max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
+  validate_fields(o);
 }
 
 std::string options_to_json(const LoaderOptions& o) {
   json j = json::object();
-  for (const Field& f : fields()) j[f.name] = f.get(o);
+  for (const Option& f : options()) j[f.name] = f.get(o);
   return j.dump();
 }
 
@@ -183,8 +287,8 @@ LoaderOptions options_from_json(const std::string& text) {
   }
   if (!j.is_object()) detail::invalid("options: expected a JSON object, got " + j.dump());
   for (const auto& [key, value] : j.items()) {
-    const auto& all = fields();
-    auto f = std::find_if(all.begin(), all.end(), [&](const Field& x) { return key == x.name; });
+    const auto& all = options();
+    auto f = std::find_if(all.begin(), all.end(), [&](const Option& x) { return key == x.name; });
     if (f == all.end()) detail::invalid("unknown option '" + key + "'");
     try {
       f->set(o, value, f->name);

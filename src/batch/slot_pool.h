@@ -13,12 +13,13 @@
 
 namespace stoker::detail {
 
+// One batch buffer: every tensor of a batch (the sample spec's outputs, each
+// at its offset), in one allocation.
 struct Slot {
   struct Free {
     void operator()(std::uint8_t* p) const { std::free(p); }
   };
-  std::unique_ptr<std::uint8_t, Free> images;
-  std::vector<std::int64_t> labels;
+  std::unique_ptr<std::uint8_t, Free> data;
 };
 
 // Owns every batch buffer; shared by the loader and the batches it handed
@@ -31,7 +32,7 @@ struct Slot {
 // schedule (tests/batch/slot_pool_test.cc checks it on scripted consumers).
 class SlotPool {
  public:
-  SlotPool(std::size_t image_bytes, std::size_t batch_size) : image_bytes_(image_bytes), batch_size_(batch_size) {}
+  explicit SlotPool(std::size_t batch_bytes) : batch_bytes_(batch_bytes) {}
 
   // A free buffer, or a new one when all are in the ring or held by batches.
   Slot* acquire() {
@@ -47,13 +48,12 @@ class SlotPool {
     // huge pages: a fresh batch buffer is then ~20 page faults instead of
     // ~10,000 (what the first batch of a loader, or a grown pool, pays).
     constexpr std::size_t kHuge = 2u << 20;
-    const std::size_t align = image_bytes_ >= kHuge ? kHuge : 64;
-    std::size_t bytes = (std::max<std::size_t>(image_bytes_, 1) + align - 1) / align * align;
+    const std::size_t align = batch_bytes_ >= kHuge ? kHuge : 64;
+    std::size_t bytes = (std::max<std::size_t>(batch_bytes_, 1) + align - 1) / align * align;
     auto* p = static_cast<std::uint8_t*>(std::aligned_alloc(align, bytes));
     if (!p) throw std::bad_alloc();
     if (align == kHuge) (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if refused
-    slot->images.reset(p);
-    slot->labels.resize(batch_size_);
+    slot->data.reset(p);
     all_.push_back(std::move(slot));
     return all_.back().get();
   }
@@ -86,11 +86,10 @@ class SlotPool {
     return {all_.size(), in_use_, held_, held_peak_};
   }
   std::size_t allocated() const { return counts().allocated; }
-  std::size_t image_bytes() const { return image_bytes_; }
+  std::size_t batch_bytes() const { return batch_bytes_; }
 
  private:
-  const std::size_t image_bytes_;
-  const std::size_t batch_size_;
+  const std::size_t batch_bytes_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Slot>> all_;
   std::vector<Slot*> free_;

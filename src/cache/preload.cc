@@ -18,8 +18,9 @@ namespace stoker::detail {
 // the CPU when the files are already in the page cache and reading costs
 // only copies. Held back until go(): started with the loader, their
 // allocations and copies made the first batch on the sample set 0.08 -> 0.13 s.
-Preloader::Preloader(const Source& source, SampleCache* cache, Progress progress, int threads)
+Preloader::Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads)
     : source_(source),
+      read_(std::move(read)),
       cache_(cache),
       tty_(::isatty(2) != 0),
       progress_(progress == Progress::kOn || (progress == Progress::kAuto && tty_)) {
@@ -67,6 +68,7 @@ void Preloader::run(int id) {
   std::int64_t unset = 0;
   start_ns_.compare_exchange_strong(unset, now_ns(), std::memory_order_relaxed);
   std::vector<std::uint8_t> buf;
+  std::vector<std::uint64_t> ends;
   const std::size_t n = source_.size();
   std::int64_t printed_ns = now_ns();
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -75,8 +77,8 @@ void Preloader::run(int id) {
     if (cache_->contains(i)) continue;
     // NOTE: a record that fails to read is left to the worker that needs it,
     // which reads it again and applies on_corrupt (and counts it).
-    if (!source_.read(i, &buf).ok()) continue;
-    const auto r = cache_->insert(i, buf.data(), buf.size());
+    if (!read_(i, &buf, &ends).ok()) continue;
+    const auto r = cache_->insert(i, buf.data(), buf.size(), 0, 0, ends.size() > 1 ? &ends : nullptr);
     if (r == SampleCache::Insert::kNoRoom) {
       full_.store(true, std::memory_order_relaxed);
       stop_.store(true, std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -25,7 +26,11 @@ class Preloader {
   // progress: kOn prints to stderr (rewriting one line on a terminal, a
   // line every 2 s elsewhere), kAuto only on a terminal. The threads start
   // here, held back.
-  Preloader(const Source& source, SampleCache* cache, Progress progress, int threads = 4);
+  // `read` reads record i as the cache keeps it: its bytes, and with
+  // several members each one's end (sample/sample_maker.h read_record).
+  using ReadRecord = std::function<Status(std::size_t i, std::vector<std::uint8_t>* bytes,
+                                          std::vector<std::uint64_t>* ends)>;
+  Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads = 4);
   ~Preloader();  // stops the threads after the record in hand, and joins them
   Preloader(const Preloader&) = delete;
   Preloader& operator=(const Preloader&) = delete;
@@ -45,6 +50,7 @@ class Preloader {
   void print(bool last) const;
 
   const Source& source_;
+  ReadRecord read_;
   SampleCache* cache_;
   const bool tty_;       // stderr is a terminal
   const bool progress_;  // print progress

@@ -26,9 +26,12 @@ class SampleCache {
   SampleCache& operator=(const SampleCache&) = delete;
 
   struct Entry {
-    std::vector<std::uint8_t> bytes;  // encoded bytes, or RGB8 pixels
+    std::vector<std::uint8_t> bytes;  // encoded bytes, or RGB8 pixels (then other fields' stored forms)
     int width = 0;                    // pixels only
     int height = 0;
+    // Records of several members (a schema reading a mask, boxes, ...): the
+    // end of each member's bytes; empty for one member.
+    std::vector<std::uint64_t> ends;
     ImageView view() const { return {bytes.data(), width, height, static_cast<std::ptrdiff_t>(width) * 3}; }
   };
 
@@ -44,8 +47,9 @@ class SampleCache {
 
   enum class Insert { kStored, kAlreadyHeld, kNoRoom };
   // Stores a copy of `data` as record i's entry when the budget allows.
-  Insert insert(std::size_t i, const std::uint8_t* data, std::size_t size, int width = 0, int height = 0) {
-    const std::uint64_t cost = size + sizeof(Entry) + 64;
+  Insert insert(std::size_t i, const std::uint8_t* data, std::size_t size, int width = 0, int height = 0,
+                const std::vector<std::uint64_t>* ends = nullptr) {
+    const std::uint64_t cost = size + sizeof(Entry) + 64 + (ends ? ends->size() * sizeof(std::uint64_t) : 0);
     std::uint64_t used = used_.load(std::memory_order_relaxed);
     do {
       if (used + cost > budget_) {
@@ -57,6 +61,7 @@ class SampleCache {
     e->bytes.assign(data, data + size);
     e->width = width;
     e->height = height;
+    if (ends) e->ends = *ends;
     Entry* expected = nullptr;
     if (!entries_[i].compare_exchange_strong(expected, e, std::memory_order_acq_rel)) {
       delete e;  // another thread stored it first

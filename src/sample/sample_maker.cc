@@ -1,13 +1,17 @@
 #include "sample/sample_maker.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 
 #include "decode/npy.h"
 #include "order/rng.h"
+#include "transform/nearest.h"
 #include "transform/resize.h"
 #include "util/util.h"
 
@@ -16,6 +20,10 @@ namespace {
 
 std::atomic<std::int64_t> g_throw_rec{-1};
 std::atomic<bool> g_throw_bad_alloc{false};
+
+// Records read at construction to learn a mask's pixel size or a tensor's
+// dtype and shape (the first that has the member decides).
+constexpr std::size_t kProbeRecords = 16;
 
 // Times one sample's stages into the worker's counters (and its trace). Each
 // mark ends the stage that began at the previous mark. Without stage timing
@@ -50,6 +58,57 @@ class StageTimer {
   std::int64_t t_;
 };
 
+const char* kind_name(FieldKind k) {
+  switch (k) {
+    case FieldKind::kImage: return "image";
+    case FieldKind::kMask: return "mask";
+    case FieldKind::kBoxes: return "boxes";
+    case FieldKind::kLabel: return "label";
+    case FieldKind::kTensor: return "tensor";
+  }
+  return "?";
+}
+
+// "field 'seg' (member 'seg.png')", for messages.
+std::string field_name(const FieldSpec& f) {
+  std::string s = "field '" + f.field.name + "'";
+  if (!f.primary && f.part >= 0) s += " (member '" + f.field.member + (f.field.member.empty() ? f.member : "") + "')";
+  return s;
+}
+
+
+std::string size_text(int w, int h) { return std::to_string(w) + "x" + std::to_string(h); }
+
+// An integer label held by a member: its text ("7\n", a .cls member or a
+// list file's column), or a JSON member's field.
+Status parse_label(const std::uint8_t* data, std::size_t size, const std::string& json_key, std::int64_t* out) {
+  if (!json_key.empty()) {
+    const auto j = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return Status::Corrupt("not a JSON object");
+    auto it = j.find(json_key);
+    if (it == j.end()) return Status::NotFound("the JSON has no key '" + json_key + "'");
+    if (!it->is_number_integer()) return Status::Corrupt("'" + json_key + "' is not an integer: " + it->dump());
+    *out = it->get<std::int64_t>();
+    return Status::Ok();
+  }
+  std::size_t b = 0, e = size;
+  while (b < e && std::isspace(data[b])) ++b;
+  while (e > b && std::isspace(data[e - 1])) --e;
+  const char* first = reinterpret_cast<const char*>(data) + b;
+  const char* last = reinterpret_cast<const char*>(data) + e;
+  auto [p, ec] = std::from_chars(first, last, *out);
+  if (ec != std::errc() || p != last || b == e) {
+    return Status::Corrupt("not an integer: '" + std::string(first, std::min<std::size_t>(e - b, 40)) + "'");
+  }
+  return Status::Ok();
+}
+
+std::string dims_text(const std::vector<std::int64_t>& d) {
+  std::string s = "(";
+  for (auto x : d) s += std::to_string(x) + ",";
+  return s + ")";
+}
+
 }  // namespace
 
 namespace testing {
@@ -61,19 +120,96 @@ void throw_in_sample(std::int64_t rec, bool bad_alloc) {
 
 SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, SampleCache* cache)
     : source_(source), opt_(options), cache_(cache) {
-  decide_spec();
-  if (!spec_.arrays) {
+  resolve_schema();
+  if (spec_.image >= 0) {
     pipeline_.emplace(opt_.transforms, opt_.dtype, opt_.layout);
-    spec_.bytes = pipeline_->sample_bytes();
-    const std::int64_t h = pipeline_->out_height(), w = pipeline_->out_width();
-    spec_.dims = opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
-    spec_.descr = opt_.dtype == DType::kFloat32 ? "<f4" : "|u1";
+  } else if (opt_.cache == Cache::kDecoded) {
+    invalid(spec_.arrays ? "cache='decoded' applies to images; use cache='ram' for arrays"
+                         : "cache='decoded' keeps decoded images, and the schema has no image field: use cache='ram'");
+  }
+  decide_from_samples();
+  // The outputs, in field order; each tensor's batch region 64-byte aligned.
+  for (FieldSpec& f : spec_.fields) {
+    switch (f.field.kind) {
+      case FieldKind::kImage: {
+        const std::int64_t h = pipeline_->out_height(), w = pipeline_->out_width();
+        add_output(&f, f.field.name, opt_.dtype == DType::kFloat32 ? "<f4" : "|u1",
+                   opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3},
+                   opt_.dtype == DType::kFloat32 ? 4 : 1);
+        break;
+      }
+      case FieldKind::kMask:
+        add_output(&f, f.field.name, f.mask_bytes == 1 ? "|u1" : "<i4",
+                   {pipeline_->out_height(), pipeline_->out_width()}, f.mask_bytes == 1 ? 1 : 4);
+        break;
+      case FieldKind::kBoxes:
+        add_output(&f, f.field.name, "<f4", {f.field.max_boxes, 4}, 4);
+        add_output(nullptr, f.field.name + "_labels", "<i8", {f.field.max_boxes}, 8);
+        add_output(nullptr, f.field.name + "_count", "<i8", {}, 8);
+        break;
+      case FieldKind::kLabel:
+        if (spec_.label_output < 0) spec_.label_output = static_cast<int>(spec_.outputs.size());
+        add_output(&f, f.field.name, "<i8", {}, 8);
+        break;
+      case FieldKind::kTensor:
+        add_output(&f, f.field.name, f.tensor_descr, f.tensor_dims, f.tensor_item);
+        break;
+    }
+  }
+  const OutputSpec& o0 = spec_.outputs.front();
+  spec_.bytes = o0.bytes;
+  spec_.dims = o0.dims;
+  spec_.descr = o0.descr;
+  std::size_t offset = 0;
+  for (OutputSpec& o : spec_.outputs) {
+    o.offset = offset;
+    offset += (o.bytes * opt_.batch_size + 63) / 64 * 64;
+  }
+  spec_.batch_bytes = offset;
+}
+
+void SampleMaker::add_output(FieldSpec* f, std::string name, std::string descr, std::vector<std::int64_t> dims,
+                             std::size_t item) {
+  OutputSpec o{std::move(name), std::move(descr), std::move(dims), item, 0};
+  for (auto d : o.dims) o.bytes *= static_cast<std::size_t>(d);
+  if (f) f->output = static_cast<int>(spec_.outputs.size());
+  spec_.outputs.push_back(std::move(o));
+}
+
+// The schema the options give, or the default one; where each field's bytes
+// come from.
+void SampleMaker::resolve_schema() {
+  std::vector<Field> fields = opt_.fields;
+  spec_.named = !fields.empty();
+  if (fields.empty()) {
+    decide_default_schema();
+    fields = {spec_.arrays ? TensorField("array") : ImageField("image"), LabelField("label")};
+  }
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    FieldSpec f;
+    f.field = fields[i];
+    const std::string& m = f.field.member;
+    const bool spatial_or_tensor = f.field.kind == FieldKind::kMask || f.field.kind == FieldKind::kBoxes ||
+                                   f.field.kind == FieldKind::kTensor;
+    if (m.empty() && (f.field.kind == FieldKind::kImage || (!spec_.named && f.field.kind == FieldKind::kTensor))) {
+      f.primary = true;
+    } else if (m.rfind("json:", 0) == 0 && (f.field.kind == FieldKind::kLabel || f.field.kind == FieldKind::kBoxes)) {
+      f.member = "json";
+      f.json_key = m.substr(5);
+    } else if (!m.empty()) {
+      f.member = m;
+    } else if (spatial_or_tensor) {
+      f.member = f.field.name;
+    }
+    if (f.primary || !f.member.empty()) f.part = spec_.parts++;
+    if (f.field.kind == FieldKind::kImage) spec_.image = static_cast<int>(i);
+    spec_.fields.push_back(std::move(f));
   }
 }
 
-// kAuto/kArray: record 0 decides. An array sample is a .npy that is not a
-// uint8 image (or any .npy under kArray).
-void SampleMaker::decide_spec() {
+// The default schema: images, or (kAuto, kArray) .npy arrays when record 0
+// is a .npy that is not a uint8 image (or any .npy under kArray).
+void SampleMaker::decide_default_schema() {
   if (opt_.kind == SampleKind::kImage) return;
   if (opt_.kind == SampleKind::kAuto) {  // no read at start-up when the name says "image"
     const FormatInfo* f = format_of_name(source_.key(0));
@@ -100,12 +236,52 @@ void SampleMaker::decide_spec() {
             ") batched as they are: pass transforms=[] (or kind='image' for uint8 image arrays)");
   }
   spec_.arrays = true;
-  spec_.descr = h.descr;
-  spec_.bytes = h.item_size;
-  for (auto d : h.shape) {
-    spec_.dims.push_back(static_cast<std::int64_t>(d));
-    spec_.bytes *= static_cast<std::size_t>(d);
+}
+
+// A mask's pixel size and a tensor's dtype and shape: from the first of the
+// first records that has the member.
+void SampleMaker::decide_from_samples() {
+  for (FieldSpec& f : spec_.fields) {
+    if (f.field.kind != FieldKind::kMask && f.field.kind != FieldKind::kTensor) continue;
+    std::vector<std::uint8_t> bytes;
+    std::string first_error;
+    bool found = false;
+    for (std::size_t r = 0; r < std::min(source_.size(), kProbeRecords) && !found; ++r) {
+      Status st = f.primary ? source_.read(r, &bytes) : source_.read_member(r, f.member, &bytes);
+      if (st.ok() && f.field.kind == FieldKind::kMask) {
+        ImageDecoder dec;
+        MaskBuffer mask;
+        st = dec.open_mask(bytes.data(), bytes.size(), opt_.max_image_pixels);
+        if (st.ok()) st = dec.decode_mask(&mask);
+        if (st.ok()) {
+          f.mask_bytes = mask.bytes_per_pixel;
+          found = true;
+        }
+      } else if (st.ok()) {
+        NpyHeader h;
+        st = sniff_format(bytes.data(), bytes.size()) == Format::kNpy ? parse_npy_header(bytes.data(), bytes.size(), &h)
+                                                                       : Status::Unsupported("not a .npy array");
+        if (st.ok() && h.fortran_order) st = Status::Unsupported(".npy in Fortran order");
+        if (st.ok()) {
+          f.tensor_descr = h.descr;
+          f.tensor_item = h.item_size;
+          f.tensor_dims.assign(h.shape.begin(), h.shape.end());
+          found = true;
+        }
+      }
+      if (!st.ok() && first_error.empty()) first_error = "record " + std::to_string(r) + " '" + source_.key(r) + "': " + st.message();
+    }
+    if (!found) {
+      invalid(field_name(f) + " (" + kind_name(f.field.kind) + "): none of the first records has a readable one, so its " +
+              (f.field.kind == FieldKind::kMask ? "pixel size" : "dtype and shape") + " is unknown; " + first_error);
+    }
   }
+}
+
+// A field's error names the field (with a user's schema; the default
+// schema's messages are the file's reason alone, as they always were).
+Status SampleMaker::tag(const FieldSpec& f, const Status& st) const {
+  return st.ok() || !spec_.named ? st : Status(st.code(), field_name(f) + ": " + st.message());
 }
 
 Status SampleMaker::make(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
@@ -120,8 +296,7 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t seed, std::uint64_t ep
       if (g_throw_bad_alloc.load(std::memory_order_relaxed)) throw std::bad_alloc();
       throw std::runtime_error("injected by testing::throw_in_sample");
     }
-    st = process(rec, seed, epoch, out.data, s);
-    if (st.ok() && out.label) *out.label = source_.label(rec);
+    st = opt_.cache == Cache::kDecoded ? process_decoded(rec, seed, epoch, out, s) : process(rec, seed, epoch, out, s);
   } catch (const std::bad_alloc&) {
     st = Status::ResourceExhausted("out of memory while making the sample");
   } catch (const std::exception& e) {
@@ -129,107 +304,306 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t seed, std::uint64_t ep
   } catch (...) {
     st = Status::Internal("unknown exception while making the sample");
   }
-  if (!st.ok() && out.label) *out.label = -1;
+  if (!st.ok()) {
+    for (const FieldSpec& f : spec_.fields) {
+      if (f.field.kind != FieldKind::kLabel) continue;
+      const std::int64_t minus_one = -1;
+      std::memcpy(dest(out, f.output), &minus_one, sizeof minus_one);
+    }
+  }
   return st;
 }
 
-Status SampleMaker::process(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, void* out, Scratch* s) const {
-  if (opt_.cache == Cache::kDecoded && !spec_.arrays) return process_decoded(rec, seed, epoch, out, s);
-  StageTimer timer(opt_.stage_timing, s, rec);
-  const std::uint8_t* bytes = nullptr;
-  std::size_t size = 0;
-  Status st;
-  const SampleCache::Entry* hit = cache_ ? cache_->find(rec) : nullptr;
-  if (hit) {
-    bytes = hit->bytes.data();
-    size = hit->bytes.size();
-  } else {
-    st = source_.read(rec, &s->file);
-    bytes = s->file.data();
-    size = s->file.size();
-    if (st.ok() && cache_) cache_->insert(rec, bytes, size);
+Status SampleMaker::read_record(std::uint32_t rec, std::vector<std::uint8_t>* bytes,
+                                std::vector<std::uint64_t>* ends) const {
+  bytes->clear();
+  ends->clear();
+  if (spec_.parts == 1) {
+    const FieldSpec& f = *std::find_if(spec_.fields.begin(), spec_.fields.end(), [](const FieldSpec& x) { return x.part == 0; });
+    return tag(f, f.primary ? source_.read(rec, bytes) : source_.read_member(rec, f.member, bytes));
   }
-  timer.read(size);
-  if (!st.ok()) return st;
-  if (spec_.arrays) {
-    st = copy_array(bytes, size, out);
-    timer.decode();
-    timer.transform();
-    return st;
+  std::vector<std::uint8_t> buf;
+  for (const FieldSpec& f : spec_.fields) {
+    if (f.part < 0) continue;
+    Status st = f.primary ? source_.read(rec, &buf) : source_.read_member(rec, f.member, &buf);
+    if (!st.ok()) return tag(f, st);
+    bytes->insert(bytes->end(), buf.begin(), buf.end());
+    ends->push_back(bytes->size());
   }
-  st = s->decoder.open(bytes, size, opt_.max_image_pixels);
-  ImageView view;
-  if (st.ok()) {
-    Rng rng(mix_key(seed, epoch, rec, kStreamTransform));
-    const bool scale = opt_.decode_scale == DecodeScale::kAuto && s->decoder.format() == Format::kJpeg;
-    pipeline_->plan(s->decoder.width(), s->decoder.height(), &rng, &s->plan, scale);
-    st = s->decoder.decode(s->plan.decode_region, &s->decoded, &view, s->plan.scale_eighths);
-  }
-  timer.decode();
-  if (!st.ok()) return st;
-  pipeline_->run(s->plan, view, &s->workspace, out);
-  timer.transform();
   return Status::Ok();
 }
 
-// cache=kDecoded: every sample is transformed from its stored-size image
-// (shorter side at most cache_max_side), decoded once and kept when the
-// budget allows; so the output does not depend on whether it was a hit.
-Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, void* out,
+// Points s->part at each member's bytes: a cache entry's, or read now (and
+// offered to the cache).
+Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const {
+  s->part.resize(static_cast<std::size_t>(spec_.parts));
+  *bytes_read = 0;
+  if (const SampleCache::Entry* hit = cache_ ? cache_->find(rec) : nullptr) {
+    std::uint64_t begin = 0;
+    for (int k = 0; k < spec_.parts; ++k) {
+      const std::uint64_t end = spec_.parts == 1 ? hit->bytes.size() : hit->ends[static_cast<std::size_t>(k)];
+      s->part[static_cast<std::size_t>(k)] = {hit->bytes.data() + begin, end - begin};
+      begin = end;
+    }
+    *bytes_read = hit->bytes.size();
+    return Status::Ok();
+  }
+  if (spec_.parts == 1) {  // one member: no copy into a bundle
+    const FieldSpec& f = *std::find_if(spec_.fields.begin(), spec_.fields.end(), [](const FieldSpec& x) { return x.part == 0; });
+    Status st = f.primary ? source_.read(rec, &s->file) : source_.read_member(rec, f.member, &s->file);
+    *bytes_read = s->file.size();
+    if (!st.ok()) return tag(f, st);
+    s->part[0] = {s->file.data(), s->file.size()};
+    if (cache_ && opt_.cache == Cache::kRam) cache_->insert(rec, s->file.data(), s->file.size());
+    return Status::Ok();
+  }
+  s->members.resize(static_cast<std::size_t>(spec_.parts));
+  for (const FieldSpec& f : spec_.fields) {
+    if (f.part < 0) continue;
+    auto& buf = s->members[static_cast<std::size_t>(f.part)];
+    Status st = f.primary ? source_.read(rec, &buf) : source_.read_member(rec, f.member, &buf);
+    *bytes_read += buf.size();
+    if (!st.ok()) return tag(f, st);
+    s->part[static_cast<std::size_t>(f.part)] = {buf.data(), buf.size()};
+  }
+  if (cache_ && opt_.cache == Cache::kRam) {
+    s->bundle.clear();
+    s->ends.clear();
+    for (const auto& m : s->members) {
+      s->bundle.insert(s->bundle.end(), m.begin(), m.end());
+      s->ends.push_back(s->bundle.size());
+    }
+    cache_->insert(rec, s->bundle.data(), s->bundle.size(), 0, 0, &s->ends);
+  }
+  return Status::Ok();
+}
+
+Status SampleMaker::process(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+                            Scratch* s) const {
+  StageTimer timer(opt_.stage_timing, s, rec);
+  std::size_t size = 0;
+  Status st = read_parts(rec, s, &size);
+  timer.read(size);
+  if (!st.ok()) return st;
+  if (spec_.image < 0) {  // no geometry: labels and tensors
+    timer.decode();
+    st = other_fields(rec, 0, 0, out, s, false);
+    timer.transform();
+    return st;
+  }
+  const FieldSpec& image = spec_.fields[static_cast<std::size_t>(spec_.image)];
+  const auto [bytes, n] = s->part[static_cast<std::size_t>(image.part)];
+  st = s->decoder.open(bytes, n, opt_.max_image_pixels);
+  ImageView view;
+  int width = 0, height = 0;
+  if (st.ok()) {
+    width = s->decoder.width();
+    height = s->decoder.height();
+    Rng rng(mix_key(seed, epoch, rec, kStreamTransform));
+    pipeline_->plan_geometry(width, height, &rng, &s->geo);
+    s->plan = s->geo;
+    const bool scale = opt_.decode_scale == DecodeScale::kAuto && s->decoder.format() == Format::kJpeg;
+    plan_image_read(width, height, &s->plan, scale);
+    st = s->decoder.decode(s->plan.decode_region, &s->decoded, &view, s->plan.scale_eighths);
+  }
+  timer.decode();
+  if (!st.ok()) return tag(image, st);
+  pipeline_->run(s->plan, view, &s->workspace, dest(out, image.output));
+  st = other_fields(rec, width, height, out, s, false);
+  timer.transform();
+  return st;
+}
+
+// cache=kDecoded: every sample is transformed from its stored form, decoded
+// once and kept when the budget allows: the image with its shorter side at
+// most cache_max_side, masks resized with it (nearest), boxes rescaled,
+// other members as read. So the output does not depend on whether it was a
+// hit.
+Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
                                     Scratch* s) const {
   StageTimer timer(opt_.stage_timing, s, rec);
+  const FieldSpec& image = spec_.fields[static_cast<std::size_t>(spec_.image)];
+  const std::size_t ip = static_cast<std::size_t>(image.part);
   ImageView view;
   if (const auto* hit = cache_->find(rec)) {
-    view = hit->view();
+    s->part.resize(static_cast<std::size_t>(spec_.parts));
+    std::uint64_t begin = 0;
+    for (int k = 0; k < spec_.parts; ++k) {
+      const std::uint64_t end = spec_.parts == 1 ? hit->bytes.size() : hit->ends[static_cast<std::size_t>(k)];
+      s->part[static_cast<std::size_t>(k)] = {hit->bytes.data() + begin, end - begin};
+      begin = end;
+    }
+    view = {s->part[ip].first, hit->width, hit->height, static_cast<std::ptrdiff_t>(hit->width) * 3};
     timer.decode();
   } else {
-    Status st = source_.read(rec, &s->file);
-    timer.read(s->file.size());
+    std::size_t size = 0;
+    Status st = read_parts(rec, s, &size);
+    timer.read(size);
     if (!st.ok()) return st;
-    st = s->decoder.open(s->file.data(), s->file.size(), opt_.max_image_pixels);
+    st = s->decoder.open(s->part[ip].first, s->part[ip].second, opt_.max_image_pixels);
     if (st.ok()) st = s->decoder.decode({0, 0, s->decoder.width(), s->decoder.height()}, &s->decoded, &view);
     if (!st.ok()) {
       timer.decode();
-      return st;
+      return tag(image, st);
     }
+    const int full_w = view.width, full_h = view.height;
+    int w = full_w, h = full_h;
     if (std::min(view.width, view.height) > opt_.cache_max_side) {
-      int w, h;
       resize_output_size(Resize{opt_.cache_max_side, 0, 0}, view.width, view.height, &w, &h);
       resize_bilinear(view, w, h, &s->workspace.resize, &s->stored);
       view = s->stored.view();
     }
-    if (view.stride == static_cast<std::ptrdiff_t>(view.width) * 3) {
-      cache_->insert(rec, view.data, static_cast<std::size_t>(view.stride) * static_cast<std::size_t>(view.height),
-                     view.width, view.height);
+    // The stored record: the image's pixels, then each other part's stored form.
+    s->bundle.clear();
+    s->ends.clear();
+    for (int y = 0; y < view.height; ++y) {
+      s->bundle.insert(s->bundle.end(), view.row(y), view.row(y) + 3 * static_cast<std::size_t>(view.width));
     }
+    s->ends.push_back(s->bundle.size());
+    for (const FieldSpec& f : spec_.fields) {
+      if (f.part < 0 || &f == &image) continue;
+      const auto [bytes, n] = s->part[static_cast<std::size_t>(f.part)];
+      if (f.field.kind == FieldKind::kMask) {
+        st = s->mask_decoder.open_mask(bytes, n, opt_.max_image_pixels);
+        if (st.ok()) st = s->mask_decoder.decode_mask(&s->mask);
+        if (st.ok() && (s->mask.width != full_w || s->mask.height != full_h)) {
+          st = Status::Corrupt("the mask is " + size_text(s->mask.width, s->mask.height) + ", its image " +
+                               size_text(full_w, full_h));
+        }
+        if (st.ok() && s->mask.bytes_per_pixel != f.mask_bytes) {
+          st = Status::Unsupported("the mask has " + std::to_string(8 * s->mask.bytes_per_pixel) + "-bit pixels, the batch's " +
+                                   std::to_string(8 * f.mask_bytes) + "-bit ones (as record 0's)");
+        }
+        if (!st.ok()) return tag(f, st);
+        MaskView mv = s->mask.view();
+        if (w != full_w || h != full_h) {
+          resize_nearest(mv, w, h, &s->stored_mask);
+          mv = s->stored_mask.view();
+        }
+        for (int y = 0; y < mv.height; ++y) {
+          s->bundle.insert(s->bundle.end(), mv.row(y), mv.row(y) + static_cast<std::size_t>(mv.width) * mv.bytes_per_pixel);
+        }
+      } else if (f.field.kind == FieldKind::kBoxes) {
+        st = parse_boxes(bytes, n, f.field.format, f.json_key, &s->boxes);
+        if (st.ok()) st = check_boxes_on_canvas(full_w, full_h, &s->boxes);
+        if (!st.ok()) return tag(f, st);
+        scale_boxes(full_w, full_h, w, h, &s->boxes);
+        const auto* b = reinterpret_cast<const std::uint8_t*>(s->boxes.data());
+        s->bundle.insert(s->bundle.end(), b, b + s->boxes.size() * sizeof(BoxRow));
+      } else {
+        s->bundle.insert(s->bundle.end(), bytes, bytes + n);
+      }
+      s->ends.push_back(s->bundle.size());
+    }
+    cache_->insert(rec, s->bundle.data(), s->bundle.size(), w, h, spec_.parts > 1 ? &s->ends : nullptr);
+    // From here on the stored form is used, hit or not.
+    std::uint64_t begin = 0;
+    for (int k = 0; k < spec_.parts; ++k) {
+      const std::uint64_t end = s->ends[static_cast<std::size_t>(k)];
+      s->part[static_cast<std::size_t>(k)] = {s->bundle.data() + begin, end - begin};
+      begin = end;
+    }
+    view = {s->part[ip].first, w, h, static_cast<std::ptrdiff_t>(w) * 3};
     timer.decode();
   }
   Rng rng(mix_key(seed, epoch, rec, kStreamTransform));
-  pipeline_->plan(view.width, view.height, &rng, &s->plan);
+  pipeline_->plan_geometry(view.width, view.height, &rng, &s->geo);
+  s->plan = s->geo;
+  plan_image_read(view.width, view.height, &s->plan, false);
   // The plan's decode region is a crop of the stored image.
   const auto& r = s->plan.decode_region;
   ImageView region{view.row(r.y) + 3 * r.x, r.width, r.height, view.stride};
-  pipeline_->run(s->plan, region, &s->workspace, out);
+  pipeline_->run(s->plan, region, &s->workspace, dest(out, image.output));
+  const Status st = other_fields(rec, view.width, view.height, out, s, true);
   timer.transform();
+  return st;
+}
+
+// Every field but the image, from s->part: masks and boxes under the
+// geometric plan s->geo of a width x height image. `stored`: the parts are
+// cache=kDecoded's stored forms (mask pixels of the image's size, BoxRows).
+Status SampleMaker::other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s,
+                                 bool stored) const {
+  for (const FieldSpec& f : spec_.fields) {
+    const auto [bytes, n] = f.part >= 0 ? s->part[static_cast<std::size_t>(f.part)]
+                                        : std::pair<const std::uint8_t*, std::size_t>{nullptr, 0};
+    Status st;
+    switch (f.field.kind) {
+      case FieldKind::kImage:
+        break;
+      case FieldKind::kLabel: {
+        std::int64_t label = 0;
+        if (f.part < 0) {
+          label = source_.label(rec);
+        } else {
+          st = parse_label(bytes, n, f.json_key, &label);
+        }
+        if (st.ok()) std::memcpy(dest(out, f.output), &label, sizeof label);
+        break;
+      }
+      case FieldKind::kTensor: {
+        const OutputSpec& o = spec_.outputs[static_cast<std::size_t>(f.output)];
+        st = copy_array(o, bytes, n, dest(out, f.output));
+        break;
+      }
+      case FieldKind::kMask: {
+        MaskView mv;
+        if (stored) {
+          mv = {bytes, width, height, static_cast<std::ptrdiff_t>(width) * f.mask_bytes, f.mask_bytes};
+        } else {
+          st = s->mask_decoder.open_mask(bytes, n, opt_.max_image_pixels);
+          if (st.ok()) st = s->mask_decoder.decode_mask(&s->mask);
+          if (st.ok() && (s->mask.width != width || s->mask.height != height)) {
+            st = Status::Corrupt("the mask is " + size_text(s->mask.width, s->mask.height) + ", its image " +
+                                 size_text(width, height));
+          }
+          if (st.ok() && s->mask.bytes_per_pixel != f.mask_bytes) {
+            st = Status::Unsupported("the mask has " + std::to_string(8 * s->mask.bytes_per_pixel) +
+                                     "-bit pixels, the batch's " + std::to_string(8 * f.mask_bytes) +
+                                     "-bit ones (as record 0's)");
+          }
+          mv = s->mask.view();
+        }
+        if (st.ok()) run_mask_plan(s->geo, mv, f.field.fill, &s->mask_ws, dest(out, f.output), f.mask_bytes == 1 ? 1 : 4);
+        break;
+      }
+      case FieldKind::kBoxes: {
+        if (stored) {
+          s->boxes.resize(n / sizeof(BoxRow));
+          if (n) std::memcpy(s->boxes.data(), bytes, n);
+        } else {
+          st = parse_boxes(bytes, n, f.field.format, f.json_key, &s->boxes);
+          if (st.ok()) st = check_boxes_on_canvas(width, height, &s->boxes);
+        }
+        if (!st.ok()) break;
+        const std::size_t dropped = transform_boxes(s->geo, width, height, &s->boxes);
+        const std::size_t truncated =
+            write_boxes(s->boxes, f.field.format, f.field.max_boxes, reinterpret_cast<float*>(dest(out, f.output)),
+                        reinterpret_cast<std::int64_t*>(dest(out, f.output + 1)),
+                        reinterpret_cast<std::int64_t*>(dest(out, f.output + 2)));
+        if (s->counters) s->counters->add_boxes(dropped, truncated);
+        break;
+      }
+    }
+    if (!st.ok()) return tag(f, st);
+  }
   return Status::Ok();
 }
 
-// An array sample: checked against record 0's dtype and shape, copied as is.
-Status SampleMaker::copy_array(const std::uint8_t* data, std::size_t size, void* out) const {
+// A tensor sample: checked against the batch's dtype and shape (record 0's),
+// copied as is.
+Status SampleMaker::copy_array(const OutputSpec& o, const std::uint8_t* data, std::size_t size, void* out) const {
   NpyHeader h;
   Status st = sniff_format(data, size) == Format::kNpy ? parse_npy_header(data, size, &h)
                                                         : Status::Corrupt("not a .npy array (the samples are arrays)");
-  const auto& dims = spec_.dims;
-  if (st.ok() && (h.descr != spec_.descr || h.fortran_order ||
-                  !std::equal(h.shape.begin(), h.shape.end(), dims.begin(), dims.end(),
+  if (st.ok() && (h.descr != o.descr || h.fortran_order ||
+                  !std::equal(h.shape.begin(), h.shape.end(), o.dims.begin(), o.dims.end(),
                               [](std::uint64_t a, std::int64_t b) { return static_cast<std::int64_t>(a) == b; }))) {
-    std::string want = "(", got = "(";
-    for (auto d : dims) want += std::to_string(d) + ",";
-    for (auto d : h.shape) got += std::to_string(d) + ",";
-    st = Status::Unsupported("array of dtype " + h.descr + " shape " + got + ") differs from the batch's dtype " +
-                             spec_.descr + " shape " + want + ")");
+    std::vector<std::int64_t> got(h.shape.begin(), h.shape.end());
+    st = Status::Unsupported("array of dtype " + h.descr + " shape " + dims_text(got) + " differs from the batch's dtype " +
+                             o.descr + " shape " + dims_text(o.dims));
   }
-  if (st.ok()) std::memcpy(out, data + h.data_offset, spec_.bytes);
+  if (st.ok()) std::memcpy(out, data + h.data_offset, o.bytes);
   return st;
 }
 

@@ -1,7 +1,8 @@
-// One sample from one record, without threads: read (or a cache hit),
-// decode, plan the transforms from (seed, epoch, record), run them, and
-// write the result into its place in a batch buffer. The loader's workers
-// each own a Scratch and call make(); tests call it directly.
+// One sample from one record, without threads: read its members (or a cache
+// hit), decode, plan the geometry from (seed, epoch, record), apply it to
+// every spatial field with the field's own kernel, and write each field into
+// its place in a batch buffer. The loader's workers each own a Scratch and
+// call make(); tests call it directly.
 #pragma once
 
 #include <cstddef>
@@ -14,65 +15,126 @@
 #include "decode/decode.h"
 #include "stats/counters.h"
 #include "stats/trace.h"
+#include "stoker/fields.h"
 #include "stoker/options.h"
 #include "stoker/source.h"
+#include "transform/boxes.h"
+#include "transform/mask_plan.h"
 #include "transform/pipeline.h"
 
 namespace stoker::detail {
 
-// What one sample of a batch is, decided once from the options and record 0.
-struct SampleSpec {
-  bool arrays = false;             // .npy arrays batched as they are (no transforms)
-  std::size_t bytes = 0;           // one sample's bytes in the batch buffer
-  std::vector<std::int64_t> dims;  // one sample's shape ({C, H, W} / {H, W, C} for images)
-  std::string descr;               // its NumPy dtype string ("<f4", "|u1", ...)
+// One tensor of a batch: `batch_size` samples of `bytes` each, starting at
+// `offset` in the batch buffer.
+struct OutputSpec {
+  std::string name;                // its key in the batch
+  std::string descr;               // NumPy dtype string ("<f4", "|u1", "<i8", ...)
+  std::vector<std::int64_t> dims;  // one sample's shape
+  std::size_t bytes = 0;           // one sample's bytes
+  std::size_t offset = 0;          // where the tensor starts in the batch buffer (64-byte aligned)
 };
 
-// A worker's reusable state: buffers, the decoder, where stage times go.
+// A field of the schema, resolved: where its bytes come from and which
+// outputs it writes.
+struct FieldSpec {
+  Field field;
+  bool primary = false;     // read with Source::read (the record itself), not read_member
+  std::string member;       // else: the member read (for "json:<key>", "json")
+  std::string json_key;     // "json:<key>" members: the key
+  int part = -1;            // index of its bytes among the record's parts (-1: reads nothing)
+  int output = -1;          // its first output
+  int mask_bytes = 1;       // kMask: bytes per pixel as stored (1 or 2), as record 0's
+  std::string tensor_descr;  // kTensor: dtype, shape and item size, as record 0's
+  std::vector<std::int64_t> tensor_dims;
+  std::size_t tensor_item = 0;
+};
+
+// What one sample of a batch is, decided once from the options and record 0.
+struct SampleSpec {
+  bool arrays = false;  // the default schema of .npy arrays (no transforms)
+  bool named = false;   // the user gave a schema (batches are dicts)
+  std::vector<FieldSpec> fields;
+  std::vector<OutputSpec> outputs;
+  int image = -1;         // the image field, if any
+  int label_output = -1;  // the first label output, if any (Batch::labels())
+  int parts = 0;          // members read per record
+  std::size_t batch_bytes = 0;  // one batch buffer: every output for batch_size samples
+  // Output 0 (the default schema's images or arrays), for the single-tensor API.
+  std::size_t bytes = 0;
+  std::vector<std::int64_t> dims;
+  std::string descr;
+};
+
+// A worker's reusable state: buffers, decoders, where stage times go.
 struct Scratch {
   StageCounters* counters = nullptr;  // may be null (no counting)
   TraceBuffer* trace = nullptr;       // tracing only
-  std::vector<std::uint8_t> file;
-  ImageDecoder decoder;
+  std::vector<std::uint8_t> file;     // the image's bytes (one-part records)
+  std::vector<std::vector<std::uint8_t>> members;  // each part's bytes
+  std::vector<std::uint8_t> bundle;   // parts concatenated, for the cache
+  std::vector<std::uint64_t> ends;
+  std::vector<std::pair<const std::uint8_t*, std::size_t>> part;  // where each part's bytes are now
+  ImageDecoder decoder, mask_decoder;
   ImageBuffer decoded;
-  SamplePlan plan;
+  SamplePlan plan;  // the image's read plan
+  SamplePlan geo;   // the geometric plan, full-resolution frame
   Workspace workspace;
+  MaskBuffer mask, stored_mask;
+  MaskWorkspace mask_ws;
+  std::vector<BoxRow> boxes;
   ImageBuffer stored;  // cache=kDecoded: the image at its stored size
 };
 
-// Where one sample goes: its bytes in the batch buffer and its label.
+// Where one sample goes: position `pos` of the batch buffer `batch`.
 struct SampleOut {
-  void* data = nullptr;
-  std::int64_t* label = nullptr;
+  std::uint8_t* batch = nullptr;
+  std::size_t pos = 0;
 };
 
 class SampleMaker {
  public:
   // Decides the spec (reading record 0 when the kind is not evident from its
-  // name). Throws Error(kInvalidArgument) for options that cannot apply.
-  // `cache` (may be null) is shared by every worker; source and cache must
-  // outlive the maker.
+  // name, or a mask's or tensor's dtype is needed). Throws
+  // Error(kInvalidArgument) for options that cannot apply. `cache` (may be
+  // null) is shared by every worker; source and cache must outlive the maker.
   SampleMaker(const Source& source, const LoaderOptions& options, SampleCache* cache);
 
   const SampleSpec& spec() const { return spec_; }
+  // Output k's place for sample `out.pos`.
+  std::uint8_t* dest(SampleOut out, int k) const {
+    const OutputSpec& o = spec_.outputs[static_cast<std::size_t>(k)];
+    return out.batch + o.offset + out.pos * o.bytes;
+  }
 
   // Makes record `rec`'s sample of `epoch` into `out`. Never throws: an
   // exception escaping the sample path (a bug, or std::bad_alloc) becomes a
   // kInternal (kResourceExhausted) Status like any other bad sample. On
-  // failure *out.label is -1. Messages carry the reason only: the caller
-  // names the record.
+  // failure its label outputs are -1. Messages carry the reason (and the
+  // field): the caller names the record.
   Status make(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out, Scratch* s) const noexcept;
 
+  // Every member the schema reads of record `rec`, concatenated into *bytes,
+  // part k ending at (*ends)[k]: what cache="ram" keeps (the preload uses it).
+  Status read_record(std::uint32_t rec, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) const;
+
  private:
-  void decide_spec();
-  Status process(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, void* out, Scratch* s) const;
-  Status process_decoded(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, void* out, Scratch* s) const;
-  Status copy_array(const std::uint8_t* data, std::size_t size, void* out) const;
+  void resolve_schema();
+  void decide_default_schema();
+  void decide_from_samples();
+  void add_output(FieldSpec* f, std::string name, std::string descr, std::vector<std::int64_t> dims,
+                  std::size_t item);
+  Status read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const;
+  Status process(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out, Scratch* s) const;
+  Status process_decoded(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+                         Scratch* s) const;
+  Status other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s, bool stored) const;
+  Status tag(const FieldSpec& f, const Status& st) const;
+  Status copy_array(const OutputSpec& o, const std::uint8_t* data, std::size_t size, void* out) const;
 
   const Source& source_;
   const LoaderOptions& opt_;
   SampleCache* cache_;
-  std::optional<Pipeline> pipeline_;  // images only
+  std::optional<Pipeline> pipeline_;  // with an image field
   SampleSpec spec_;
 };
 

@@ -188,12 +188,24 @@ class ShardSource final : public Source {
   }
   Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override {
     const Record& r = records_[i];
+    // The member named exactly ("seg.png"), else the one "<member>.<ext>"
+    // ("seg" for "seg.png", as a schema field names it without its format).
+    const Member* found = nullptr;
+    int prefixed = 0;
     for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
-      if (suffixes_[members_[k].suffix] == member) return read_at(r.shard, members_[k].offset, members_[k].size, out);
+      const std::string& suffix = suffixes_[members_[k].suffix];
+      if (suffix == member) return read_at(r.shard, members_[k].offset, members_[k].size, out);
+      if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
+          suffix[member.size()] == '.' && suffix.find('.', member.size() + 1) == std::string::npos) {
+        found = &members_[k];
+        ++prefixed;
+      }
     }
+    if (prefixed == 1) return read_at(r.shard, found->offset, found->size, out);
     std::string have;
     for (const std::string& m : members(i)) have += (have.empty() ? "." : ", .") + m;
-    return Status::NotFound("no member '." + member + "' (members: " + have + ")");
+    if (prefixed > 1) return Status::NotFound("member '" + member + "' is ambiguous (members: " + have + ")");
+    return Status::NotFound("no member '" + member + "' (members: " + have + ")");
   }
   std::vector<std::string> members(std::size_t i) const override {
     const Record& r = records_[i];

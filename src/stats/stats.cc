@@ -52,7 +52,8 @@ std::string Stats::to_json() const {
     o << (first ? "" : ",") << json_quote(k) << ":" << v;
     first = false;
   }
-  o << "},\"corrupt_examples\":[";
+  o << "},\"boxes_dropped\":" << boxes_dropped << ",\"boxes_truncated\":" << boxes_truncated;
+  o << ",\"corrupt_examples\":[";
   for (std::size_t i = 0; i < corrupt_examples.size(); ++i) o << (i ? "," : "") << json_quote(corrupt_examples[i]);
   o << "],\"per_thread\":[";
   for (std::size_t i = 0; i < per_thread.size(); ++i) {

@@ -44,12 +44,21 @@ std::size_t Pipeline::sample_bytes() const {
 }
 
 void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allow_scale) const {
+  plan_geometry(width, height, rng, plan);
+  plan_image_read(width, height, plan, allow_scale);
+}
+
+void Pipeline::plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) const {
   plan->steps.clear();
   plan->mirror = false;
   plan->vflip = false;
   plan->scale_eighths = 8;
+  plan->decode_region = {0, 0, width, height};
   PlanState state{width, height, plan, rng};
   for (const Transform& t : transforms_) plan_transform(t, &state);
+}
+
+void plan_image_read(int width, int height, SamplePlan* plan, bool allow_scale) {
   // DCT-scaled decode: the smallest M/8 of 1/8, 2/8 and 4/8 that keeps the
   // first resize's input at least as large as its output.
   // NOTE: libjpeg-turbo also scales by 3/8, 5/8, 6/8 and 7/8, but with C

@@ -23,6 +23,13 @@ struct Workspace {
   std::vector<std::uint8_t> row;  // one output row, between the last resize and the output write
 };
 
+// Rewrites a geometric plan into the image field's read plan: decode only
+// the region the first crop reads (its box then relative to it), and with
+// allow_scale, a first crop+resize (or resize) that shrinks 2x or more as a
+// DCT-scaled decode of the region (see DecodeScale::kAuto). Other fields
+// keep the geometric plan.
+void plan_image_read(int width, int height, SamplePlan* plan, bool allow_scale);
+
 class Pipeline {
  public:
   // Throws stoker::Error(kInvalidArgument) naming the transform and value.
@@ -35,7 +42,12 @@ class Pipeline {
   // Draws the sample's random parameters (from `rng`) for a width x height source.
   // With allow_scale, a first crop+resize (or resize) that shrinks 2x or more
   // is planned as a DCT-scaled decode of the region (see DecodeScale::kAuto).
+  // plan_geometry() then plan_image_read().
   void plan(int width, int height, Rng* rng, SamplePlan* plan, bool allow_scale = false) const;
+  // The sample's geometric plan in the full-resolution frame of its
+  // width x height image (decode_region: all of it): what every spatial
+  // field (image, mask, boxes) applies with its own kernel.
+  void plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) const;
   // Runs the plan's steps on `decoded` (the decode_region's pixels) and writes
   // one sample into `out` (sample_bytes() bytes) in the output dtype/layout.
   void run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const;

@@ -356,6 +356,8 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.labels = "json:target";
   o.stage_timing = false;
   o.trace = true;
+  o.fields = {ImageField("im"), MaskField("seg", 255, "seg.png"), BoxesField("b", 7, BoxFormat::kCXCYWH, "json:boxes"),
+              LabelField("y", "cls"), TensorField("depth")};
   const std::string j = options_to_json(o);
   const LoaderOptions r = options_from_json(j);
   EXPECT_EQ(options_to_json(r), j);
@@ -364,6 +366,13 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(std::get<RandomVerticalFlip>(r.transforms[4]).p, 0.2);
   EXPECT_EQ(std::get<Normalize>(r.transforms[5]).std[2], 0.6f);
   EXPECT_EQ(std::get<RandomResizedCrop>(r.transforms[0]).scale[0], 0.25);
+  ASSERT_EQ(r.fields.size(), 5u);
+  EXPECT_EQ(r.fields[1].kind, FieldKind::kMask);
+  EXPECT_EQ(r.fields[1].fill, 255);
+  EXPECT_EQ(r.fields[1].member, "seg.png");
+  EXPECT_EQ(r.fields[2].max_boxes, 7);
+  EXPECT_EQ(r.fields[2].format, BoxFormat::kCXCYWH);
+  EXPECT_EQ(r.fields[4].kind, FieldKind::kTensor);
   // Missing fields keep their defaults; malformed input is a clear error.
   EXPECT_EQ(options_from_json("{}").batch_size, LoaderOptions{}.batch_size);
   EXPECT_THROW(options_from_json("not json"), Error);
@@ -375,7 +384,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 25u);
+  EXPECT_EQ(keys, 26u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {
@@ -394,6 +403,39 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(message(R"({"threads":99999999999})"), "threads must be a smaller integer, got 99999999999");
   EXPECT_EQ(message(R"({"batch_sise":8})"), "unknown option 'batch_sise'");
   EXPECT_EQ(message(R"({"transforms":[{"name":"Blur"}]})"), "transforms: unknown transform 'Blur'");
+  EXPECT_EQ(message(R"({"fields":[{"name":"x","kind":"pixels"}]})"),
+            "field 'x': kind must be one of 'image', 'mask', 'boxes', 'label', 'tensor', got 'pixels'");
+  EXPECT_EQ(message(R"({"fields":[{"name":"x"}]})"), "field 'x': no kind (one of image, mask, boxes, label, tensor)");
+  EXPECT_EQ(message(R"({"fields":[{"name":"b","kind":"boxes","format":"yxyx"}]})"),
+            "field 'b': format must be one of 'xyxy', 'xywh', 'cxcywh', got 'yxyx'");
+}
+
+// A schema's rules are checked at construction, naming the field.
+TEST(LoaderTest, SchemaErrorsNameTheField) {
+  auto message = [](std::vector<Field> fields, std::vector<Transform> transforms = {}) {
+    LoaderOptions o;
+    o.fields = std::move(fields);
+    o.transforms = std::move(transforms);
+    try {
+      validate_options(o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message({ImageField("x"), MaskField("x")}), "field 'x': the name 'x' is used twice in the batch");
+  EXPECT_EQ(message({ImageField("image"), BoxesField("b"), LabelField("b_count")}),
+            "field 'b_count': the name 'b_count' is used twice in the batch");
+  EXPECT_EQ(message({MaskField("seg"), LabelField("label")}),
+            "field 'seg' (mask) follows an image's geometry, but the schema has no image field");
+  EXPECT_EQ(message({ImageField("a"), ImageField("b")}), "field 'b' (image): a schema has at most one image field");
+  EXPECT_EQ(message({ImageField("a"), MaskField("m", 70000)}), "field 'm' (mask): fill must be in [0, 65535], got 70000");
+  EXPECT_EQ(message({ImageField("a"), BoxesField("b", 0)}), "field 'b' (boxes): max_boxes must be >= 1, got 0");
+  EXPECT_EQ(message({TensorField("t")}, {CenterCrop{}}),
+            "transforms apply to an image field, and the schema has none: pass transforms=[]");
+  EXPECT_EQ(message({Field{"", FieldKind::kLabel, ""}}), "fields: a field has an empty name");
+  EXPECT_EQ(message({ImageField("image"), LabelField("label")}, {CenterCrop{}}), "no error");
 }
 }  // namespace
 }  // namespace stoker

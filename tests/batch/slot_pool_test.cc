@@ -28,7 +28,7 @@ using testing::write_file;
 TEST(SlotPoolTest, NeverExceedsRingPlusHeldOnScriptedConsumers) {
   for (int depth : {1, 2, 4, 8}) {
     for (int keep : {0, 1, 3, 7}) {
-      auto pool = std::make_shared<SlotPool>(256, 4);
+      auto pool = std::make_shared<SlotPool>(256);
       std::mt19937 rng(static_cast<unsigned>(depth * 100 + keep));  // fixed seeds: the same schedules every run
       std::deque<Slot*> ring;
       std::deque<std::pair<int, std::shared_ptr<SlotLease>>> held;  // (release at step, lease)
@@ -38,7 +38,7 @@ TEST(SlotPoolTest, NeverExceedsRingPlusHeldOnScriptedConsumers) {
         const int fill = static_cast<int>(rng() % 3 == 0 ? rng() % (depth + 1) : depth);
         while (static_cast<int>(ring.size()) < fill) {
           Slot* s = pool->acquire();
-          seen.insert(s->images.get());
+          seen.insert(s->data.get());
           ring.push_back(s);
         }
         if (ring.empty()) continue;

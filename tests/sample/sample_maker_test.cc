@@ -33,6 +33,14 @@ std::string jpeg_list(const TempDir& d, int n) {
   return d.file("list.csv");
 }
 
+// Sample 0's label in a batch buffer.
+std::int64_t label_of(const detail::SampleMaker& maker, const std::vector<std::uint8_t>& batch) {
+  std::int64_t label;
+  std::memcpy(&label, batch.data() + maker.spec().outputs.at(static_cast<std::size_t>(maker.spec().label_output)).offset,
+              sizeof label);
+  return label;
+}
+
 LoaderOptions opts(Cache cache) {
   LoaderOptions o;
   o.batch_size = 1;
@@ -62,15 +70,15 @@ TEST(SampleMakerTest, MakesTheLoadersSamplesWithoutThreads) {
     ASSERT_EQ(maker.spec().bytes, 3u * 24 * 20 * sizeof(float));
     Loader loader(list, o);
     detail::Scratch scratch;
-    std::vector<std::uint8_t> out(maker.spec().bytes);
+    std::vector<std::uint8_t> out(maker.spec().batch_bytes);
     for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
       loader.set_epoch(epoch);
       std::uint32_t rec = 0;
       for (const Batch& b : loader) {
-        std::int64_t label = 0;
-        ASSERT_TRUE(maker.make(rec, o.seed, epoch, {out.data(), &label}, &scratch).ok());
-        EXPECT_EQ(label, 10 + rec);
-        EXPECT_EQ(std::memcmp(out.data(), b.images(), out.size()), 0) << "record " << rec << " epoch " << epoch;
+        ASSERT_TRUE(maker.make(rec, o.seed, epoch, {out.data(), 0}, &scratch).ok());
+        EXPECT_EQ(label_of(maker, out), 10 + rec);
+        EXPECT_EQ(std::memcmp(out.data(), b.images(), maker.spec().bytes), 0)
+            << "record " << rec << " epoch " << epoch;
         ++rec;
       }
       EXPECT_EQ(rec, 5u);
@@ -84,19 +92,18 @@ TEST(SampleMakerTest, ExceptionBecomesTheSamplesStatus) {
   const LoaderOptions o = opts(Cache::kMmap);
   detail::SampleMaker maker(*src, o, nullptr);
   detail::Scratch scratch;
-  std::vector<std::uint8_t> out(maker.spec().bytes);
-  std::int64_t label = 0;
+  std::vector<std::uint8_t> out(maker.spec().batch_bytes);
   detail::testing::throw_in_sample(1);
-  EXPECT_TRUE(maker.make(0, 0, 0, {out.data(), &label}, &scratch).ok());
-  Status st = maker.make(1, 0, 0, {out.data(), &label}, &scratch);
+  EXPECT_TRUE(maker.make(0, 0, 0, {out.data(), 0}, &scratch).ok());
+  Status st = maker.make(1, 0, 0, {out.data(), 0}, &scratch);
   EXPECT_EQ(st.code(), Code::kInternal);
   EXPECT_NE(st.message().find("injected"), std::string::npos) << st.message();
-  EXPECT_EQ(label, -1);
+  EXPECT_EQ(label_of(maker, out), -1);
   detail::testing::throw_in_sample(2, /*bad_alloc=*/true);
-  EXPECT_EQ(maker.make(2, 0, 0, {out.data(), &label}, &scratch).code(), Code::kResourceExhausted);
+  EXPECT_EQ(maker.make(2, 0, 0, {out.data(), 0}, &scratch).code(), Code::kResourceExhausted);
   detail::testing::throw_in_sample(-1);
-  EXPECT_TRUE(maker.make(2, 0, 0, {out.data(), &label}, &scratch).ok());
-  EXPECT_EQ(label, 12);
+  EXPECT_TRUE(maker.make(2, 0, 0, {out.data(), 0}, &scratch).ok());
+  EXPECT_EQ(label_of(maker, out), 12);
 }
 
 // In the loader, on its worker threads: the process lives, the error is

@@ -211,7 +211,10 @@ TEST(IndexTest, MembersAreReadByNameAndAnOldIndexIsRebuilt) {
   EXPECT_EQ(src->members(0), (std::vector<std::string>{"jpg", "seg.png", "cls"}));
   const Status missing = src->read_member(1, "seg.png", &out);
   EXPECT_EQ(missing.code(), Code::kNotFound);
-  EXPECT_EQ(missing.message(), "no member '.seg.png' (members: .jpg, .cls)");
+  EXPECT_EQ(missing.message(), "no member 'seg.png' (members: .jpg, .cls)");
+  // A schema names a member without its format: "seg" is the one "seg.<ext>".
+  ASSERT_TRUE(src->read_member(0, "seg", &out).ok());
+  EXPECT_EQ(std::string(out.begin(), out.end()), "MASK-A");
   // A source of one file per record has no other members, and says so.
   testing::write_file(data.file("list.csv"), "path,label\n" + shard + ",0\n");
   EXPECT_EQ(open_source(data.file("list.csv"))->read_member(0, "seg.png", &out).code(), Code::kNotFound);

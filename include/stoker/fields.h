@@ -1,0 +1,85 @@
+// The sample schema: what one sample of a batch is, as an ordered list of
+// named fields. Each field has a kind, the record member it comes from, and
+// the batch tensors it fills (its name is their key).
+//
+//   LoaderOptions opt;
+//   opt.fields = {ImageField("image"), MaskField("mask", /*fill=*/255)};
+//
+// An empty list is the default schema: {ImageField("image"),
+// LabelField("label")} (or, for .npy arrays that are not images,
+// {TensorField("array"), LabelField("label")}), whose batches are today's
+// images and labels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stoker {
+
+enum class FieldKind {
+  kImage,   // decoded to RGB8; geometry with Pillow's bilinear; photometric
+            // transforms and Normalize apply. dtype/layout as the options say.
+            // At most one per schema: the reference of every spatial field.
+  kMask,    // decoded as stored (8-bit gray or palette indices, or 16-bit),
+            // never converted to RGB; geometry with Pillow's NEAREST; padded
+            // with `fill`. Batched [N, H, W] uint8 (8-bit) or int32 (16-bit,
+            // as record 0's mask). Its size must equal its image's.
+  kBoxes,   // float32 [n, 4] in `format`, in the image's pixels: they follow
+            // the geometry, are clipped to the canvas, and those under 1 px
+            // wide or high afterwards are dropped (counted). Batched as
+            // <name> float32 [N, max_boxes, 4] (zero padded), <name>_labels
+            // int64 [N, max_boxes] (per-box class ids, -1 padded or when the
+            // member has none) and <name>_count int64 [N].
+  kLabel,   // int64 scalar: the source's label (folder class, list column,
+            // .cls / json:<field> of shards), or a member holding an integer.
+  kTensor,  // any numeric .npy, batched as is: every record must have record
+            // 0's dtype and shape.
+};
+
+// Coordinates of a box, as torchvision's BoundingBoxFormat names them.
+enum class BoxFormat { kXYXY, kXYWH, kCXCYWH };
+
+struct Field {
+  // Its key in the batch. Non-empty, unique in the schema.
+  std::string name;
+  FieldKind kind = FieldKind::kImage;
+  // The record member it is read from: a list file's column, a shard's
+  // member suffix ("seg.png", or "seg" for the one member "seg.<ext>"),
+  // "json:<key>" for a field of the record's .json member (labels and boxes).
+  // Empty (the default): images and labels come from the record itself (its
+  // image and its label); masks, boxes and tensors from the member named as
+  // the field.
+  std::string member;
+  // kMask: the value of pixels padded outside the image (0..65535). Default 0.
+  int fill = 0;
+  // kBoxes: rows of the padded batch tensor; more boxes are dropped and
+  // counted. Default 100. REQUIRES: >= 1.
+  int max_boxes = 100;
+  // kBoxes: the format of the boxes in the member and in the batch. Default xyxy.
+  BoxFormat format = BoxFormat::kXYXY;
+};
+
+inline Field ImageField(std::string name, std::string member = "") {
+  return {std::move(name), FieldKind::kImage, std::move(member)};
+}
+inline Field MaskField(std::string name, int fill = 0, std::string member = "") {
+  Field f{std::move(name), FieldKind::kMask, std::move(member)};
+  f.fill = fill;
+  return f;
+}
+inline Field BoxesField(std::string name, int max_boxes = 100, BoxFormat format = BoxFormat::kXYXY,
+                        std::string member = "") {
+  Field f{std::move(name), FieldKind::kBoxes, std::move(member)};
+  f.max_boxes = max_boxes;
+  f.format = format;
+  return f;
+}
+inline Field LabelField(std::string name, std::string member = "") {
+  return {std::move(name), FieldKind::kLabel, std::move(member)};
+}
+inline Field TensorField(std::string name, std::string member = "") {
+  return {std::move(name), FieldKind::kTensor, std::move(member)};
+}
+
+}  // namespace stoker

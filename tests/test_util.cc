@@ -84,4 +84,20 @@ void write_file(const std::string& path, const std::string& text) {
   write_file(path, std::vector<std::uint8_t>(text.begin(), text.end()));
 }
 
+std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string& shape, const void* data,
+                                    std::size_t bytes, bool fortran) {
+  std::string hdr =
+      "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
+  while ((10 + hdr.size() + 1) % 64 != 0) hdr += ' ';
+  hdr += '\n';
+  // Built as a string and copied once: GCC 12 warns falsely (-Warray-bounds) on
+  // inserting into a vector made from a short initializer list.
+  std::string file("\x93NUMPY\x01\x00", 8);
+  file += static_cast<char>(hdr.size() & 0xff);
+  file += static_cast<char>(hdr.size() >> 8);
+  file += hdr;
+  file.append(static_cast<const char*>(data), bytes);
+  return std::vector<std::uint8_t>(file.begin(), file.end());
+}
+
 }  // namespace stoker::testing

@@ -29,6 +29,12 @@ std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, i
                                       int quality = 90, int subsampling = 444, int channels = 3,
                                       bool progressive = false, int restart_mcus = 0);
 
+// A .npy file, version 1.0, written by hand as numpy.save does: the magic,
+// the header's Python dict padded with spaces to a multiple of 64 bytes
+// (newline included), then the data. `shape` as Python writes it: "(3, 4)".
+std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string& shape, const void* data,
+                                    std::size_t bytes, bool fortran = false);
+
 void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes);
 void write_file(const std::string& path, const std::string& text);
 

@@ -1,6 +1,7 @@
 // Everything of stoker's public C++ API.
 #pragma once
 
+#include "stoker/fields.h"
 #include "stoker/loader.h"
 #include "stoker/options.h"
 #include "stoker/source.h"

@@ -82,16 +82,54 @@ void bind_testing(py::module_& m) {
       },
       py::arg("data"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels);
 
+  // Test hook: the sample maker alone, on this thread (no loader, no
+  // workers): record `record`'s sample of `epoch` under these options, as a
+  // dict of arrays named as the batch's tensors (one sample each). A bad
+  // sample raises stoker.SampleError with the maker's message.
+  hooks.def(
+      "make_sample",
+      [](const std::vector<std::string>& sources, const std::string& options_json, std::vector<Transform> transforms,
+         std::uint32_t record, std::uint64_t epoch) {
+        LoaderOptions o = options_from_json(options_json);
+        o.transforms = std::move(transforms);
+        validate_options(o);
+        std::unique_ptr<Source> src = open_sources(sources, o.labels);
+        o.batch_size = 1;
+        detail::SampleMaker maker(*src, o, nullptr);
+        detail::Scratch scratch;
+        std::vector<std::uint8_t> buf(maker.spec().batch_bytes);
+        Status st;
+        {
+          py::gil_scoped_release release;
+          st = maker.make(record, o.seed, epoch, {buf.data(), 0}, &scratch);
+        }
+        if (!st.ok()) throw Error(st.code(), "record " + std::to_string(record) + ": " + st.message());
+        py::dict d;
+        for (const auto& out : maker.spec().outputs) {
+          py::array a(py::dtype(out.descr), std::vector<py::ssize_t>(out.dims.begin(), out.dims.end()));
+          std::memcpy(a.mutable_data(), buf.data() + out.offset, out.bytes);
+          d[py::str(out.name)] = a;
+        }
+        return d;
+      },
+      py::arg("sources"), py::arg("options"), py::arg("transforms"), py::arg("record"), py::arg("epoch") = 0);
+
   // Test hook: what a Loader with these transforms and seed does to record
-  // `index` in `epoch` on a width x height image.
+  // `index` in `epoch` on a width x height image: the image's read plan, or
+  // with geometric=True the geometric plan every spatial field applies (in
+  // the full-resolution frame: decode_region is the whole image).
   hooks.def(
       "plan",
       [](std::vector<Transform> transforms, std::uint64_t seed, std::uint64_t epoch, std::uint64_t index, int width,
-         int height) {
+         int height, bool geometric) {
         detail::Pipeline pipeline(transforms, DType::kFloat32, Layout::kNCHW);
         detail::Rng rng(detail::mix_key(seed, epoch, index, detail::kStreamTransform));
         detail::SamplePlan plan;
-        pipeline.plan(width, height, &rng, &plan);
+        if (geometric) {
+          pipeline.plan_geometry(width, height, &rng, &plan);
+        } else {
+          pipeline.plan(width, height, &rng, &plan);
+        }
         py::list steps;
         for (const auto& s : plan.steps) {
           if (s.kind == detail::Step::kCrop) {
@@ -108,7 +146,8 @@ void bind_testing(py::module_& m) {
         d["vflip"] = plan.vflip;
         return d;
       },
-      py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"));
+      py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"),
+      py::arg("geometric") = false);
 }
 
 }  // namespace stoker::python

@@ -439,3 +439,65 @@ TEST(LoaderTest, SchemaErrorsNameTheField) {
 }
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// A schema of named fields: a batch holds one tensor per output, in schema
+// order, each the records' members; a missing member is a counted sample
+// error naming the record, the field and the member.
+TEST(LoaderTest, SchemaBatchesAreNamedTensors) {
+  testing::TempDir d;
+  std::string csv = "image,depth,boxes,label\n";
+  for (int i = 0; i < 5; ++i) {
+    const std::string n = std::to_string(i);
+    testing::write_file(d.file("im" + n + ".jpg"), testing::encode_jpeg(testing::test_pixels(40, 30, i), 40, 30));
+    const std::vector<std::int16_t> depth = {static_cast<std::int16_t>(i), -2, 3, 4, 5, 6};
+    testing::write_file(d.file("d" + n + ".npy"), testing::npy_bytes("<i2", "(2, 3)", depth.data(), 12));
+    const std::vector<float> boxes = {2, 3, 12, 13, 7};  // one box, class 7
+    testing::write_file(d.file("b" + n + ".npy"), testing::npy_bytes("<f4", "(1, 5)", boxes.data(), 20));
+    csv += "im" + n + ".jpg," + (i == 3 ? "" : "d" + n + ".npy") + ",b" + n + ".npy," + std::to_string(20 + i) + "\n";
+  }
+  testing::write_file(d.file("list.csv"), csv);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.threads = 2;
+  o.dtype = DType::kUInt8;
+  o.transforms = {Resize{15, 20}};
+  o.fields = {ImageField("image"), TensorField("depth"), BoxesField("boxes", 3), LabelField("label")};
+  Loader l(d.file("list.csv"), o);
+  std::vector<std::int64_t> labels;
+  for (const Batch& b : l) {
+    std::vector<std::string> names;
+    for (const TensorView& t : b.tensors()) names.push_back(t.name);
+    ASSERT_EQ(names, (std::vector<std::string>{"image", "depth", "boxes", "boxes_labels", "boxes_count", "label"}));
+    const auto n = static_cast<std::int64_t>(b.size());
+    EXPECT_EQ(b.tensor("image")->dims, (std::vector<std::int64_t>{n, 3, 15, 20}));
+    EXPECT_EQ(b.tensor("depth")->descr, "<i2");
+    EXPECT_EQ(b.tensor("depth")->dims, (std::vector<std::int64_t>{n, 2, 3}));
+    EXPECT_EQ(b.tensor("boxes")->dims, (std::vector<std::int64_t>{n, 3, 4}));
+    EXPECT_EQ(b.tensor("label")->descr, "<i8");
+    EXPECT_EQ(b.tensor("nothing"), nullptr);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const std::int64_t label = b.labels()[k];
+      labels.push_back(label);
+      EXPECT_EQ(static_cast<const std::int16_t*>(b.tensor("depth")->data)[6 * k], label - 20);
+      // The box scaled by the resize (40x30 -> 20x15: halved), its class, the padding.
+      const float* box = static_cast<const float*>(b.tensor("boxes")->data) + 12 * k;
+      EXPECT_EQ(std::vector<float>(box, box + 8), (std::vector<float>{1, 1.5f, 6, 6.5f, 0, 0, 0, 0}));
+      EXPECT_EQ(static_cast<const std::int64_t*>(b.tensor("boxes_labels")->data)[3 * k], 7);
+      EXPECT_EQ(static_cast<const std::int64_t*>(b.tensor("boxes_labels")->data)[3 * k + 1], -1);
+      EXPECT_EQ(static_cast<const std::int64_t*>(b.tensor("boxes_count")->data)[k], 1);
+    }
+  }
+  EXPECT_EQ(labels, (std::vector<std::int64_t>{20, 21, 22, 24, 24}));  // record 3 skipped: the next takes its place
+  const Stats s = l.stats();
+  EXPECT_EQ(s.corrupt, 1u);
+  EXPECT_EQ(s.corrupt_by_reason.at("not_found"), 1u);
+  ASSERT_EQ(s.corrupt_examples.size(), 1u);
+  EXPECT_NE(s.corrupt_examples[0].find("im3.jpg"), std::string::npos) << s.corrupt_examples[0];
+  EXPECT_NE(s.corrupt_examples[0].find("field 'depth'"), std::string::npos) << s.corrupt_examples[0];
+}
+
+}  // namespace
+}  // namespace stoker

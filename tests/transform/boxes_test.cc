@@ -12,30 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace stoker::detail {
 namespace {
 
 // ---- fixtures ----
 
-// A .npy file, version 1.0, written by hand as numpy.save does: the magic,
-// the header's Python dict padded with spaces to a multiple of 64 bytes
-// (newline included), then the data.
-std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string& shape, const void* data,
-                                    std::size_t bytes, bool fortran = false) {
-  std::string hdr =
-      "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
-  while ((10 + hdr.size() + 1) % 64 != 0) hdr += ' ';
-  hdr += '\n';
-  // Built as a string and copied once: GCC 12 warns falsely (-Warray-bounds) on
-  // inserting into a vector made from a short initializer list.
-  std::string file("\x93NUMPY\x01\x00", 8);
-  file += static_cast<char>(hdr.size() & 0xff);
-  file += static_cast<char>(hdr.size() >> 8);
-  file += hdr;
-  file.append(static_cast<const char*>(data), bytes);
-  EXPECT_EQ((10 + hdr.size()) % 64, 0u);
-  return std::vector<std::uint8_t>(file.begin(), file.end());
-}
+using stoker::testing::npy_bytes;
 
 template <typename T>
 std::vector<std::uint8_t> npy_of(const std::string& descr, const std::string& shape, const std::vector<T>& v,

@@ -314,10 +314,23 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   };
   // Which changes to measure, all in one interleaved probe.
   std::vector<Change> changes;
-  if (setup.options.cache != Cache::kDecoded && setup.options.kind != SampleKind::kArray) changes.push_back(Change::kDecoded);
-  if (v->kind != Bottleneck::kTransform && setup.options.kind != SampleKind::kArray) {
+  // A schema's fields other than the image and the source's label are
+  // members `stoker pack` does not carry yet: packed probes would measure a
+  // loader that cannot run.
+  const bool has_image = setup.options.fields.empty() ||
+                         std::any_of(setup.options.fields.begin(), setup.options.fields.end(),
+                                     [](const Field& x) { return x.kind == FieldKind::kImage; });
+  const bool packable = std::all_of(setup.options.fields.begin(), setup.options.fields.end(), [](const Field& x) {
+    return (x.kind == FieldKind::kImage || x.kind == FieldKind::kLabel) && x.member.empty();
+  });
+  const bool images = has_image && setup.options.kind != SampleKind::kArray;
+  if (setup.options.cache != Cache::kDecoded && images) changes.push_back(Change::kDecoded);
+  if (v->kind != Bottleneck::kTransform && images && packable) {
     changes.push_back(Change::kPacked256);
     changes.push_back(Change::kLossless);
+  } else if (v->kind != Bottleneck::kTransform && images) {
+    v->notes.push_back("packing not probed: the schema reads members (masks, boxes, tensors) that stoker pack does "
+                       "not carry yet");
   }
   if (v->kind == Bottleneck::kTransform && setup.options.dtype == DType::kFloat32) changes.push_back(Change::kUInt8);
   std::string probing = "the loader as configured";

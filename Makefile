@@ -77,9 +77,9 @@ FUZZ_SECONDS ?= 60
 fuzz: deps build
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_BUILD_FUZZ=ON \
 	  -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
-	cmake --build build-fuzz -j$(JOBS) --target tar_fuzz index_fuzz image_fuzz list_fuzz
+	cmake --build build-fuzz -j$(JOBS) --target tar_fuzz index_fuzz image_fuzz list_fuzz fields_fuzz
 	PYTHONPATH=python $(PYTHON) scripts/make_fuzz_corpus.py build-fuzz/corpus
-	for t in tar index image list; do mkdir -p build-fuzz/found/$$t; \
+	for t in tar index image list fields; do mkdir -p build-fuzz/found/$$t; \
 	  build-fuzz/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	    -artifact_prefix=build-fuzz/found/$$t/ build-fuzz/found/$$t build-fuzz/corpus/$$t || exit 1; done
 

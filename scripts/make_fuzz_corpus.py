@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 
 def main(out):
-    for d in ("tar", "index", "image", "list"):
+    for d in ("tar", "index", "image", "list", "fields"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
     rng = np.random.default_rng(0)
     images = {}
@@ -51,6 +51,24 @@ def main(out):
             os.replace(path + ".idx", os.path.join(out, "index", fname + ".idx"))
     open(os.path.join(out, "list", "plain.csv"), "w").write("a/b.jpg,1\n/abs/c.png,0\n")
     open(os.path.join(out, "list", "header.csv"), "w").write("path,label\n# comment\n\n x.jpg , 3 \r\n")
+    # fields_fuzz: a mode byte, then a mask (PNG L / P / I;16, .npy) or a boxes member (.npy, JSON).
+    fields = {}
+    m = rng.integers(0, 6, (9, 13), dtype=np.uint8)
+    for mode in ("L", "P", "I;16"):
+        img = Image.fromarray(m.astype(np.uint16) * 1000, "I;16") if mode == "I;16" else Image.fromarray(m, mode)
+        b = io.BytesIO()
+        img.save(b, "PNG")
+        fields[f"mask_{mode.replace(';', '')}"] = bytes([0]) + b.getvalue()
+    b = io.BytesIO()
+    np.save(b, m)
+    fields["mask_npy"] = bytes([1]) + b.getvalue()
+    b = io.BytesIO()
+    np.save(b, np.array([[2, 3, 30, 20, 1], [40, 10, 60, 45, 2]], np.float32))
+    fields["boxes_npy"] = bytes([2]) + b.getvalue()
+    fields["boxes_rows"] = bytes([8]) + b"[[1, 2, 10, 12], [30, 5, 4, 4, 7]]"
+    fields["boxes_object"] = bytes([4 | 16]) + b'{"boxes": {"boxes": [[20, 20, 8, 6]], "labels": [3]}}'
+    for name, data in fields.items():
+        open(os.path.join(out, "fields", name), "wb").write(data)
     print(f"make_fuzz_corpus: seeds under {out}")
 
 

@@ -113,6 +113,9 @@ class Loader {
   std::vector<std::int64_t> sample_dims() const;
   std::string sample_descr() const;
   bool arrays() const;  // samples are .npy arrays, not images
+  // Every tensor of one sample, in batch order: name, dtype and shape of one
+  // sample (dims without the batch dimension; data null).
+  std::vector<TensorView> sample_tensors() const;
 
   // The epoch the next start_epoch() runs; it advances by one after each
   // epoch that was started (finished or not), unless set_epoch() is called.

@@ -59,6 +59,14 @@ void bind_loader(py::module_& m) {
       .def_property_readonly("classes", [](const Loader& l) { return l.source().classes(); })
       .def_property_readonly("sample_shape", &Loader::sample_dims)
       .def_property_readonly("arrays", &Loader::arrays)
+      .def_property_readonly("sample_tensors",
+                             [](const Loader& l) {
+                               py::list out;
+                               for (const TensorView& t : l.sample_tensors()) {
+                                 out.append(py::make_tuple(t.name, py::dtype(t.descr), t.dims));
+                               }
+                               return out;
+                             })
       .def_property_readonly("threads", [](const Loader& l) { return l.stats().threads; })
       .def("key", [](const Loader& l, std::size_t i) { return l.source().key(i); })
       .def("label", [](const Loader& l, std::size_t i) { return l.source().label(i); })
@@ -74,9 +82,16 @@ void bind_loader(py::module_& m) {
              // signals are handled while a slow batch is being made.
              for (;;) {
                bool timed_out = false;
-               {
+               try {
                  py::gil_scoped_release release;
                  b = l.next_for(std::chrono::milliseconds(50), &timed_out);
+               } catch (const Error& e) {
+                 // NOTE: a bad sample under on_corrupt="raise" is a stoker.SampleError
+                 // (an OSError) whatever its reason, a missing file or member
+                 // included, as documented; elsewhere kNotFound is FileNotFoundError.
+                 if (e.code() != Code::kNotFound && e.code() != Code::kIOError) throw;
+                 PyErr_SetString(py::module_::import("stoker._stoker").attr("SampleError").ptr(), e.what());
+                 throw py::error_already_set();
                }
                if (!timed_out) break;
                if (PyErr_CheckSignals() != 0) throw py::error_already_set();

@@ -94,6 +94,19 @@ def _check_int(name, value, minimum):
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
+def _check_torch_dtypes(tensors, named):
+    """Every batch tensor must have a torch dtype: found at construction, naming the field, not at the first batch."""
+    import numpy as np
+    import torch
+    for name, dtype, _ in tensors:
+        try:
+            torch.from_numpy(np.empty(0, dtype=dtype))
+        except (TypeError, ValueError):
+            what = f"field {name!r}" if named else "the arrays"
+            raise ValueError(f"{what}: dtype {dtype.str} ({dtype.name}) has no torch {torch.__version__} "
+                             f"equivalent: use output='numpy', or store it as a signed or float dtype") from None
+
+
 class Loader:
     """Batches of decoded, transformed images, made by C++ threads.
 
@@ -225,6 +238,8 @@ class Loader:
                        progress={None: "auto", True: "on", False: "off"}[progress],
                        fields=[f._json() for f in fields or ()])
         self._impl = _stoker._Loader(sources, json.dumps(options, default=_json_value), transforms)
+        if output == "torch":
+            _check_torch_dtypes(self._impl.sample_tensors, fields is not None)
         _profiling.register_loader(self)
         self.batch_size = batch_size
         self._h2d_ns = 0     # consumer-thread time staging and starting host-to-device copies

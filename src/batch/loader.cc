@@ -576,6 +576,11 @@ std::array<std::int64_t, 3> Loader::sample_shape() const { return impl_->sample_
 std::vector<std::int64_t> Loader::sample_dims() const { return impl_->spec().dims; }
 std::string Loader::sample_descr() const { return impl_->spec().descr; }
 bool Loader::arrays() const { return impl_->spec().arrays; }
+std::vector<TensorView> Loader::sample_tensors() const {
+  std::vector<TensorView> out;
+  for (const detail::OutputSpec& o : impl_->spec().outputs) out.push_back({o.name, o.descr, o.dims, nullptr, o.bytes});
+  return out;
+}
 void Loader::set_epoch(std::uint64_t epoch) { impl_->set_epoch(epoch); }
 std::uint64_t Loader::epoch() const { return impl_->epoch(); }
 void Loader::start_epoch() { impl_->start_epoch(); }

@@ -286,12 +286,13 @@ LoaderOptions options_from_json(const std::string& text) {
     detail::invalid(std::string("options: not JSON: ") + e.what());
   }
   if (!j.is_object()) detail::invalid("options: expected a JSON object, got " + j.dump());
-  for (const auto& [key, value] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();  // NOTE: not a structured binding: clang 14 cannot capture one
     const auto& all = options();
     auto f = std::find_if(all.begin(), all.end(), [&](const Option& x) { return key == x.name; });
     if (f == all.end()) detail::invalid("unknown option '" + key + "'");
     try {
-      f->set(o, value, f->name);
+      f->set(o, it.value(), f->name);
     } catch (const json::exception& e) {
       detail::invalid(std::string(f->name) + ": " + e.what());
     }

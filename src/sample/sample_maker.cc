@@ -271,6 +271,10 @@ void SampleMaker::decide_from_samples() {
       }
       if (!st.ok() && first_error.empty()) first_error = "record " + std::to_string(r) + " '" + source_.key(r) + "': " + st.message();
     }
+    if (found && f.field.kind == FieldKind::kMask && f.mask_bytes == 1 && f.field.fill > 255) {
+      invalid(field_name(f) + " (mask): fill=" + std::to_string(f.field.fill) +
+              " does not fit its 8-bit masks (0..255, as record 0's)");
+    }
     if (!found) {
       invalid(field_name(f) + " (" + kind_name(f.field.kind) + "): none of the first records has a readable one, so its " +
               (f.field.kind == FieldKind::kMask ? "pixel size" : "dtype and shape") + " is unknown; " + first_error);
@@ -425,7 +429,7 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t seed, std::
   const FieldSpec& image = spec_.fields[static_cast<std::size_t>(spec_.image)];
   const std::size_t ip = static_cast<std::size_t>(image.part);
   ImageView view;
-  if (const auto* hit = cache_->find(rec)) {
+  if (const auto* hit = cache_ ? cache_->find(rec) : nullptr) {
     s->part.resize(static_cast<std::size_t>(spec_.parts));
     std::uint64_t begin = 0;
     for (int k = 0; k < spec_.parts; ++k) {
@@ -495,7 +499,7 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t seed, std::
       }
       s->ends.push_back(s->bundle.size());
     }
-    cache_->insert(rec, s->bundle.data(), s->bundle.size(), w, h, spec_.parts > 1 ? &s->ends : nullptr);
+    if (cache_) cache_->insert(rec, s->bundle.data(), s->bundle.size(), w, h, spec_.parts > 1 ? &s->ends : nullptr);
     // From here on the stored form is used, hit or not.
     std::uint64_t begin = 0;
     for (int k = 0; k < spec_.parts; ++k) {

@@ -302,6 +302,26 @@ TEST(DoctorTest, SetupCarriesEveryOptionOfTheSnapshot) {
   ASSERT_EQ(s.options.transforms.size(), 1u);
   EXPECT_EQ(std::get<RandomResizedCrop>(s.options.transforms[0]).ratio[1], 1.3333333);
 }
+
+// Options -> the loader's snapshot -> the probe's options: equal, a schema of
+// named fields and every other option included.
+TEST(DoctorTest, SnapshotRoundTripsEveryOptionAndTheSchema) {
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.max_consecutive_corrupt = 5;
+  o.labels = "json:t";
+  o.cache = Cache::kDecoded;
+  o.cache_max_side = 200;
+  o.transforms = {RandomResizedCrop{64, 48}, RandomVerticalFlip{0.25}};
+  o.fields = {ImageField("img", "jpeg"), MaskField("seg", 255), BoxesField("b", 9, BoxFormat::kXYWH, "json:boxes"),
+              LabelField("y"), TensorField("depth", "depth.npy")};
+  const json snap = {{"kind", "loader"}, {"sources", json::array({"a.csv"})}, {"options", json::parse(options_to_json(o))}};
+  const LoaderSetup s = setup_from_snapshot(snap);
+  EXPECT_EQ(options_to_json(s.options), options_to_json(o));
+  ASSERT_EQ(s.options.fields.size(), 5u);
+  EXPECT_EQ(s.options.fields[2].member, "json:boxes");
+  EXPECT_EQ(s.options.fields[2].format, BoxFormat::kXYWH);
+}
 }  // namespace
 }  // namespace stoker::doctor
 

@@ -468,16 +468,7 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t seed, std::
       if (f.part < 0 || &f == &image) continue;
       const auto [bytes, n] = s->part[static_cast<std::size_t>(f.part)];
       if (f.field.kind == FieldKind::kMask) {
-        st = s->mask_decoder.open_mask(bytes, n, opt_.max_image_pixels);
-        if (st.ok()) st = s->mask_decoder.decode_mask(&s->mask);
-        if (st.ok() && (s->mask.width != full_w || s->mask.height != full_h)) {
-          st = Status::Corrupt("the mask is " + size_text(s->mask.width, s->mask.height) + ", its image " +
-                               size_text(full_w, full_h));
-        }
-        if (st.ok() && s->mask.bytes_per_pixel != f.mask_bytes) {
-          st = Status::Unsupported("the mask has " + std::to_string(8 * s->mask.bytes_per_pixel) + "-bit pixels, the batch's " +
-                                   std::to_string(8 * f.mask_bytes) + "-bit ones (as record 0's)");
-        }
+        st = decode_mask(f, bytes, n, full_w, full_h, s);
         if (!st.ok()) return tag(f, st);
         MaskView mv = s->mask.view();
         if (w != full_w || h != full_h) {
@@ -555,17 +546,7 @@ Status SampleMaker::other_fields(std::uint32_t rec, int width, int height, Sampl
         if (stored) {
           mv = {bytes, width, height, static_cast<std::ptrdiff_t>(width) * f.mask_bytes, f.mask_bytes};
         } else {
-          st = s->mask_decoder.open_mask(bytes, n, opt_.max_image_pixels);
-          if (st.ok()) st = s->mask_decoder.decode_mask(&s->mask);
-          if (st.ok() && (s->mask.width != width || s->mask.height != height)) {
-            st = Status::Corrupt("the mask is " + size_text(s->mask.width, s->mask.height) + ", its image " +
-                                 size_text(width, height));
-          }
-          if (st.ok() && s->mask.bytes_per_pixel != f.mask_bytes) {
-            st = Status::Unsupported("the mask has " + std::to_string(8 * s->mask.bytes_per_pixel) +
-                                     "-bit pixels, the batch's " + std::to_string(8 * f.mask_bytes) +
-                                     "-bit ones (as record 0's)");
-          }
+          st = decode_mask(f, bytes, n, width, height, s);
           mv = s->mask.view();
         }
         if (st.ok()) run_mask_plan(s->geo, mv, f.field.fill, &s->mask_ws, dest(out, f.output), f.mask_bytes == 1 ? 1 : 4);
@@ -590,6 +571,25 @@ Status SampleMaker::other_fields(std::uint32_t rec, int width, int height, Sampl
       }
     }
     if (!st.ok()) return tag(f, st);
+  }
+  return Status::Ok();
+}
+
+// A mask member decoded into s->mask, checked against its image's size and
+// the batch's pixel size (record 0's).
+Status SampleMaker::decode_mask(const FieldSpec& f, const std::uint8_t* bytes, std::size_t n, int width, int height,
+                                Scratch* s) const {
+  Status st = s->mask_decoder.open_mask(bytes, n, opt_.max_image_pixels);
+  if (st.ok()) st = s->mask_decoder.decode_mask(&s->mask);
+  if (!st.ok()) return st;
+  if (s->mask.width != width || s->mask.height != height) {
+    return Status::Corrupt("the mask is " + size_text(s->mask.width, s->mask.height) + ", its image " +
+                           size_text(width, height));
+  }
+  if (s->mask.bytes_per_pixel != f.mask_bytes) {
+    return Status::Unsupported("the mask has " + std::to_string(8 * s->mask.bytes_per_pixel) +
+                               "-bit pixels, the batch's " + std::to_string(8 * f.mask_bytes) +
+                               "-bit ones (as record 0's)");
   }
   return Status::Ok();
 }

@@ -129,6 +129,8 @@ class SampleMaker {
                          Scratch* s) const;
   Status other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s, bool stored) const;
   Status tag(const FieldSpec& f, const Status& st) const;
+  Status decode_mask(const FieldSpec& f, const std::uint8_t* bytes, std::size_t n, int width, int height,
+                     Scratch* s) const;
   Status copy_array(const OutputSpec& o, const std::uint8_t* data, std::size_t size, void* out) const;
 
   const Source& source_;

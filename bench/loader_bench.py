@@ -20,7 +20,11 @@ epoch fills the cache; timed epochs are the second and later), and the
 ceiling on 1 thread. Several data sets may be given (make bench-speed: the
 q96 4:4:4 sample set and its q90 4:2:0 variant).
 
-    python3 bench/loader_bench.py [DATA...] [--full] [--epochs 2] [--rounds 2] [--json out.json]
+--baseline DIR adds the same stoker runs from another built checkout (e.g. a
+`git worktree` of main) alternating with this one's, and prints this / that
+per round: a change measured against its baseline in one run.
+
+    python3 bench/loader_bench.py [DATA...] [--full] [--epochs 2] [--rounds 2] [--json out.json] [--baseline DIR]
 """
 import argparse
 import json
@@ -36,10 +40,10 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
 # ---------------------------------------------------------------- child side
-def run_child(kind, data, batch_size, workers, epochs, cache):
+def run_child(kind, data, batch_size, workers, epochs, cache, tree=ROOT):
     import torch
     if kind == "stoker":
-        sys.path.insert(0, os.path.join(ROOT, "python"))
+        sys.path.insert(0, os.path.join(tree, "python"))
         import stoker
         loader = stoker.Loader(data, batch_size=batch_size, shuffle=True, seed=0, threads=workers, cache=cache,
                                transforms=[stoker.RandomResizedCrop(224), stoker.RandomHorizontalFlip(),
@@ -111,9 +115,12 @@ def pss_kib(pid):
 
 def measure(kind, data, workers, cache, args):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), data, "--child", kind,
+    # "baseline": stoker as built in another checkout (--baseline), the same child otherwise.
+    tree = ["--tree", args.baseline] if kind == "baseline" else []
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), data, "--child",
+                             "stoker" if kind == "baseline" else kind,
                              "--batch-size", str(args.batch_size), "--workers", str(workers),
-                             "--epochs", str(args.epochs), "--cache", cache], stdout=subprocess.PIPE, text=True)
+                             "--epochs", str(args.epochs), "--cache", cache] + tree, stdout=subprocess.PIPE, text=True)
     peak = [0]
     done = threading.Event()
 
@@ -155,6 +162,8 @@ def bench_one(data, args):
     configs = [("dataloader", n, "mmap"), ("stoker", n, "mmap")]
     if args.full:
         configs += [("stoker", 1, "mmap"), ("stoker", n, "ram"), ("stoker", n, "decoded")]
+    if args.baseline:  # the same runs of another build, alternating with these
+        configs += [("baseline", n, "mmap")] + ([("baseline", n, "decoded")] if args.full else [])
     ceiling_threads = [n, 1] if args.full and n != 1 else [n]
     runs = {c: [] for c in configs}
     ceilings = {t: [] for t in ceiling_threads}
@@ -173,6 +182,9 @@ def bench_one(data, args):
     # of a shared machine between rounds cancels; their median beside best/best.
     rate = {c: [x["images_per_s"] for x in v] for c, v in runs.items()}
     paired = {"x_ceiling": [a / b for a, b in zip(rate[("stoker", n, "mmap")], ceilings[n])]}
+    for cache in ("mmap", "decoded"):
+        if ("baseline", n, cache) in runs:
+            paired[f"x_baseline_{cache}"] = [a / b for a, b in zip(rate[("stoker", n, cache)], rate[("baseline", n, cache)])]
     if ("stoker", 1, "mmap") in runs and n > 1:
         paired["parallel_efficiency"] = [a / (n * b) for a, b in zip(rate[("stoker", n, "mmap")], rate[("stoker", 1, "mmap")])]
         paired["x_ceiling_1"] = [a / b for a, b in zip(rate[("stoker", 1, "mmap")], ceilings[1])]
@@ -184,6 +196,8 @@ def name_of(c):
     kind, threads, cache = c
     if kind == "dataloader":
         return f"DataLoader + torchvision + PIL ({threads} workers)"
+    if kind == "baseline":
+        return f"baseline stoker cache={cache} ({threads} thread{'s' if threads > 1 else ''})"
     return f"stoker cache={cache} ({threads} thread{'s' if threads > 1 else ''})"
 
 
@@ -229,6 +243,11 @@ def print_table(data, configs, best, ceil, paired, args):
               f"{', '.join(f'{100 * x:.0f}%' for x in paired['parallel_efficiency'])}); the plain decoder's own: "
               f"{100 * ceil[n] / (n * ceil[1]):.0f}% (best/best), {100 * pm['ceiling_efficiency']:.0f}% (median)")
         print(f"cache=decoded (second epoch on) / DataLoader: {summary['x_dataloader_decoded']:.1f}×")
+    for cache in ("mmap", "decoded"):
+        key = f"x_baseline_{cache}"
+        if key in paired:
+            print(f"stoker / baseline ({args.baseline}), cache={cache}: {pm[key]:.3f}× (median of same-round ratios: "
+                  f"{', '.join(f'{x:.3f}' for x in paired[key])})")
     return summary
 
 
@@ -243,11 +262,15 @@ def main():
     ap.add_argument("--full", action="store_true", help="also 1 thread, cache='ram', cache='decoded', 1-thread ceiling")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--baseline", help="another stoker checkout, built (its python/stoker/_stoker*.so): its "
+                                       "loader runs alternately with this one, same rounds, and the same-round "
+                                       "ratios are printed (what a change costs or gains)")
+    ap.add_argument("--tree", default=ROOT, help=argparse.SUPPRESS)
     ap.add_argument("--child", choices=["stoker", "dataloader"], help=argparse.SUPPRESS)
     ap.add_argument("--cache", default="mmap", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return run_child(args.child, args.data[0], args.batch_size, args.workers, args.epochs, args.cache)
+        return run_child(args.child, args.data[0], args.batch_size, args.workers, args.epochs, args.cache, args.tree)
 
     results = []
     for data in args.data:

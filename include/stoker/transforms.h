@@ -47,6 +47,15 @@ struct RandomVerticalFlip {
   double p = 0.5;
 };
 
+// torchvision.transforms.RandomGrayscale(p): with probability p the image
+// becomes gray, kept as 3 channels (PIL's convert("L"): L = (19595 R +
+// 38470 G + 7471 B + 2^15) >> 16). A photometric transform: applied to each
+// output row before the write, so no resize may follow it (a crop or flip
+// may).
+struct RandomGrayscale {
+  double p = 0.1;
+};
+
 // torchvision.transforms.Normalize(mean, std) on the ToTensor output
 // (values in [0, 1]); one value per channel (3), or one for all.
 // Only valid with dtype float32 and only as the last transform.
@@ -55,7 +64,7 @@ struct Normalize {
   std::vector<float> std;
 };
 
-using Transform =
-    std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, Normalize>;
+using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip,
+                               RandomGrayscale, Normalize>;
 
 }  // namespace stoker

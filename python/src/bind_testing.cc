@@ -146,6 +146,11 @@ void bind_testing(py::module_& m) {
         d["steps"] = steps;
         d["mirror"] = plan.mirror;
         d["vflip"] = plan.vflip;
+        py::list photometric;
+        for (const auto& op : plan.photometric) {
+          if (op.kind == detail::SamplePlan::Photometric::kGrayscale) photometric.append("grayscale");
+        }
+        d["photometric"] = photometric;
         return d;
       },
       py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"),

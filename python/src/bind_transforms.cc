@@ -89,6 +89,10 @@ void bind_transforms(py::module_& m) {
       .def(py::init([](double p) { return RandomVerticalFlip{p}; }), py::arg("p") = 0.5)
       .def_readonly("p", &RandomVerticalFlip::p)
       .def("__repr__", repr<RandomVerticalFlip>);
+  py::class_<RandomGrayscale>(m, "RandomGrayscale")
+      .def(py::init([](double p) { return RandomGrayscale{p}; }), py::arg("p") = 0.1)
+      .def_readonly("p", &RandomGrayscale::p)
+      .def("__repr__", repr<RandomGrayscale>);
 
   py::class_<Normalize>(m, "Normalize")
       .def(py::init([](std::vector<float> mean, std::vector<float> std) { return Normalize{mean, std}; }),

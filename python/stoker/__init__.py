@@ -18,6 +18,7 @@ import time
 from stoker._stoker import (  # noqa: F401
     CenterCrop,
     Normalize,
+    RandomGrayscale,
     RandomHorizontalFlip,
     RandomResizedCrop,
     RandomVerticalFlip,
@@ -32,8 +33,8 @@ from stoker.fields import Boxes, Image, Label, Mask, Tensor, FIELD_TYPES as _FIE
 from stoker._profiling import profile  # noqa: F401
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
-           "RandomVerticalFlip", "Normalize", "SampleError", "decode_image", "Image", "Mask", "Boxes", "Label",
-           "Tensor"]
+           "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
+           "Boxes", "Label", "Tensor"]
 __version__ = "0.1.0"
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
@@ -133,7 +134,7 @@ class Loader:
     batch_size, shuffle, seed, drop_last: as torch.utils.data.DataLoader;
         the order of an epoch depends on (seed, epoch) only.
     transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
-        RandomHorizontalFlip, RandomVerticalFlip, Normalize, with torchvision's semantics on PIL
+        RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale, Normalize, with torchvision's semantics on PIL
         images followed by ToTensor. The result must have a fixed size.
     trace: record a span per sample stage per thread and per wait (also on
         when STOKER_TRACE=<file> is set: the process's trace is written there

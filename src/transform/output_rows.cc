@@ -194,4 +194,18 @@ void finish_output_rows() {
 #endif
 }
 
+void apply_photometric(const SamplePlan& plan, std::uint8_t* row, int width) {
+  for (const SamplePlan::Photometric& op : plan.photometric) {
+    switch (op.kind) {
+      case SamplePlan::Photometric::kGrayscale:
+        for (int x = 0; x < width; ++x) {
+          std::uint8_t* p = row + 3 * x;
+          const auto l = static_cast<std::uint8_t>((p[0] * 19595u + p[1] * 38470u + p[2] * 7471u + 0x8000u) >> 16);
+          p[0] = p[1] = p[2] = l;
+        }
+        break;
+    }
+  }
+}
+
 }  // namespace stoker::detail

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "stoker/options.h"
+#include "transform/plan.h"
 #include "transform/resize.h"
 
 namespace stoker::detail {
@@ -27,6 +28,11 @@ inline constexpr std::size_t kRowPad = 192;
 // Writes row `y` of a width x height sample at `out` from the W RGB8 pixels
 // at `row`. REQUIRES: kRowPad readable bytes before `row` and after its
 // 3 * width bytes. `simd` caps the instruction set (tests compare levels).
+// The plan's photometric stage on one output row of `width` RGB8 pixels, in
+// place, in the plan's order. RandomGrayscale: PIL's convert("L") (ITU-R 601-2
+// luma in 16-bit fixed point, rounded), copied to all three channels.
+void apply_photometric(const SamplePlan& plan, std::uint8_t* row, int width);
+
 void write_output_row(const std::uint8_t* row, int width, int height, int y, bool mirror, DType dtype, Layout layout,
                       const FloatTable& table, void* out, Simd simd = Simd::kAvx512);
 // Orders the rows' streaming stores before anything written after: call once

@@ -15,9 +15,18 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
     : transforms_(transforms), dtype_(dtype), layout_(layout) {
   OutputSize size;
   const Normalize* normalize = nullptr;
+  const char* photometric = nullptr;  // the first photometric transform so far
   for (const Transform& t : transforms_) {
     if (normalize) invalid("Normalize must be the last transform (it acts on the tensor after ToTensor)");
     check_transform(t);
+    // NOTE: the photometric stage runs on the output rows, after every
+    // resize; a resize listed after it would see other pixels than
+    // torchvision's (crops and flips commute with it exactly).
+    if (photometric && resamples(t)) {
+      invalid(std::string(transform_name(t)) + " after " + photometric +
+              ": photometric transforms apply to the output, so they must follow every resize");
+    }
+    if (!photometric && is_photometric(t)) photometric = transform_name(t);
     size = output_size(t, size);
     if (const auto* n = std::get_if<Normalize>(&t)) {
       if (dtype_ != DType::kFloat32) invalid("Normalize requires dtype float32 (got uint8)");
@@ -50,6 +59,7 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allo
 
 void Pipeline::plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) const {
   plan->steps.clear();
+  plan->photometric.clear();
   plan->mirror = false;
   plan->vflip = false;
   plan->scale_eighths = 8;
@@ -122,7 +132,7 @@ void plan_image_read(int width, int height, SamplePlan* plan, bool allow_scale) 
 class Pipeline::OutputWriter final : public RowSink {
  public:
   OutputWriter(const Pipeline& p, const SamplePlan& plan, Workspace* ws, void* out, int width, int height)
-      : p_(p), mirror_(plan.mirror), vflip_(plan.vflip), out_(out), width_(width), height_(height) {
+      : p_(p), plan_(plan), mirror_(plan.mirror), vflip_(plan.vflip), out_(out), width_(width), height_(height) {
     const std::size_t need = kRowPad + 3 * static_cast<std::size_t>(width) + kRowPad;
     if (ws->row.size() < need) ws->row.resize(need);
     row_ = ws->row.data() + kRowPad;
@@ -131,6 +141,7 @@ class Pipeline::OutputWriter final : public RowSink {
   ~OutputWriter() { finish_output_rows(); }
   std::uint8_t* row(int /*y*/) override { return row_; }
   void done(int y) override {
+    if (!plan_.photometric.empty()) apply_photometric(plan_, row_, width_);
     write_output_row(row_, width_, height_, vflip_ ? height_ - 1 - y : y, mirror_, p_.dtype_, p_.layout_, p_.table_,
                      out_);
   }
@@ -142,6 +153,7 @@ class Pipeline::OutputWriter final : public RowSink {
 
  private:
   const Pipeline& p_;
+  const SamplePlan& plan_;
   bool mirror_, vflip_;
   void* out_;
   int width_, height_;

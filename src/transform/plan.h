@@ -25,6 +25,12 @@ struct SamplePlan {
   std::vector<Step> steps;  // applied to the decoded region
   bool mirror = false;      // horizontal flip, applied while writing the output
   bool vflip = false;       // vertical flip, applied while writing the output (rows in reverse)
+  // The photometric stage: per-pixel operations drawn for this sample,
+  // applied in order to each output row (uint8 RGB) just before the write.
+  struct Photometric {
+    enum Kind { kGrayscale } kind;
+  };
+  std::vector<Photometric> photometric;
 };
 
 }  // namespace stoker::detail

@@ -130,6 +130,7 @@ struct Def;
 template <>
 struct Def<RandomResizedCrop> {
   static constexpr const char* kName = "RandomResizedCrop";
+  static constexpr bool kResamples = true;
   static void check(const RandomResizedCrop& x) {
     check_size(kName, x.height, x.width);
     if (!(x.scale[0] > 0 && x.scale[0] <= x.scale[1] && x.scale[1] <= 1.0)) {
@@ -164,6 +165,7 @@ struct Def<RandomResizedCrop> {
 template <>
 struct Def<Resize> {
   static constexpr const char* kName = "Resize";
+  static constexpr bool kResamples = true;
   static void check(const Resize& x) {
     if (x.width > 0) {
       check_size(kName, x.height, x.width);
@@ -216,25 +218,30 @@ struct Def<CenterCrop> {
   }
 };
 
+// A transform whose one parameter is a probability p.
+template <typename D, typename T>
+struct ProbabilityDef {
+  static void check(const T& x) {
+    if (!(x.p >= 0.0 && x.p <= 1.0)) invalid(std::string(D::kName) + ": p must be in [0, 1], got " + std::to_string(x.p));
+  }
+  static OutputSize size(const T&, OutputSize before) { return before; }
+  static json to_json(const T& x) { return {{"p", x.p}}; }
+  static T from_json(const json& j) { return {j.value("p", T{}.p)}; }
+  static std::string repr(const T& x) {
+    std::ostringstream o;
+    o << D::kName << "(p=" << x.p << ')';
+    return o.str();
+  }
+};
+
 // The flips: a flag of the plan toggled with probability p, applied by the
 // output write. NOTE: deferred, because resampling commutes with a flip
 // exactly (the weights are mirror-symmetric), and later crops take their box
 // in unflipped coordinates (add_crop).
 template <typename D, typename T, bool SamplePlan::*Flag>
-struct FlipDef {
-  static void check(const T& x) {
-    if (!(x.p >= 0.0 && x.p <= 1.0)) invalid(std::string(D::kName) + ": p must be in [0, 1], got " + std::to_string(x.p));
-  }
-  static OutputSize size(const T&, OutputSize before) { return before; }
+struct FlipDef : ProbabilityDef<D, T> {
   static void plan(const T& x, PlanState* s) {
     if (s->rng->uniform01() < x.p) s->plan->*Flag = !(s->plan->*Flag);
-  }
-  static json to_json(const T& x) { return {{"p", x.p}}; }
-  static T from_json(const json& j) { return {j.value("p", 0.5)}; }
-  static std::string repr(const T& x) {
-    std::ostringstream o;
-    o << D::kName << "(p=" << x.p << ')';
-    return o.str();
   }
 };
 
@@ -246,6 +253,17 @@ struct Def<RandomHorizontalFlip> : FlipDef<Def<RandomHorizontalFlip>, RandomHori
 template <>
 struct Def<RandomVerticalFlip> : FlipDef<Def<RandomVerticalFlip>, RandomVerticalFlip, &SamplePlan::vflip> {
   static constexpr const char* kName = "RandomVerticalFlip";
+};
+
+// Photometric: drawn per sample into the plan's photometric stage, applied
+// to each output row before the write (output_rows.h apply_photometric).
+template <>
+struct Def<RandomGrayscale> : ProbabilityDef<Def<RandomGrayscale>, RandomGrayscale> {
+  static constexpr const char* kName = "RandomGrayscale";
+  static constexpr bool kPhotometric = true;
+  static void plan(const RandomGrayscale& x, PlanState* s) {
+    if (s->rng->uniform01() < x.p) s->plan->photometric.push_back({SamplePlan::Photometric::kGrayscale});
+  }
 };
 
 template <>
@@ -305,6 +323,26 @@ OutputSize output_size(const Transform& t, OutputSize before) {
 }
 void plan_transform(const Transform& t, PlanState* s) {
   with_def(t, [&](const auto& x, auto def) { decltype(def)::plan(x, s); });
+}
+
+bool is_photometric(const Transform& t) {
+  return with_def(t, [](const auto&, auto def) {
+    if constexpr (requires { decltype(def)::kPhotometric; }) {
+      return decltype(def)::kPhotometric;
+    } else {
+      return false;
+    }
+  });
+}
+
+bool resamples(const Transform& t) {
+  return with_def(t, [](const auto&, auto def) {
+    if constexpr (requires { decltype(def)::kResamples; }) {
+      return decltype(def)::kResamples;
+    } else {
+      return false;
+    }
+  });
 }
 std::string transform_repr(const Transform& t) {
   return with_def(t, [](const auto& x, auto def) { return decltype(def)::repr(x); });

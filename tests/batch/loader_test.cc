@@ -350,7 +350,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.progress = Progress::kOn;
   o.cache_max_side = 300;
   o.transforms = {RandomResizedCrop{32, 40, {0.25, 0.9}, {0.5, 2.0}}, Resize{50, 0, 80}, CenterCrop{30, 31},
-                  RandomHorizontalFlip{0.3}, RandomVerticalFlip{0.2},
+                  RandomHorizontalFlip{0.3}, RandomVerticalFlip{0.2}, RandomGrayscale{0.7},
                   Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
   o.max_image_pixels = 999;
   o.labels = "json:target";
@@ -364,7 +364,8 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(r.seed, o.seed);
   EXPECT_EQ(r.labels, "json:target");
   EXPECT_EQ(std::get<RandomVerticalFlip>(r.transforms[4]).p, 0.2);
-  EXPECT_EQ(std::get<Normalize>(r.transforms[5]).std[2], 0.6f);
+  EXPECT_EQ(std::get<RandomGrayscale>(r.transforms[5]).p, 0.7);
+  EXPECT_EQ(std::get<Normalize>(r.transforms[6]).std[2], 0.6f);
   EXPECT_EQ(std::get<RandomResizedCrop>(r.transforms[0]).scale[0], 0.25);
   ASSERT_EQ(r.fields.size(), 5u);
   EXPECT_EQ(r.fields[1].kind, FieldKind::kMask);

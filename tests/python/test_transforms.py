@@ -87,6 +87,42 @@ def test_random_resized_crop_flip_equal_torchvision_with_same_params(photos):
     assert 0 < flips < n
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_random_grayscale_equals_torchvision_with_same_draws(photos, dtype):
+    """The photometric stage: RandomGrayscale after the crop and flip, as PIL's convert("L") to 3 channels."""
+    transforms = [stoker.RandomResizedCrop((60, 80)), stoker.RandomHorizontalFlip(), stoker.RandomGrayscale(p=0.5),
+                  stoker.CenterCrop((50, 70))]
+    if dtype == "float32":
+        transforms.append(stoker.Normalize(MEAN, STD))
+    seed, n = 11, 16
+    loader = stoker.Loader(photos, batch_size=n, seed=seed, transforms=transforms, dtype=dtype)
+    x, _ = first_batch(loader)
+    ds = torchvision.datasets.ImageFolder(photos)
+    grays = 0
+    for i in range(n):
+        img, _ = ds[i]
+        plan = stoker._stoker._testing.plan(transforms, seed, 0, i, img.width, img.height)
+        rx, ry, rw, rh = plan["decode_region"]
+        ref = F.resized_crop(img, ry, rx, rh, rw, [60, 80], T.InterpolationMode.BILINEAR)
+        if plan["mirror"]:
+            ref = F.hflip(ref)
+        if plan["photometric"] == ["grayscale"]:
+            ref = F.rgb_to_grayscale(ref, num_output_channels=3)
+            grays += 1
+        ref = F.center_crop(ref, [50, 70])
+        if dtype == "uint8":
+            assert torch.equal(x[i], F.pil_to_tensor(ref)), i
+        else:
+            assert (x[i] - F.normalize(F.to_tensor(ref), MEAN, STD)).abs().max().item() <= 1e-6, i
+    assert 0 < grays < n
+
+
+def test_resize_after_a_photometric_transform_is_refused(photos):
+    with pytest.raises(ValueError, match="Resize after RandomGrayscale: photometric transforms apply to the output"):
+        stoker.Loader(photos, transforms=[stoker.RandomGrayscale(), stoker.Resize((32, 32))])
+    assert repr(stoker.RandomGrayscale()) == "RandomGrayscale(p=0.1)"
+
+
 def test_flip_before_crop_is_respected(photos):
     """RandomHorizontalFlip(p=1) before a crop: crop coordinates are in the flipped image."""
     st = [stoker.RandomHorizontalFlip(p=1.0), stoker.Resize((90, 120)), stoker.CenterCrop((50, 70))]

@@ -168,7 +168,10 @@ def bench_one(data, args):
     runs = {c: [] for c in configs}
     ceilings = {t: [] for t in ceiling_threads}
     for r in range(args.rounds):
-        for c in configs:
+        # NOTE: every other round runs the configurations in reverse order, so
+        # what a run inherits from the one before it (page cache, frequency,
+        # memory freed late) does not favour one configuration every round.
+        for c in (configs if r % 2 == 0 else configs[::-1]):
             res = measure(c[0], data, c[1], c[2], args)
             runs[c].append(res)
             print(f"  round {r + 1}: {name_of(c):38s} {res['images_per_s']:8.1f} images/s  "

@@ -22,11 +22,11 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
     // NOTE: the photometric stage runs on the output rows, after every
     // resize; a resize listed after it would see other pixels than
     // torchvision's (crops and flips commute with it exactly).
-    if (photometric && resamples(t)) {
+    if (photometric && transform_traits(t).resamples) {
       invalid(std::string(transform_name(t)) + " after " + photometric +
               ": photometric transforms apply to the output, so they must follow every resize");
     }
-    if (!photometric && is_photometric(t)) photometric = transform_name(t);
+    if (!photometric && transform_traits(t).photometric) photometric = transform_name(t);
     size = output_size(t, size);
     if (const auto* n = std::get_if<Normalize>(&t)) {
       if (dtype_ != DType::kFloat32) invalid("Normalize requires dtype float32 (got uint8)");

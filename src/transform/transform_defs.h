@@ -44,11 +44,13 @@ struct PlanState {
 };
 // Appends the transform's steps for this sample (drawing its randomness).
 void plan_transform(const Transform& t, PlanState* s);
-// Whether it is a photometric transform (per-pixel, applied to the output
-// rows: it must not be followed by a resize).
-bool is_photometric(const Transform& t);
-// Whether it resamples the image (a resize).
-bool resamples(const Transform& t);
+// What kind of transform it is (a Def<T>'s kPhotometric / kResamples,
+// false when it does not say).
+struct TransformTraits {
+  bool photometric = false;  // per-pixel, applied to the output rows: no resize may follow it
+  bool resamples = false;    // resizes the image
+};
+TransformTraits transform_traits(const Transform& t);
 
 std::string transform_repr(const Transform& t);  // "RandomResizedCrop(size=(224, 224), scale=(0.08, 1), ...)"
 std::string transform_to_json(const Transform& t);  // {"name": "RandomResizedCrop", "size": [224, 224], ...}

@@ -325,23 +325,13 @@ void plan_transform(const Transform& t, PlanState* s) {
   with_def(t, [&](const auto& x, auto def) { decltype(def)::plan(x, s); });
 }
 
-bool is_photometric(const Transform& t) {
+TransformTraits transform_traits(const Transform& t) {
   return with_def(t, [](const auto&, auto def) {
-    if constexpr (requires { decltype(def)::kPhotometric; }) {
-      return decltype(def)::kPhotometric;
-    } else {
-      return false;
-    }
-  });
-}
-
-bool resamples(const Transform& t) {
-  return with_def(t, [](const auto&, auto def) {
-    if constexpr (requires { decltype(def)::kResamples; }) {
-      return decltype(def)::kResamples;
-    } else {
-      return false;
-    }
+    using D = decltype(def);
+    TransformTraits r;
+    if constexpr (requires { D::kPhotometric; }) r.photometric = D::kPhotometric;
+    if constexpr (requires { D::kResamples; }) r.resamples = D::kResamples;
+    return r;
   });
 }
 std::string transform_repr(const Transform& t) {

@@ -220,9 +220,10 @@ def test_reprs_and_the_accepted_types_come_from_each_transforms_definition():
     assert repr(stoker.RandomHorizontalFlip()) == "RandomHorizontalFlip(p=0.5)"
     assert repr(stoker.Normalize([0.5], [0.25])) == "Normalize(mean=[0.5], std=[0.25])"
     assert repr(stoker.RandomVerticalFlip(0.25)) == "RandomVerticalFlip(p=0.25)"
+    assert repr(stoker.RandomGrayscale(0.2)) == "RandomGrayscale(p=0.2)"
     assert set(stoker._stoker._transform_types) == {stoker.RandomResizedCrop, stoker.Resize, stoker.CenterCrop,
                                                     stoker.RandomHorizontalFlip, stoker.RandomVerticalFlip,
-                                                    stoker.Normalize}
+                                                    stoker.RandomGrayscale, stoker.Normalize}
     with pytest.raises(ValueError, match="is not a stoker transform .*RandomResizedCrop"):
         stoker.Loader("/nonexistent", transforms=["crop"])
 

@@ -11,6 +11,7 @@ install(TARGETS stoker_core stoker_pack EXPORT stokerTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/stoker DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/include/stoker/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/stoker)
 install(EXPORT stokerTargets NAMESPACE stoker:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stoker)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/stoker-config.cmake.in

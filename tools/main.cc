@@ -3,11 +3,12 @@
 
 #include "commands.h"
 #include "stoker/status.h"
+#include "stoker/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, inspect, verify, bench, doctor."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "stoker 0.1.0");
+  app.set_version_flag("--version", "stoker " STOKER_VERSION);
   stoker::cli::add_pack_command(app);
   stoker::cli::add_inspect_command(app);
   stoker::cli::add_verify_command(app);

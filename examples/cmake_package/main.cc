@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < b.size(); ++i) label_sum += b.labels()[i];
       samples += b.size();
     }
-    std::printf("%zu samples, label sum %lld, %s\n", samples, label_sum, loader.source().describe().c_str());
+    std::printf("%zu samples, label sum %lld, %s (stoker %s)\n", samples, label_sum,
+                loader.source().describe().c_str(), STOKER_VERSION);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -8,3 +8,4 @@
 #include "stoker/stats.h"
 #include "stoker/status.h"
 #include "stoker/transforms.h"
+#include "stoker/version.h"

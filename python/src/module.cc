@@ -3,11 +3,13 @@
 
 #include "bindings.h"
 #include "stoker/status.h"
+#include "stoker/version.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_stoker, m) {
   m.doc() = "stoker: a C++ engine that keeps a training job's accelerator fed";
+  m.attr("__version__") = STOKER_VERSION;  // CMakeLists.txt's project(VERSION), via stoker/version.h
   static py::exception<stoker::Error> sample_error(m, "SampleError", PyExc_OSError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {

@@ -35,7 +35,7 @@ from stoker._profiling import profile  # noqa: F401
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
            "Boxes", "Label", "Tensor"]
-__version__ = "0.1.0"
+__version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
 

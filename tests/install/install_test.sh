@@ -14,6 +14,7 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 test -f "$work/prefix/include/stoker/stoker.h"
 test -f "$work/prefix/include/stoker/fields.h"
+test -f "$work/prefix/include/stoker/version.h"
 ls "$work"/prefix/lib*/libstoker_core.a "$work"/prefix/lib*/cmake/stoker/stoker-config.cmake > /dev/null
 
 # 6 images in 2 classes (labels 0 and 1): 3 x 0 + 3 x 1 = 3.

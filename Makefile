@@ -67,10 +67,10 @@ check-tsan: deps build
 	  -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
 	cmake --build build-tsan -j$(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j$(JOBS)
-	LD_PRELOAD="$$(gcc -print-file-name=libtsan.so) $$(gcc -print-file-name=libstdc++.so)" \
+	TSAN_PRELOAD="$$(gcc -print-file-name=libtsan.so) $$(gcc -print-file-name=libstdc++.so)" \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath scripts/tsan-python.supp)" \
 	  STOKER_PYTHONPATH=build-tsan/python STOKER_BUILD=$(abspath $(BUILD)) \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_loader.py tests/python/test_resume.py
+	  scripts/tsan_pytest.sh $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_loader.py tests/python/test_resume.py
 
 # libFuzzer targets (clang): each runs FUZZ_SECONDS on its seed corpus.
 FUZZ_SECONDS ?= 60

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <numeric>
+#include <set>
+#include <thread>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -137,27 +141,53 @@ TEST(LoaderTest, BatchOutlivesLoader) {
   EXPECT_EQ(std::vector<std::int64_t>(b->labels(), b->labels() + b->size()), ids);
 }
 
-int thread_count() {
-  int n = 0;
+// This process's thread ids. A joined thread can still be listed for a
+// moment: pthread_join returns once the kernel clears the thread's tid,
+// slightly before the task leaves /proc/self/task.
+std::set<int> thread_ids() {
+  std::set<int> out;
   DIR* dir = opendir("/proc/self/task");
-  while (dirent* e = readdir(dir)) n += e->d_name[0] != '.';
+  while (dirent* e = readdir(dir))
+    if (e->d_name[0] != '.') out.insert(std::atoi(e->d_name));
   closedir(dir);
-  return n;
+  return out;
+}
+
+// Bounded poll (5 s, 1 ms steps) until none of `gone` is listed any more;
+// returns those still listed.
+std::set<int> still_listed(const std::set<int>& gone) {
+  std::set<int> left;
+  for (int i = 0; i < 5000; ++i) {
+    left.clear();
+    for (int t : thread_ids())
+      if (gone.count(t)) left.insert(t);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return left;
 }
 
 TEST(LoaderTest, DestroyMidEpochJoinsEveryThread) {
   TempDir d;
   auto list = numbered_list(d, 50);
   { Loader warm(list, small(2, 1)); }  // sanitizer runtimes start a helper thread with the first thread
-  const int before = thread_count();
+  std::set<int> started;
   for (int i = 0; i < 10; ++i) {
-    auto o = small(2, 4);
-    Loader l(list, o);
-    auto b = l.next();
-    ASSERT_TRUE(b.has_value());
-    EXPECT_EQ(thread_count(), before + 4);
+    const auto before = thread_ids();
+    std::set<int> mine;
+    {
+      auto o = small(2, 4);
+      Loader l(list, o);
+      auto b = l.next();
+      ASSERT_TRUE(b.has_value());
+      for (int t : thread_ids())
+        if (!before.count(t)) mine.insert(t);
+      EXPECT_EQ(mine.size(), 4u) << "a loader with threads=4 runs four workers";
+    }
+    EXPECT_TRUE(still_listed(mine).empty()) << "worker threads alive after the loader was destroyed";
+    started.insert(mine.begin(), mine.end());
   }
-  EXPECT_EQ(thread_count(), before);
+  EXPECT_TRUE(still_listed(started).empty());
 }
 
 // cache=kRam preload: background threads load every record while (and

@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-pack bench-doctor soak test test-cpp test-python check-asan check-tsan fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-pack bench-doctor soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
 
 all: build
 
@@ -46,8 +46,19 @@ test-cpp:
 test-python:
 	STOKER_BUILD=$(abspath $(BUILD)) PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
 
+# A wheel that stands alone (libjpeg-turbo, libpng, zlib linked in, built
+# PIC from Debian's source packages into build-deps/) in dist/.
+wheel: deps
+	scripts/build_static_deps.sh build-deps
+	rm -rf dist build-wheel
+	STOKER_STATIC_DEPS=$(abspath build-deps) JOBS=$(JOBS) $(PYTHON) -m pip wheel . --no-build-isolation --no-deps -w dist
+
+# The wheel installed into fresh venvs and used from outside the checkout.
+check-wheel: wheel
+	scripts/wheel_test.sh dist/stoker-*.whl
+
 clean:
-	rm -rf $(BUILD) python/stoker/_stoker*.so
+	rm -rf $(BUILD) build-wheel dist python/stoker/_stoker*.so python/stoker/_bin
 
 # Sanitizer builds: the C++ suite, then the Python tests that drive the
 # threads, with the sanitizer runtime preloaded into Debian's python.

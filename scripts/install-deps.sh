@@ -14,6 +14,9 @@ PACKAGES=(
   # Python bindings and tests (Debian's python, never PyPI)
   python3 python3-dev pybind11-dev python3-numpy python3-pytest
   python3-pil python3-torch python3-torchvision
+  # packaging: pip wheel/install with setuptools, venvs; the wheel's static
+  # codecs are built from Debian's source packages (dpkg-dev, nasm for SIMD)
+  python3-venv python3-pip python3-wheel python3-setuptools dpkg-dev nasm unzip
   # the resize benchmark's baseline (bench/resize_compare.py)
   python3-opencv
   # libtorch for the C++ training example

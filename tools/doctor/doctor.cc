@@ -269,6 +269,20 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   return j;
 }
 
+// The doctor's sitecustomize: $STOKER_DOCTOR_SITE, else beside the installed
+// package (the wheel puts this binary in stoker/_bin/ and the site in
+// stoker/_doctor_site/), else the source tree this binary was built from.
+std::string doctor_site_dir() {
+  if (const char* site = std::getenv("STOKER_DOCTOR_SITE"); site && *site) return site;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "_doctor_site";
+    if (fs::exists(installed / "sitecustomize.py", ec)) return installed.string();
+  }
+  return STOKER_DOCTOR_SITE_DIR;
+}
+
 int run(const DoctorArgs& a) {
   if (a.command.empty()) {
     std::fprintf(stderr, "stoker doctor: no command; usage: stoker doctor [options] -- CMD ARGS...\n");
@@ -282,6 +296,7 @@ int run(const DoctorArgs& a) {
     return 2;
   }
   const std::string& dir = channel_dir->path();
+  const std::string site_dir = doctor_site_dir();
   const std::int64_t start = mono_ns();
   pid_t child = ::fork();
   if (child < 0) {
@@ -294,8 +309,7 @@ int run(const DoctorArgs& a) {
     // Zero code changes: Python commands import our sitecustomize first (it
     // chains to any other), which times every torch DataLoader loop.
     if (a.instrument) {
-      const char* site = std::getenv("STOKER_DOCTOR_SITE");
-      std::string path = site && *site ? site : STOKER_DOCTOR_SITE_DIR;
+      std::string path = site_dir;
       if (const char* pp = std::getenv("PYTHONPATH"); pp && *pp) path += std::string(":") + pp;
       ::setenv("PYTHONPATH", path.c_str(), 1);
     }

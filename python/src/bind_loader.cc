@@ -182,7 +182,37 @@ void bind_loader(py::module_& m) {
         return out;
       },
       py::arg("source"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels,
-      "Decodes a JPEG or PNG (path or bytes) to an HxWx3 uint8 array, as PIL's convert('RGB').");
+      R"doc(Decode an image to RGB pixels, as PIL's ``Image.open(source).convert("RGB")``.
+
+JPEG, PNG and uint8 .npy images, told apart by their first bytes (not by the
+file name), decoded as stoker.Loader decodes them: grayscale replicated to 3
+channels, alpha dropped (not composited), CMYK and YCCK converted with PIL's
+formula, 16-bit PNG reduced to the high byte of each value. The GIL is
+released while decoding.
+
+Args:
+    source (str, os.PathLike or bytes): the encoded image: bytes, or a path
+        to a file (any object but bytes is taken as a path, by its str()).
+    max_image_pixels (int): images with more pixels are refused before any
+        pixel memory is allocated. Default 178956970, Pillow's
+        decompression-bomb limit (2 x 89,478,485), as stoker.Loader's.
+
+Returns:
+    numpy.ndarray: uint8, shape [H, W, 3].
+
+Raises:
+    FileNotFoundError: the path does not exist.
+    OSError: the path cannot be read (a directory, no permission).
+    stoker.SampleError: the bytes are not a JPEG, PNG or .npy image, are
+        corrupt or truncated, are a variant stoker cannot decode, or have
+        more than ``max_image_pixels`` pixels. The message starts with the
+        path (or "<bytes>") and gives the reason.
+
+Example:
+    >>> img = stoker.decode_image("data/train/cat/0001.jpg")
+    >>> img.shape, img.dtype
+    ((375, 500, 3), dtype('uint8'))
+    >>> img = stoker.decode_image(open("photo.png", "rb").read()))doc");
 
 
 }

@@ -3,6 +3,9 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <initializer_list>
+#include <string>
+#include <utility>
 
 #include "bindings.h"
 #include "order/rng.h"
@@ -39,23 +42,200 @@ py::tuple transform_types(std::variant<T...>*) {
   return py::make_tuple(py::type::of<T>()...);
 }
 
+// Docstrings, in torchvision's style. Parameter ranges are checked where the
+// transform is used (stoker.Loader: detail::check_transform), not here.
+constexpr const char* kSizeArg = R"doc(size (int or sequence): the output size: an int for (size, size), or a
+        sequence (h,) or (h, w).)doc";
+
+constexpr const char* kRandomResizedCropDoc = R"doc(Crop a random part of the image and resize it to ``size``.
+
+As ``torchvision.transforms.RandomResizedCrop(size, scale, ratio)`` on a PIL
+image (bilinear, PIL's antialiased filter; bit-exact with the loader's
+default decode_scale="exact"): the box's area, as a fraction of the image's,
+is drawn uniformly from ``scale`` and its aspect ratio (width / height)
+log-uniformly from ``ratio``; after 10 tries that do not fit, torchvision's
+central crop. The box is then resized to (height, width). The draw depends
+only on (seed, epoch, record), not on the thread count.
+
+Args:
+    {size}
+    scale (sequence of 2 floats): (min, max) of the crop's area as a fraction
+        of the image's; 0 < min <= max <= 1. Default (0.08, 1.0).
+    ratio (sequence of 2 floats): (min, max) of the crop's aspect ratio
+        (width / height); 0 < min <= max. Default (3/4, 4/3).
+
+Attributes:
+    height, width (int): the output size.
+    scale, ratio (list of 2 floats): as given.
+
+Raises:
+    ValueError: ``size`` is a sequence of other than 1 or 2 values.
+        stoker.Loader raises ValueError naming the transform for a size
+        <= 0 or a ``scale`` or ``ratio`` out of range.
+    RuntimeError: ``size`` is neither an int nor a sequence of ints.
+    TypeError: ``scale`` or ``ratio`` is not a sequence of 2 numbers.
+
+Example:
+    >>> t = stoker.RandomResizedCrop(224)
+    >>> t
+    RandomResizedCrop(size=(224, 224), scale=(0.08, 1), ratio=(0.75, 1.33333))
+    >>> t.height, t.width
+    (224, 224))doc";
+
+constexpr const char* kResizeDoc = R"doc(Resize the image to ``size``.
+
+As ``torchvision.transforms.Resize(size, max_size=max_size)`` on a PIL image
+(bilinear, PIL's antialiased filter).
+
+Args:
+    size (int or sequence): an int (or a sequence of one int): the shorter
+        side becomes ``size`` and the aspect ratio is kept (the longer side
+        is ``int(size * longer / shorter)``); a sequence (h, w): exactly that
+        size. An int gives images of different sizes: stoker.Loader needs a
+        RandomResizedCrop, CenterCrop or Resize((h, w)) after it.
+    max_size (int, optional): with an int size only: the most the longer side
+        may be; an image whose longer side would exceed it is resized so that
+        its longer side is ``max_size`` (its shorter side is then below
+        ``size``). Must be greater than ``size``. None (the default) or 0: no
+        limit.
+
+Attributes:
+    height (int): for an int size, the shorter side's size; else the height.
+    width (int): 0 for an int size; else the width.
+
+Raises:
+    ValueError: ``size`` is a sequence of other than 1 or 2 values.
+        stoker.Loader raises ValueError naming the transform for a size
+        <= 0, a ``max_size`` <= ``size``, or a ``max_size`` with a (h, w)
+        size.
+    TypeError: ``size`` is neither an int nor a sequence, or ``max_size`` is
+        not an int.
+    RuntimeError: ``size`` is a sequence of other than ints.
+
+Example:
+    >>> stoker.Resize(256)
+    Resize(size=256)
+    >>> t = stoker.Resize((256, 320))
+    >>> t.height, t.width
+    (256, 320))doc";
+
+constexpr const char* kCenterCropDoc = R"doc(Crop the center of the image to ``size``.
+
+As ``torchvision.transforms.CenterCrop(size)``: an image smaller than the
+crop is first padded with zeros (black), as torchvision pads it (a Mask
+field is padded with its ``fill``).
+
+Args:
+    {size}
+
+Attributes:
+    height, width (int): the output size.
+
+Raises:
+    ValueError: ``size`` is a sequence of other than 1 or 2 values.
+        stoker.Loader raises ValueError naming the transform for a size <= 0.
+    RuntimeError: ``size`` is neither an int nor a sequence of ints.
+
+Example:
+    >>> stoker.CenterCrop(224)
+    CenterCrop(size=(224, 224))
+    >>> stoker.CenterCrop((224, 160)).width
+    160)doc";
+
+constexpr const char* kFlipDoc = R"doc(Flip the image {how} with probability ``p``.
+
+As ``torchvision.transforms.{name}(p)``. Mask and Boxes fields of a
+``fields=`` schema are flipped with the image. The draw depends only on
+(seed, epoch, record), not on the thread count.
+
+Args:
+    p (float): the probability of the flip, in [0, 1]. Default 0.5.
+
+Attributes:
+    p (float): as given.
+
+Raises:
+    TypeError: ``p`` is not a number. stoker.Loader raises ValueError naming
+        the transform for a ``p`` outside [0, 1].
+
+Example:
+    >>> stoker.{name}(p=0.25)
+    {name}(p=0.25))doc";
+
+constexpr const char* kRandomGrayscaleDoc = R"doc(Convert the image to grayscale with probability ``p``.
+
+As ``torchvision.transforms.RandomGrayscale(p)``: the image keeps 3 channels,
+each PIL's ``convert("L")``: L = (19595 R + 38470 G + 7471 B + 2**15) >> 16.
+It is applied to the output pixels, so it must come after every resize
+(RandomResizedCrop, Resize); crops and flips may follow it. Mask and Boxes
+fields are not affected. The draw depends only on (seed, epoch, record).
+
+Args:
+    p (float): the probability of the conversion, in [0, 1]. Default 0.1.
+
+Attributes:
+    p (float): as given.
+
+Raises:
+    TypeError: ``p`` is not a number. stoker.Loader raises ValueError naming
+        the transform for a ``p`` outside [0, 1], and for a RandomResizedCrop
+        or Resize after it.
+
+Example:
+    >>> stoker.RandomGrayscale()
+    RandomGrayscale(p=0.1))doc";
+
+constexpr const char* kNormalizeDoc = R"doc(Normalize the image: ``(x - mean) / std`` per channel.
+
+As ``torchvision.transforms.Normalize(mean, std)`` on the output of ToTensor
+(values in [0, 1]). It must be the last transform, and needs
+dtype="float32".
+
+Args:
+    mean (sequence of floats): the channels' means: 3 values (R, G, B), or
+        1 for all channels.
+    std (sequence of floats): the channels' standard deviations: 3 values,
+        or 1 for all channels; none may be 0.
+
+Attributes:
+    mean, std (list of float): as given, rounded to float32.
+
+Raises:
+    TypeError: ``mean`` or ``std`` is not a sequence of numbers.
+        stoker.Loader raises ValueError naming the transform when ``mean`` or
+        ``std`` has other than 1 or 3 values, a ``std`` is 0, Normalize is not
+        the last transform, or dtype is "uint8".
+
+Example:
+    >>> stoker.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]))doc";
+
+// `text` with each {key} replaced by its value: the docstrings' shared parts.
+std::string fill(std::string text, std::initializer_list<std::pair<const char*, std::string>> values) {
+  for (const auto& [key, value] : values) {
+    const std::string k = std::string("{") + key + "}";
+    for (std::size_t at; (at = text.find(k)) != std::string::npos;) text.replace(at, k.size(), value);
+  }
+  return text;
+}
+
 }  // namespace
 
 void bind_transforms(py::module_& m) {
-  py::class_<RandomResizedCrop>(m, "RandomResizedCrop")
+  py::class_<RandomResizedCrop>(m, "RandomResizedCrop", fill(kRandomResizedCropDoc, {{"size", kSizeArg}}).c_str())
       .def(py::init([](const py::object& size, std::array<double, 2> scale, std::array<double, 2> ratio) {
              auto [h, w] = size_arg("RandomResizedCrop", size);
              return RandomResizedCrop{h, w, scale, ratio};
            }),
            py::arg("size"), py::arg("scale") = std::array<double, 2>{0.08, 1.0},
            py::arg("ratio") = std::array<double, 2>{3.0 / 4.0, 4.0 / 3.0})
-      .def_readonly("height", &RandomResizedCrop::height)
-      .def_readonly("width", &RandomResizedCrop::width)
-      .def_readonly("scale", &RandomResizedCrop::scale)
-      .def_readonly("ratio", &RandomResizedCrop::ratio)
+      .def_readonly("height", &RandomResizedCrop::height, "The output height.")
+      .def_readonly("width", &RandomResizedCrop::width, "The output width.")
+      .def_readonly("scale", &RandomResizedCrop::scale, "(min, max) of the crop's area fraction.")
+      .def_readonly("ratio", &RandomResizedCrop::ratio, "(min, max) of the crop's aspect ratio (width / height).")
       .def("__repr__", repr<RandomResizedCrop>);
 
-  py::class_<Resize>(m, "Resize")
+  py::class_<Resize>(m, "Resize", kResizeDoc)
       .def(py::init([](const py::object& size, std::optional<int> max_size) {
              if (py::isinstance<py::int_>(size) || py::len(size) == 1) {
                auto [s, unused] = size_arg("Resize", size);
@@ -66,39 +246,42 @@ void bind_transforms(py::module_& m) {
              return Resize{h, w, max_size.value_or(0)};
            }),
            py::arg("size"), py::arg("max_size") = py::none())
-      .def_readonly("height", &Resize::height)
-      .def_readonly("width", &Resize::width)
+      .def_readonly("height", &Resize::height, "The shorter side's size (an int size), else the output height.")
+      .def_readonly("width", &Resize::width, "0 (an int size: the aspect ratio is kept), else the output width.")
       .def("__repr__", repr<Resize>);
 
-  py::class_<CenterCrop>(m, "CenterCrop")
+  py::class_<CenterCrop>(m, "CenterCrop", fill(kCenterCropDoc, {{"size", kSizeArg}}).c_str())
       .def(py::init([](const py::object& size) {
              auto [h, w] = size_arg("CenterCrop", size);
              return CenterCrop{h, w};
            }),
            py::arg("size"))
-      .def_readonly("height", &CenterCrop::height)
-      .def_readonly("width", &CenterCrop::width)
+      .def_readonly("height", &CenterCrop::height, "The output height.")
+      .def_readonly("width", &CenterCrop::width, "The output width.")
       .def("__repr__", repr<CenterCrop>);
 
-  py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip")
+  py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip",
+                                   fill(kFlipDoc, {{"how", "left-right"}, {"name", "RandomHorizontalFlip"}}).c_str())
       .def(py::init([](double p) { return RandomHorizontalFlip{p}; }), py::arg("p") = 0.5)
-      .def_readonly("p", &RandomHorizontalFlip::p)
+      .def_readonly("p", &RandomHorizontalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomHorizontalFlip>);
 
-  py::class_<RandomVerticalFlip>(m, "RandomVerticalFlip")
+  py::class_<RandomVerticalFlip>(m, "RandomVerticalFlip",
+                                 fill(kFlipDoc, {{"how", "upside down"}, {"name", "RandomVerticalFlip"}}).c_str())
       .def(py::init([](double p) { return RandomVerticalFlip{p}; }), py::arg("p") = 0.5)
-      .def_readonly("p", &RandomVerticalFlip::p)
+      .def_readonly("p", &RandomVerticalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomVerticalFlip>);
-  py::class_<RandomGrayscale>(m, "RandomGrayscale")
+
+  py::class_<RandomGrayscale>(m, "RandomGrayscale", kRandomGrayscaleDoc)
       .def(py::init([](double p) { return RandomGrayscale{p}; }), py::arg("p") = 0.1)
-      .def_readonly("p", &RandomGrayscale::p)
+      .def_readonly("p", &RandomGrayscale::p, "The probability of the conversion.")
       .def("__repr__", repr<RandomGrayscale>);
 
-  py::class_<Normalize>(m, "Normalize")
+  py::class_<Normalize>(m, "Normalize", kNormalizeDoc)
       .def(py::init([](std::vector<float> mean, std::vector<float> std) { return Normalize{mean, std}; }),
            py::arg("mean"), py::arg("std"))
-      .def_readonly("mean", &Normalize::mean)
-      .def_readonly("std", &Normalize::std)
+      .def_readonly("mean", &Normalize::mean, "The channels' means (1 or 3 values).")
+      .def_readonly("std", &Normalize::std, "The channels' standard deviations (1 or 3 values).")
       .def("__repr__", repr<Normalize>);
 
   // Every transform class, in the variant's order (from the variant itself):

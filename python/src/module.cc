@@ -11,6 +11,29 @@ PYBIND11_MODULE(_stoker, m) {
   m.doc() = "stoker: a C++ engine that keeps a training job's accelerator fed";
   m.attr("__version__") = STOKER_VERSION;  // CMakeLists.txt's project(VERSION), via stoker/version.h
   static py::exception<stoker::Error> sample_error(m, "SampleError", PyExc_OSError);
+  sample_error.attr("__doc__") = R"doc(A sample could not be made from its bytes.
+
+A subclass of OSError (its errno and filename are None). The message names
+the file (or the record and its key) and the reason: corrupt or truncated
+bytes, a format or variant stoker cannot decode, an image over
+max_image_pixels; in a Loader also a missing or unreadable file or member, a
+mask whose size differs from its image's, or an unexpected error while making
+the sample.
+
+Raised by:
+    stoker.decode_image, for such bytes.
+    Iterating a stoker.Loader with on_corrupt="raise", when the batch holding
+        a bad sample is due (the batches before it are handed out first, and
+        iteration may go on after it); with on_corrupt="skip", when
+        max_consecutive_corrupt samples in a row at one place of the epoch
+        are bad.
+
+Example:
+    >>> try:
+    ...     stoker.decode_image(b"not an image")
+    ... except stoker.SampleError as e:
+    ...     print(e)
+    <bytes>: not a JPEG, PNG or .npy image (first bytes: 6e 6f 74 20))doc";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -14,6 +14,7 @@ import json
 import operator
 import os
 import time
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Literal, Optional, Tuple, Union
 
 from stoker._stoker import (  # noqa: F401
     CenterCrop,
@@ -36,6 +37,16 @@ __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "Ra
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
            "Boxes", "Label", "Tensor"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
+
+if TYPE_CHECKING:
+    import torch
+
+# Types of Loader's arguments.
+_Path = Union[str, os.PathLike]
+_Source = Union[_Path, List[_Path], Tuple[_Path, ...]]
+_Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
+                   Normalize]
+_FieldType = Union[Image, Mask, Boxes, Label, Tensor]
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
 
@@ -111,91 +122,192 @@ def _check_torch_dtypes(tensors, named):
 class Loader:
     """Batches of decoded, transformed images, made by C++ threads.
 
-    source: an ImageFolder directory (class = sorted sub-directory names, as
-        torchvision), WebDataset-style tar shards (a .tar path, a brace
-        pattern like "train-{000000..000015}.tar", a glob, or a list of
-        them), or a list file of `path,label` lines (or a CSV whose header
-        row names its columns, e.g. `image,mask,label`).
-    fields: None (batches are (images, labels) tuples) or the sample schema:
-        a list of stoker.Image, Mask, Boxes, Label and Tensor fields, each
-        named by its key in the batch, which is then a dict of tensors:
-            fields=[stoker.Image("image"), stoker.Mask("mask", fill=255),
-                    stoker.Boxes("boxes", max_boxes=100), stoker.Label("label")]
-        Masks and boxes get the image's crops, resizes and flips (masks with
-        nearest-neighbour, boxes clipped, those under 1 px dropped and
-        counted); a missing member or a mask of another size than its image
-        is a sample error naming the record, under on_corrupt.
-    labels: for shards, "cls" (the .cls member) or "json:<field>".
-    kind: "auto" (default), "image", or "array": .npy samples of any
-        numeric dtype (3D scans, features) batched as they are, without
-        transforms, when every sample has the dtype and shape of the first;
-        "auto" picks arrays when the first sample is a .npy that is not a
-        uint8 image.
-    batch_size, shuffle, seed, drop_last: as torch.utils.data.DataLoader;
-        the order of an epoch depends on (seed, epoch) only.
-    transforms: stoker.RandomResizedCrop, Resize, CenterCrop,
-        RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale, Normalize, with torchvision's semantics on PIL
-        images followed by ToTensor. The result must have a fixed size.
-    trace: record a span per sample stage per thread and per wait (also on
-        when STOKER_TRACE=<file> is set: the process's trace is written there
-        at exit); write_trace(path) writes this loader's. stage_timing=False
-        skips the per-stage clocks (stats() then counts samples only).
-    threads: worker threads; 0 = autotuned (start with max_threads, default
-        one per core, then give cores back to the training step while the
-        loader is ahead; stats()["autotune_log"] says what changed and why).
-        prefetch: batches made ahead (0 = autotuned from max(2, threads),
-          deepened up to twice that for a bursty consumer).
-          Memory for batches is bounded: batch buffers <= ring_depth_max + H,
-          where ring_depth_max is prefetch (or 2 x max(2, threads) when 0)
-          and H is the most batches you hold at once, counting the one being
-          handed out (a loop that keeps nothing: 2, since the previous batch
-          is still bound to the loop variable while the next is fetched).
-          stats(): batch_buffers (allocated: the most ever in use),
-          batch_buffers_in_use, batch_buffers_held(_peak), ring_depth_max.
-    rank, world_size: this process's share of each epoch; None = from
-        torch.distributed when initialised, else RANK / WORLD_SIZE, else 0 / 1.
-    on_corrupt: "skip" (count it and use the next sample) or "raise"
-        (stoker.SampleError, an OSError, naming file and reason, in order).
-        max_consecutive_corrupt: under "skip", how many corrupt samples in a
-        row one place tolerates before its batch fails anyway (the data set is
-        then mostly broken).
-    dtype: "float32" (ToTensor scale, then Normalize) or "uint8".
-    layout: "NCHW" or "NHWC". output: "torch" or "numpy".
-    decode_scale: "exact" (default: JPEGs decoded at full resolution, only the
-        crop's region; bit-exact with torchvision on PIL) or "auto": a crop
-        shrunk 2x or more is decoded at 1/2, 1/4 or 1/8 scale by libjpeg-turbo
-        (faster; pixels within a small tolerance of torchvision's).
-    cache: "mmap" (read each epoch; the OS page cache keeps the files), "ram"
-        (encoded bytes kept after the first read) or "decoded" (pixels kept
-        after the first decode, shorter side downscaled to cache_max_side, and
-        every epoch transforms that stored image; the default 448 keeps
-        RandomResizedCrop(224) output within 40 dB PSNR of the exact path,
-        see bench/cache_quality.py). memory_budget: bytes for the
-        cache (0 = half the available memory, never above the cgroup limit,
-        divided by LOCAL_WORLD_SIZE when torchrun runs several ranks on a node);
-        what does not fit is served by the slower path (stats(): cache_hits,
-        cache_misses, cache_bytes).
-    preload: with cache="ram", background threads (at lower CPU priority)
-        read every record into RAM from the start, in parallel, until the set
-        is in or memory_budget is spent; batches never wait for them.
-        stats(): cache_preload ("loading", "done", "budget full"),
-        cache_preload_records, cache_preload_bytes, cache_preload_s.
-    progress: a progress line on stderr while preloading: None (when stderr
-        is a terminal), True (always) or False.
-    device: None (CPU tensors viewing the loader's buffers, no copy) or
-        "cuda" / "cuda:N": each batch is copied through pinned memory to the
-        device on a side CUDA stream, one batch ahead, so it is there when
-        the step asks. pin_memory=True: CPU tensors in page-locked memory
-        (one copy), for users who copy to the device themselves. Both need
-        torch with CUDA; otherwise they raise ValueError.
+    Iterable like a torch.utils.data.DataLoader: each ``for`` loop runs one
+    epoch (the next one, or the one set_epoch() chose). A batch is
+    ``(images, labels)`` (torch.Tensor [B, 3, H, W] float32 and [B] int64 with
+    the defaults), or with ``fields=`` a dict of tensors keyed by the fields'
+    names. Batches are handed over without a copy: the tensors view a buffer
+    of the loader's ring, which is reused only after every tensor viewing it
+    is freed.
+
+    Args:
+        source (str, os.PathLike, or a list or tuple of them): an ImageFolder
+            directory (class = sorted sub-directory names, as torchvision),
+            WebDataset-style tar shards (a .tar path, a brace pattern like
+            "train-{000000..000015}.tar", a glob, or a list of them), or a
+            list file of `path,label` lines (or a CSV whose header row names
+            its columns, e.g. `image,mask,label`).
+        batch_size (int): samples per batch, as torch.utils.data.DataLoader.
+            Default 64.
+        shuffle (bool): shuffle each epoch, as DataLoader; the order of an
+            epoch depends on (seed, epoch) only, whatever the thread count.
+            Default False.
+        seed (int): the seed of the order and of the random transforms
+            (each sample's draws depend on (seed, epoch, record) only).
+            Default 0.
+        drop_last (bool): drop the last batch of a rank when it would be
+            partial, as DataLoader. Default False.
+        transforms (sequence): stoker.RandomResizedCrop, Resize, CenterCrop,
+            RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
+            Normalize, with torchvision's semantics on PIL images followed by
+            ToTensor. The result must have a fixed size, so images need a
+            RandomResizedCrop, CenterCrop or Resize((h, w)) after any
+            Resize(int); the default () suits only .npy arrays and schemas
+            without an Image. Default ().
+        threads (int): worker threads; 0 = autotuned (start with max_threads,
+            default one per core, then give cores back to the training step
+            while the loader is ahead; stats()["autotune_log"] says what
+            changed and why). Default 0.
+        prefetch (int): batches made ahead (0 = autotuned from max(2,
+            threads), deepened up to twice that for a bursty consumer).
+            Memory for batches is bounded: batch buffers <= ring_depth_max +
+            H, where ring_depth_max is prefetch (or 2 x max(2, threads) when
+            0) and H is the most batches you hold at once, counting the one
+            being handed out (a loop that keeps nothing: 2, since the
+            previous batch is still bound to the loop variable while the next
+            is fetched). stats(): batch_buffers (allocated: the most ever in
+            use), batch_buffers_in_use, batch_buffers_held(_peak),
+            ring_depth_max. Default 0.
+        rank (int, optional): this process's share of each epoch, in [0,
+            world_size); None = from torch.distributed when initialised, else
+            RANK, else 0. Every rank gets the same number of batches: without
+            drop_last the epoch is padded with its first samples (as torch's
+            DistributedSampler). Default None.
+        world_size (int, optional): the number of shares; None = from
+            torch.distributed when initialised, else WORLD_SIZE, else 1.
+            Default None.
+        on_corrupt (str): "skip" (count it and use the next sample) or
+            "raise" (stoker.SampleError, an OSError, naming file and reason,
+            in order). Default "skip".
+        dtype (str): "float32" (ToTensor scale, then Normalize) or "uint8"
+            (no Normalize). .npy arrays keep their own dtype. Default
+            "float32".
+        layout (str): "NCHW" or "NHWC". Default "NCHW".
+        output (str): "torch" (torch.Tensor) or "numpy" (numpy.ndarray).
+            Default "torch".
+        max_image_pixels (int): images with more pixels are refused (a
+            sample error, counted as resource_exhausted) before any pixel
+            memory is allocated. Default 178956970, Pillow's
+            decompression-bomb limit.
+        labels (str): for shards, "cls" (the .cls member) or "json:<field>"
+            (an integer field of the .json member). Default "cls".
+        kind (str): "auto", "image", or "array": .npy samples of any numeric
+            dtype (3D scans, features) batched as they are, without
+            transforms, when every sample has the dtype and shape of the
+            first; "auto" picks arrays when the first sample is a .npy that is
+            not a uint8 image. Only "auto" with ``fields``. Default "auto".
+        device (str or torch.device, optional): None or "cpu" (CPU tensors
+            viewing the loader's buffers, no copy) or "cuda" / "cuda:N": each
+            batch is copied through pinned memory to the device on a side CUDA
+            stream, one batch ahead, so it is there when the step asks. Needs
+            torch with CUDA. Default None.
+        pin_memory (bool): CPU tensors in page-locked memory (one copy), for
+            users who copy to the device themselves. Needs torch with CUDA.
+            Default False.
+        decode_scale (str): "exact" (JPEGs decoded at full resolution, only
+            the crop's region; bit-exact with torchvision on PIL) or "auto": a
+            crop shrunk 2x or more is decoded at 1/2, 1/4 or 1/8 scale by
+            libjpeg-turbo (faster; pixels within a small tolerance of
+            torchvision's). Default "exact".
+        cache (str): "mmap" (read each epoch; the OS page cache keeps the
+            files), "ram" (encoded bytes kept after the first read) or
+            "decoded" (pixels kept after the first decode, shorter side
+            downscaled to cache_max_side, and every epoch transforms that
+            stored image). What does not fit in memory_budget is served by the
+            slower path (stats(): cache_hits, cache_misses, cache_bytes).
+            Default "mmap".
+        memory_budget (int): bytes for the cache (0 = half the available
+            memory, never above the cgroup limit, divided by LOCAL_WORLD_SIZE
+            when torchrun runs several ranks on a node). Default 0.
+        cache_max_side (int): with cache="decoded", the most the shorter
+            side of a stored image may be; the default 448 keeps
+            RandomResizedCrop(224) output within 40 dB PSNR of the exact path
+            (see bench/cache_quality.py). Default 448.
+        max_threads (int): with threads=0, the most workers the tuner uses
+            (0 = one per available core). Default 0.
+        trace (bool): record a span per sample stage per thread and per wait
+            (also on when STOKER_TRACE=<file> is set: the process's trace is
+            written there at exit); write_trace(path) writes this loader's.
+            Default False.
+        stage_timing (bool): False skips the per-stage clocks (stats() then
+            counts samples only). Default True.
+        preload (bool): with cache="ram", background threads (at lower CPU
+            priority) read every record into RAM from the start, in parallel,
+            until the set is in or memory_budget is spent; batches never wait
+            for them. stats(): cache_preload ("loading", "done", "budget
+            full"), cache_preload_records, cache_preload_bytes,
+            cache_preload_s. Default True.
+        progress (bool, optional): a progress line on stderr while
+            preloading: None (when stderr is a terminal), True (always) or
+            False. Default None.
+        max_consecutive_corrupt (int): under on_corrupt="skip", how many
+            corrupt samples in a row at one place make its batch fail anyway
+            (the data set is then mostly broken), >= 1. Default 64.
+        fields (list, optional): None (batches are (images, labels) tuples)
+            or the sample schema: a list of stoker.Image, Mask, Boxes, Label
+            and Tensor fields, each named by its key in the batch, which is
+            then a dict of tensors::
+
+                fields=[stoker.Image("image"), stoker.Mask("mask", fill=255),
+                        stoker.Boxes("boxes", max_boxes=100), stoker.Label("label")]
+
+            Masks and boxes get the image's crops, resizes and flips (masks
+            with nearest-neighbour, boxes clipped, those under 1 px dropped
+            and counted); a missing member or a mask of another size than its
+            image is a sample error naming the record, under on_corrupt.
+            Default None.
+
+    Yields:
+        tuple or dict: per batch of the epoch, in order: ``(images,
+        labels)``, or with ``fields`` a dict of tensors in schema order;
+        torch.Tensor (on ``device`` when given) or numpy.ndarray as ``output``
+        says. len(loader) batches per epoch on this rank.
+
+    Raises:
+        ValueError: an argument out of its range or of the wrong type, named
+            in the message: a transform or field that is not stoker's, a
+            transform's parameters or order (Normalize last, RandomGrayscale
+            after every resize), the schema's rules; device or pin_memory
+            with output="numpy" or without CUDA; with output="torch", a batch
+            dtype torch lacks; a malformed list file.
+        FileNotFoundError: ``source`` (or a shard) does not exist, or holds
+            no records (an empty list file, an ImageFolder without class
+            sub-directories or images).
+        OSError: ``source`` cannot be read.
+        ImportError: output="torch" (the default) without torch installed.
+        stoker.SampleError: while iterating, see ``on_corrupt``.
+
+    Attributes:
+        batch_size (int), rank (int), world_size (int), output (str),
+        pin_memory (bool): as resolved from the arguments.
+        transforms (list): the transforms.
+        fields (list or None): the schema.
+        device (torch.device or None): the CUDA device batches are copied
+            to; torch.device("cpu") for device="cpu" with pin_memory=True;
+            else None.
+
+    Example:
+        >>> loader = stoker.Loader("data/train", batch_size=64, shuffle=True, seed=0,
+        ...                        transforms=[stoker.RandomResizedCrop(224), stoker.RandomHorizontalFlip(),
+        ...                                    stoker.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+        >>> for epoch in range(90):
+        ...     for images, labels in loader:  # torch.Tensor [64, 3, 224, 224] float32, [64] int64
+        ...         train_step(images, labels)
+        ...     torch.save({"model": model.state_dict(), "loader": loader.state_dict()}, "ckpt.pt")
     """
 
-    def __init__(self, source, batch_size=64, shuffle=False, seed=0, drop_last=False, transforms=(),
-                 threads=0, prefetch=0, rank=None, world_size=None, on_corrupt="skip", dtype="float32",
-                 layout="NCHW", output="torch", max_image_pixels=_DEFAULT_MAX_IMAGE_PIXELS, labels="cls",
-                 kind="auto", device=None, pin_memory=False, decode_scale="exact", cache="mmap",
-                 memory_budget=0, cache_max_side=448, max_threads=0, trace=False, stage_timing=True,
-                 preload=True, progress=None, max_consecutive_corrupt=64, fields=None):
+    def __init__(self, source: _Source, batch_size: int = 64, shuffle: bool = False, seed: int = 0,
+                 drop_last: bool = False, transforms: Iterable[_Transform] = (), threads: int = 0, prefetch: int = 0,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 on_corrupt: Literal["skip", "raise"] = "skip", dtype: Literal["float32", "uint8"] = "float32",
+                 layout: Literal["NCHW", "NHWC"] = "NCHW", output: Literal["torch", "numpy"] = "torch",
+                 max_image_pixels: int = _DEFAULT_MAX_IMAGE_PIXELS, labels: str = "cls",
+                 kind: Literal["auto", "image", "array"] = "auto", device: Union[str, "torch.device", None] = None,
+                 pin_memory: bool = False, decode_scale: Literal["exact", "auto"] = "exact",
+                 cache: Literal["mmap", "ram", "decoded"] = "mmap", memory_budget: int = 0, cache_max_side: int = 448,
+                 max_threads: int = 0, trace: bool = False, stage_timing: bool = True, preload: bool = True,
+                 progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
+                 fields: Optional[Iterable[_FieldType]] = None) -> None:
         if isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
@@ -248,59 +360,174 @@ class Loader:
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms
 
-    def __len__(self):
-        """Batches per epoch on this rank."""
+    def __len__(self) -> int:
+        """Batches per epoch on this rank.
+
+        Returns:
+            int: ceil(num_samples / batch_size).
+
+        Example:
+            >>> len(stoker.Loader("data/train", batch_size=64, transforms=[stoker.CenterCrop(224)]))
+            32
+        """
         return len(self._impl)
 
     @property
-    def num_samples(self):
-        """Samples per epoch on this rank (padding included)."""
+    def num_samples(self) -> int:
+        """Samples per epoch on this rank (padding included): ceil(dataset_size /
+        world_size), or with drop_last floor(dataset_size / world_size) cut to
+        a multiple of batch_size.
+
+        Example:
+            >>> stoker.Loader("data/train", batch_size=64, world_size=3, rank=0,
+            ...               transforms=[stoker.CenterCrop(224)]).num_samples  # 2040 records
+            680
+        """
         return self._impl.num_samples
 
     @property
-    def dataset_size(self):
+    def dataset_size(self) -> int:
+        """Records in the source, over all ranks (before any padding).
+
+        Example:
+            >>> stoker.Loader("data/train", transforms=[stoker.CenterCrop(224)]).dataset_size
+            2040
+        """
         return self._impl.dataset_size
 
     @property
-    def classes(self):
+    def classes(self) -> List[str]:
+        """Class names by label: an ImageFolder's sorted sub-directory names;
+        empty for list files and shards.
+
+        Example:
+            >>> stoker.Loader("data/train", transforms=[stoker.CenterCrop(224)]).classes[:2]
+            ['apple', 'banana']
+        """
         return self._impl.classes
 
-    def set_epoch(self, epoch):
-        """The epoch the next iteration runs (otherwise each iteration advances it by one)."""
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch the next iteration runs (otherwise each iteration
+        advances it by one), as DistributedSampler.set_epoch. It also drops a
+        position restored by load_state_dict(): that epoch then starts at its
+        first batch.
+
+        Args:
+            epoch (int): >= 0.
+
+        Raises:
+            ValueError: ``epoch`` is not an int >= 0.
+
+        Example:
+            >>> for epoch in range(start_epoch, 90):
+            ...     loader.set_epoch(epoch)
+            ...     for images, labels in loader:
+            ...         ...
+        """
         _check_int("epoch", epoch, 0)
         self._impl.set_epoch(epoch)
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
+        """The epoch the next iteration runs; while an iteration is running,
+        the one after it.
+
+        Example:
+            >>> loader.set_epoch(5)
+            >>> loader.epoch
+            5
+        """
         return self._impl.epoch
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """Where iteration stands, as a small JSON-serialisable dict: the epoch in
-        progress and the batches of it already handed out, plus the settings that
-        define the order. Save it with the model's checkpoint."""
+        progress and the batches of it already handed out (between epochs: the
+        next epoch and 0), plus the settings that define the order. Save it
+        with the model's checkpoint.
+
+        Returns:
+            dict: version, seed, epoch, batches_done, dataset_size,
+            batch_size, shuffle, drop_last, rank, world_size.
+
+        Example:
+            >>> state = loader.state_dict()
+            >>> state["epoch"], state["batches_done"]
+            (3, 120)
+        """
         return dict(self._impl.state_dict())
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume: the next iteration yields exactly the batches an uninterrupted
-        run would have yielded after the saved point (any thread count). Raises
-        ValueError when a setting that defines the order differs."""
+        run would have yielded after the saved point (any thread count or
+        prefetch). The seed is taken from the state; the loader must read the
+        same data with the same batch_size, shuffle, drop_last and world_size.
+
+        Args:
+            state (dict): a state_dict() of this or another loader.
+
+        Raises:
+            ValueError: ``state`` is not a dict or lacks a key; a setting that
+                defines the order (version, dataset_size, batch_size, shuffle,
+                drop_last, world_size) differs, named in the message; or
+                batches_done is past the end of the epoch.
+
+        Example:
+            >>> ckpt = torch.load("ckpt.pt")
+            >>> loader.load_state_dict(ckpt["loader"])
+            >>> for images, labels in loader:  # the rest of the saved epoch
+            ...     ...
+        """
         if not isinstance(state, dict):
             raise ValueError(f"load_state_dict: state must be a dict, got {type(state).__name__}")
         self._impl.load_state_dict(state)
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """Per-stage busy seconds (in all and per thread), counts, consumer wait,
         time to first batch, autotune choices, cache use, corrupt samples by
         reason; with device/pin_memory, h2d_s: the consumer thread's time
-        staging batches in pinned memory and starting their copies."""
+        staging batches in pinned memory and starting their copies.
+
+        Returns:
+            dict: a snapshot of the counters since the loader was created
+            (include/stoker/stats.h documents each): read_s, decode_s,
+            transform_s, samples, bytes_read, batches, consumer_wait_s,
+            consumer_active_s, time_to_first_batch_s, wall_s, threads,
+            threads_max, prefetch, autotune, autotune_log, batch_buffers,
+            batch_buffer_bytes, batch_buffers_in_use, batch_buffers_held,
+            batch_buffers_held_peak, ring_depth_max, cache_hits, cache_misses,
+            cache_records, cache_bytes, cache_budget_bytes, cache_preload,
+            cache_preload_records, cache_preload_bytes, cache_preload_s,
+            corrupt, corrupt_by_reason, corrupt_examples, boxes_dropped,
+            boxes_truncated, per_thread (a list of dicts: read_s, decode_s,
+            transform_s, samples), h2d_s, h2d_bytes.
+
+        Example:
+            >>> s = loader.stats()
+            >>> s["consumer_wait_s"] / s["consumer_active_s"]  # the share of time the loop waited for data
+            0.02
+        """
         s = self._impl.stats()
         s["h2d_s"] = self._h2d_ns * 1e-9
         s["h2d_bytes"] = self._h2d_bytes
         return s
 
-    def write_trace(self, path):
+    def write_trace(self, path: _Path) -> None:
         """Writes this loader's spans (needs trace=True or STOKER_TRACE) as a
-        Chrome / Perfetto trace-event JSON file."""
+        Chrome / Perfetto trace-event JSON file (without them it holds no
+        events). Open it in ui.perfetto.dev or chrome://tracing.
+
+        Args:
+            path (str or os.PathLike): the file, replaced if it exists.
+
+        Raises:
+            OSError: the file cannot be written.
+
+        Example:
+            >>> loader = stoker.Loader("data/train", transforms=[stoker.CenterCrop(224)], trace=True)
+            >>> for batch in loader:
+            ...     pass
+            >>> loader.write_trace("trace.json")
+        """
         self._impl.write_trace(os.fspath(path))
 
     def __del__(self):
@@ -308,7 +535,17 @@ class Loader:
         if impl is not None:
             _profiling.loader_closing(impl)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
+        """Starts the next epoch (see ``epoch``; one in progress is abandoned) and iterates its batches.
+
+        Returns:
+            iterator: over the epoch's batches (see the class's Yields); its
+            len() is len(loader).
+
+        Raises:
+            stoker.SampleError: when a batch holding a bad sample is due (see
+                on_corrupt).
+        """
         return _Iterator(self)
 
 

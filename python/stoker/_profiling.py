@@ -194,16 +194,36 @@ class _Recorder:
 
 
 class profile(_Recorder):
-    """Wraps an iterable of batches and measures the consumer's wait for each
-    batch and the step time between batches.
+    """Measure a training loop's wait for data: wraps an iterable of batches.
 
-        for x, y in stoker.profile(torch.utils.data.DataLoader(...)):
-            ...
-        print(p.stats())   # keep a reference: p = stoker.profile(loader)
+    Iterating it iterates ``iterable`` and times, per batch, the consumer's
+    wait inside next() and the step between batches (the training step's own
+    work). The counts add up over every iteration (epoch) of the wrapper.
+    With STOKER_DOCTOR=<dir> set (stoker doctor sets it), a snapshot of them
+    replaces <dir>/profile-<pid>-<n>.json every 0.25 s and at the end of each
+    iteration; with STOKER_TRACE=<file> set, each wait and each step is a span
+    of the process's Chrome / Perfetto trace, written at exit.
 
-    stats(): batches, samples, wait_s (time blocked in next()), step_s (time
-    between receiving a batch and asking for the next), wall_s, and
-    wait_share = wait_s / (wait_s + step_s).
+    Args:
+        iterable (iterable): the batches: a stoker.Loader, a
+            torch.utils.data.DataLoader, a generator, ...
+        name (str, optional): its name in stats() and in stoker doctor's
+            report. Default: the iterable's type name.
+
+    Attributes:
+        iterable: as given.
+        name (str): as given, or the default.
+
+    Raises:
+        Whatever the iterable raises, unchanged; len() raises TypeError when
+        the iterable has no len().
+
+    Example:
+        >>> p = stoker.profile(torch.utils.data.DataLoader(dataset, batch_size=64, num_workers=8))
+        >>> for x, y in p:
+        ...     train_step(x, y)
+        >>> p.stats()["wait_share"]  # the share of the loop spent waiting for data
+        0.41
     """
 
     def __init__(self, iterable, name=None):
@@ -211,9 +231,11 @@ class profile(_Recorder):
         self.iterable = iterable
 
     def __len__(self):
+        """len(iterable): batches per iteration."""
         return len(self.iterable)
 
     def __iter__(self):
+        """Iterates ``iterable``, timing each batch; yields its batches unchanged."""
         global _iterating
         _iterating += 1  # before iter(): a DataLoader's iteration starts there
         try:
@@ -240,6 +262,26 @@ class profile(_Recorder):
             _iterating -= 1
 
     def stats(self):
+        """The numbers so far, over every iteration.
+
+        Returns:
+            dict: ``name``; ``batches``; ``samples`` (the first dimension of
+            each batch's first tensor or array); ``wait_s``, seconds blocked
+            in next(); ``step_s``, seconds between receiving a batch and
+            asking for the next; ``wall_s``, seconds since the first batch was
+            asked for; ``wait_share`` = wait_s / (wait_s + step_s) (0.0 before
+            any); for a stoker.Loader with device= or pin_memory=, also
+            ``h2d_s`` and ``h2d_bytes``: the consumer thread's time staging
+            batches in pinned memory and starting their copies, and their
+            bytes.
+
+        Example:
+            >>> p = stoker.profile(loader)
+            >>> for batch in p:
+            ...     pass
+            >>> sorted(p.stats())
+            ['batches', 'name', 'samples', 'step_s', 'wait_s', 'wait_share', 'wall_s']
+        """
         out = super().stats()
         h2d = getattr(self.iterable, "_h2d_ns", None)  # a stoker.Loader with device= or pin_memory=
         if h2d:

@@ -7,12 +7,13 @@ The kinds, their parameters and their checks are defined once, in C++
 (include/stoker/fields.h, src/batch/options.cc); these classes carry them
 there.
 """
+from typing import Any, Dict, Literal, Optional
 
 
 class _Field:
-    _kind = None
+    _kind: Optional[str] = None
 
-    def __init__(self, name, member=None, **params):
+    def __init__(self, name: str, member: Optional[str] = None, **params: Any) -> None:
         if not isinstance(name, str):
             raise ValueError(f"{type(self).__name__}: the name must be a str (its key in the batch), got {name!r}")
         if member is not None and not isinstance(member, str):
@@ -21,63 +22,205 @@ class _Field:
         self.member = member
         self._params = params
 
-    def _json(self):
+    def _json(self) -> Dict[str, Any]:
         return {"name": self.name, "kind": self._kind, "member": self.member or "", **self._params}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         args = [repr(self.name)] + [f"{k}={v!r}" for k, v in self._params.items()]
         if self.member is not None:
             args.append(f"member={self.member!r}")
         return f"{type(self).__name__}({', '.join(args)})"
 
-    def __eq__(self, other):
-        return type(self) is type(other) and self._json() == other._json()
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._json() == other._json()  # type: ignore[attr-defined]
 
 
 class Image(_Field):
-    """An image, decoded to RGB: float32 [B,3,H,W] (dtype, layout and transforms as the loader's).
-    At most one per schema; masks and boxes follow its geometry."""
+    """An image, decoded to RGB and transformed: float32 [B, 3, H, W] by default.
+
+    Decoded as stoker.decode_image decodes it, then the loader's transforms;
+    its dtype and layout are the loader's (``dtype=``, ``layout=``). At most
+    one per schema: Mask and Boxes fields follow its geometry.
+
+    Args:
+        name (str): its key in the batch. Default "image".
+        member (str, optional): the list file column or shard member suffix
+            it is read from. Default None: the record itself (a list file's
+            path column, an ImageFolder file, a shard's image member).
+
+    Attributes:
+        name (str), member (str or None): as given.
+
+    Raises:
+        ValueError: ``name`` or ``member`` is not a str. The schema's rules
+            (names unique in the batch, at most one Image, Mask and Boxes
+            only beside an Image, parameters in range) are checked by
+            stoker.Loader, which raises ValueError naming the field.
+
+    Example:
+        >>> loader = stoker.Loader("data/train.csv", batch_size=8, transforms=[stoker.CenterCrop(224)],
+        ...                        fields=[stoker.Image(), stoker.Label()])
+        >>> batch = next(iter(loader))
+        >>> batch["image"].shape, batch["image"].dtype
+        (torch.Size([8, 3, 224, 224]), torch.float32)
+    """
     _kind = "image"
 
-    def __init__(self, name="image", member=None):
+    def __init__(self, name: str = "image", member: Optional[str] = None) -> None:
         super().__init__(name, member)
 
 
 class Mask(_Field):
-    """A segmentation mask as stored (8-bit gray or palette indices, or 16-bit), never converted to
-    RGB: uint8 [B,H,W] (int32 for 16-bit masks). Crops, resizes and flips follow the image with
-    nearest-neighbour; `fill` pads outside the image."""
+    """A segmentation mask, as stored: uint8 [B, H, W] (int32 for 16-bit masks).
+
+    Decoded as stored (8-bit gray or palette indices, or 16-bit; PNG or .npy),
+    never converted to RGB. Crops, resizes and flips follow the image's with
+    nearest-neighbour resampling; ``fill`` pads what lies outside the image
+    (CenterCrop of a smaller image). A mask must have its image's size, and
+    the pixel size (8 or 16-bit) of record 0's mask; a mask that does not, or
+    is missing, is a sample error under ``on_corrupt`` (stoker.SampleError
+    with on_corrupt="raise").
+
+    Args:
+        name (str): its key in the batch.
+        fill (int): the value of padded pixels, in [0, 65535]. Default 0.
+        member (str, optional): the list file column or shard member suffix
+            it is read from. Default None: the one named ``name``.
+
+    Attributes:
+        name (str), member (str or None): as given.
+
+    Raises:
+        ValueError: ``name`` or ``member`` is not a str. The schema's rules
+            (names unique in the batch, at most one Image, Mask and Boxes
+            only beside an Image, parameters in range) are checked by
+            stoker.Loader, which raises ValueError naming the field.
+
+    Example:
+        >>> loader = stoker.Loader("data/seg.csv", batch_size=8, transforms=[stoker.RandomResizedCrop(256)],
+        ...                        fields=[stoker.Image(), stoker.Mask("mask", fill=255)])
+        >>> batch = next(iter(loader))
+        >>> batch["mask"].shape, batch["mask"].dtype
+        (torch.Size([8, 256, 256]), torch.uint8)
+    """
     _kind = "mask"
 
-    def __init__(self, name, fill=0, member=None):
+    def __init__(self, name: str, fill: int = 0, member: Optional[str] = None) -> None:
         super().__init__(name, member, fill=fill)
 
 
 class Boxes(_Field):
-    """Bounding boxes [n,4] in `format` ('xyxy', 'xywh', 'cxcywh'), in the image's pixels: a .npy of
-    [n,4] (or [n,5] with class ids) or JSON. They follow the geometry, are clipped, and those under
-    1 px are dropped (stats()['boxes_dropped']). Batched as <name> float32 [B,max_boxes,4],
-    <name>_labels int64 [B,max_boxes] (-1 padded) and <name>_count int64 [B]."""
+    """Bounding boxes in the image's pixels, carried through its geometry.
+
+    Read from a .npy of [n, 4] (or [n, 5], the 5th column a class id) or JSON
+    (a list of rows, or {"boxes": [...], "labels": [...]}), in ``format``.
+    They follow the image's crops, resizes and flips (as
+    torchvision.transforms.v2 does), are clipped to it, and those left under
+    1 px wide or high are dropped (stats()["boxes_dropped"]); boxes past
+    ``max_boxes`` are dropped too (stats()["boxes_truncated"]). Batched as
+    three tensors: ``<name>`` float32 [B, max_boxes, 4] (zero padded),
+    ``<name>_labels`` int64 [B, max_boxes] (the class ids; -1 for padding
+    and boxes without one) and ``<name>_count`` int64 [B].
+
+    Args:
+        name (str): its key in the batch (with ``<name>_labels`` and
+            ``<name>_count``).
+        max_boxes (int): rows of the padded tensor, >= 1. Default 100.
+        format (str): "xyxy", "xywh" or "cxcywh", of the stored boxes and of
+            the batch's. Default "xyxy".
+        member (str, optional): the list file column or shard member suffix
+            it is read from, or "json:<key>", a key of the record's .json
+            member. Default None: the one named ``name``.
+
+    Attributes:
+        name (str), member (str or None): as given.
+
+    Raises:
+        ValueError: ``name`` or ``member`` is not a str. The schema's rules
+            (names unique in the batch, at most one Image, Mask and Boxes
+            only beside an Image, parameters in range) are checked by
+            stoker.Loader, which raises ValueError naming the field.
+
+    Example:
+        >>> loader = stoker.Loader("data/det-{000000..000007}.tar", batch_size=8,
+        ...                        transforms=[stoker.Resize((512, 512))],
+        ...                        fields=[stoker.Image(), stoker.Boxes("boxes", max_boxes=50)])
+        >>> batch = next(iter(loader))
+        >>> batch["boxes"].shape, batch["boxes_labels"].shape, batch["boxes_count"].shape
+        (torch.Size([8, 50, 4]), torch.Size([8, 50]), torch.Size([8]))
+    """
     _kind = "boxes"
 
-    def __init__(self, name, max_boxes=100, format="xyxy", member=None):
+    def __init__(self, name: str, max_boxes: int = 100, format: Literal["xyxy", "xywh", "cxcywh"] = "xyxy",
+                 member: Optional[str] = None) -> None:
         super().__init__(name, member, max_boxes=max_boxes, format=format)
 
 
 class Label(_Field):
-    """An int64 label [B]: the source's (folder class, list file column `label`, shard .cls or
-    labels='json:<key>'), or the integer a member holds."""
+    """An int64 label: [B].
+
+    The source's label (an ImageFolder's class index, a list file's ``label``
+    column, a shard's .cls member or the loader's ``labels="json:<key>"``),
+    or with ``member`` the integer a member holds.
+
+    Args:
+        name (str): its key in the batch. Default "label".
+        member (str, optional): a list file column or shard member suffix
+            holding an integer, or "json:<key>", a key of the record's .json
+            member. Default None: the source's label.
+
+    Attributes:
+        name (str), member (str or None): as given.
+
+    Raises:
+        ValueError: ``name`` or ``member`` is not a str. The schema's rules
+            (names unique in the batch, at most one Image, Mask and Boxes
+            only beside an Image, parameters in range) are checked by
+            stoker.Loader, which raises ValueError naming the field.
+
+    Example:
+        >>> loader = stoker.Loader("data/train", batch_size=8, transforms=[stoker.CenterCrop(224)],
+        ...                        fields=[stoker.Image(), stoker.Label("target")])
+        >>> next(iter(loader))["target"].dtype
+        torch.int64
+    """
     _kind = "label"
 
-    def __init__(self, name="label", member=None):
+    def __init__(self, name: str = "label", member: Optional[str] = None) -> None:
         super().__init__(name, member)
 
 
 class Tensor(_Field):
-    """A .npy member batched as it is: [B, ...] of record 0's dtype and shape."""
+    """A .npy member batched as it is: [B, ...] of record 0's dtype and shape.
+
+    Any numeric dtype; no transform applies. A record whose array has another
+    dtype or shape than record 0's, or lacks the member, is a sample error
+    under ``on_corrupt``.
+
+    Args:
+        name (str): its key in the batch.
+        member (str, optional): the list file column or shard member suffix
+            it is read from. Default None: the one named ``name``.
+
+    Attributes:
+        name (str), member (str or None): as given.
+
+    Raises:
+        ValueError: ``name`` or ``member`` is not a str. The schema's rules
+            (names unique in the batch, at most one Image, Mask and Boxes
+            only beside an Image, parameters in range) are checked by
+            stoker.Loader, which raises ValueError naming the field.
+
+    Example:
+        >>> loader = stoker.Loader("data/train-{000000..000003}.tar", batch_size=8,
+        ...                        transforms=[stoker.CenterCrop(224)],
+        ...                        fields=[stoker.Image(), stoker.Tensor("features")])
+        >>> next(iter(loader))["features"].shape
+        torch.Size([8, 512])
+    """
     _kind = "tensor"
 
-    def __init__(self, name, member=None):
+    def __init__(self, name: str, member: Optional[str] = None) -> None:
         super().__init__(name, member)
 
 

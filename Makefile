@@ -50,7 +50,7 @@ test-python:
 # PIC from Debian's source packages into build-deps/) in dist/.
 wheel: deps
 	scripts/build_static_deps.sh build-deps
-	rm -rf dist build-wheel
+	rm -rf dist build-wheel/lib.*  # the staged package; build-wheel/temp.*/cmake stays for an incremental build
 	STOKER_STATIC_DEPS=$(abspath build-deps) JOBS=$(JOBS) $(PYTHON) -m pip wheel . --no-build-isolation --no-deps -w dist
 
 # The wheel installed into fresh venvs and used from outside the checkout.

@@ -57,6 +57,5 @@ setup(
     version=version(),
     ext_modules=[Extension("stoker._stoker", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
-    package_data={"stoker": ["_bin/stoker"]},
     options={"build": {"build_base": "build-wheel"}},  # build/ is CMake's (make build)
 )

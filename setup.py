@@ -52,6 +52,24 @@ class CMakeBuild(build_ext):
         (out / "_bin").mkdir(parents=True, exist_ok=True)
         shutil.copy2(build / "tools" / "stoker", out / "_bin" / "stoker")
 
+    # `pip install -e .` builds into build_lib, then copies the outputs into the
+    # source tree: the CLI is one of them.
+    def _cli_files(self):
+        package_dir = self.get_finalized_command("build_py").get_package_dir("stoker")
+        return (os.path.join(self.build_lib, "stoker", "_bin", "stoker"),
+                os.path.join(package_dir, "_bin", "stoker"))
+
+    def copy_extensions_to_source(self):
+        super().copy_extensions_to_source()
+        built, in_tree = self._cli_files()
+        os.makedirs(os.path.dirname(in_tree), exist_ok=True)
+        self.copy_file(built, in_tree, level=self.verbose)
+
+    def _get_output_mapping(self):
+        yield from super()._get_output_mapping()
+        if self.inplace:
+            yield self._cli_files()
+
 
 setup(
     version=version(),

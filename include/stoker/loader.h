@@ -119,6 +119,8 @@ class Loader {
 
   // The epoch the next start_epoch() runs; it advances by one after each
   // epoch that was started (finished or not), unless set_epoch() is called.
+  // After load_state_dict(), set_epoch() of the restored epoch keeps the
+  // restored position (the rest of that epoch runs); another epoch drops it.
   void set_epoch(std::uint64_t epoch);
   std::uint64_t epoch() const;
 

@@ -408,9 +408,10 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch the next iteration runs (otherwise each iteration
-        advances it by one), as DistributedSampler.set_epoch. It also drops a
-        position restored by load_state_dict(): that epoch then starts at its
-        first batch.
+        advances it by one), as DistributedSampler.set_epoch. After
+        load_state_dict(), setting the restored epoch keeps the restored
+        position, so the usual loop (load_state_dict once, set_epoch at the
+        top of each epoch) resumes mid-epoch; setting another epoch drops it.
 
         Args:
             epoch (int): >= 0.

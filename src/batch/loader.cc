@@ -286,10 +286,14 @@ class Loader::Impl {
     return s;
   }
 
+  // NOTE: set_epoch(e) for the epoch a restored state is in keeps its
+  // position: the usual loop calls load_state_dict() once, then set_epoch()
+  // at the top of every epoch, and must resume mid-epoch. Another epoch
+  // drops it.
   void set_epoch(std::uint64_t e) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (e != next_epoch_) resume_batches_ = 0;
     next_epoch_ = e;
-    resume_batches_ = 0;
   }
 
   Loader::State state() const {

@@ -72,6 +72,34 @@ def test_resume_shard_source(photos, tmp_path):
     assert same(epoch(b), full[2:])
 
 
+def test_usual_loop_with_set_epoch_resumes_mid_epoch(photos):
+    # load_state_dict once, then set_epoch at the top of every epoch: the
+    # restored epoch runs from the saved batch on, the next ones in full.
+    ref = make(photos)
+    want = {}
+    for e in (3, 4):
+        ref.set_epoch(e)
+        want[e] = epoch(ref)
+    a = make(photos)
+    a.set_epoch(3)
+    it = iter(a)
+    next(it), next(it), next(it)
+    state = a.state_dict()
+    b = make(photos, threads=1)
+    b.load_state_dict(state)
+    got = {}
+    for e in (3, 4):
+        b.set_epoch(e)
+        got[e] = epoch(b)
+    assert same(got[3], want[3][3:]), "the restored epoch resumes after its saved batch"
+    assert same(got[4], want[4]), "the next epoch runs in full"
+    # Another epoch than the restored one drops the position.
+    c = make(photos)
+    c.load_state_dict(state)
+    c.set_epoch(4)
+    assert same(epoch(c), want[4])
+
+
 def test_state_mismatch_raises_clear_errors(photos):
     a = make(photos)
     state = a.state_dict()

@@ -81,7 +81,8 @@ check-tsan: deps build
 	TSAN_PRELOAD="$$(gcc -print-file-name=libtsan.so) $$(gcc -print-file-name=libstdc++.so)" \
 	  TSAN_OPTIONS="halt_on_error=1 suppressions=$(abspath scripts/tsan-python.supp)" \
 	  STOKER_PYTHONPATH=build-tsan/python STOKER_BUILD=$(abspath $(BUILD)) \
-	  scripts/tsan_pytest.sh $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_loader.py tests/python/test_resume.py
+	  sh -c 'for f in tests/python/test_loader.py tests/python/test_resume.py; do \
+	    scripts/tsan_pytest.sh $(PYTHON) -m pytest -q -p no:cacheprovider $$f || exit 1; done' 
 
 # libFuzzer targets (clang): each runs FUZZ_SECONDS on its seed corpus.
 FUZZ_SECONDS ?= 60

@@ -4,9 +4,9 @@
 # any report or test failure.
 # NOTE: one failure, and only this one, is retried (up to 3 attempts in all):
 # TSan's runtime dying with "ThreadSanitizer failed to allocate ... bytes at
-# address ... (errno: 12)" mapping the shadow of, by its address and size, a
-# range that starts
-# near address 0 and spans most of the address space (seen in 3 of 7 runs of
+# address ... (errno: 12)" mapping the shadow of (by its address and size) a
+# range that starts near address 0 and spans most of the address space (seen
+# in 3 of 7 runs of
 # test_loader.py and test_resume.py in one process on the 2-core CI machine,
 # always in test_resume.py after test_loader.py; in none of 6 runs with one
 # process per file, which make check-tsan therefore does, nor in 11 runs under

@@ -5,14 +5,13 @@
 # NOTE: one failure, and only this one, is retried (up to 3 attempts in all):
 # TSan's runtime dying with "ThreadSanitizer failed to allocate ... bytes at
 # address ... (errno: 12)" mapping the shadow of (by its address and size) a
-# range that starts near address 0 and spans most of the address space (seen
-# in 3 of 7 runs of
-# test_loader.py and test_resume.py in one process on the 2-core CI machine,
-# always in test_resume.py after test_loader.py; in none of 6 runs with one
-# process per file, which make check-tsan therefore does, nor in 11 runs under
-# gdb; the caller was not caught). It is the sanitizer's environment failing,
-# not a race: a run with any "WARNING: ThreadSanitizer" report, or a test
-# failure, fails at once, and so do 3 such deaths in a row.
+# range that starts near address 0 and spans most of the address space. Seen
+# in 3 of 7 runs of test_loader.py and test_resume.py in one process on the
+# 2-core CI machine, always in test_resume.py after test_loader.py; in none of
+# 6 runs with one process per file, which make check-tsan therefore does, nor
+# in 11 runs under gdb; the caller was not caught. It is the sanitizer's
+# environment failing, not a race: a run with any "WARNING: ThreadSanitizer"
+# report, or a test failure, fails at once, and so do 3 such deaths in a row.
 #   TSAN_PRELOAD="..." TSAN_OPTIONS="..." tsan_pytest.sh python3 -m pytest ...
 set -uo pipefail
 logs=$(mktemp -d)

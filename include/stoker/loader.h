@@ -119,7 +119,8 @@ class Loader {
 
   // The epoch the next start_epoch() runs; it advances by one after each
   // epoch that was started (finished or not), unless set_epoch() is called.
-  // After load_state_dict(), set_epoch() of the restored epoch keeps the
+  // num_batches() is a fresh epoch's count: an epoch resumed on another
+  // topology may have fewer. After load_state_dict(), set_epoch() of the restored epoch keeps the
   // restored position (the rest of that epoch runs); another epoch drops it.
   void set_epoch(std::uint64_t epoch);
   std::uint64_t epoch() const;
@@ -151,17 +152,32 @@ class Loader {
   // from a Source object).
   const std::vector<std::string>& source_specs() const;
 
-  // Where iteration stands, for exact resume: the epoch in progress and the
-  // batches of it already handed out (or the next epoch and 0 between
-  // epochs), with the settings that define the order (the names of
-  // PyTorch's and of the Python API). Loading it into a
-  // loader over the same data with the same batch_size, drop_last, shuffle
-  // and world_size makes the next iteration yield exactly the remaining
-  // batches of the uninterrupted run (any thread count or ring depth). The
-  // seed is taken from the state. Throws Error(kInvalidArgument) naming the
-  // setting that differs.
+  // Where iteration stands, for resume: the epoch in progress and the
+  // batches of it already handed out by each rank (or the next epoch and 0
+  // between epochs), with the settings that define the order (the names of
+  // PyTorch's and of the Python API). It has no rank: ranks that hand out
+  // batches in step have the same state, so rank 0's is the job's.
+  // Loading it into a loader over the same data with the same shuffle and
+  // drop_last continues the epoch:
+  //  - same world_size and batch_size: exactly the remaining batches of the
+  //    uninterrupted run (any thread count or ring depth);
+  //  - another world_size and/or batch_size (elastic): the records of the
+  //    epoch no rank has handed out yet, split over the new ranks as a fresh
+  //    epoch is (the same count on every rank, padded or cut per drop_last,
+  //    disjoint); the epochs after it are a fresh run's on the new topology.
+  //    `earlier` records the parts of the epoch run on other topologies, so
+  //    a job can change size more than once within an epoch.
+  // The seed is taken from the state. Throws Error(kInvalidArgument) naming
+  // the setting that differs or the value that is out of range.
   struct State {
-    int version = 1;
+    // A part of the epoch run on another topology: each of world_size ranks
+    // handed out batches_done batches of batch_size.
+    struct Part {
+      int world_size = 1;
+      std::uint64_t batch_size = 1;
+      std::uint64_t batches_done = 0;
+    };
+    int version = 2;  // 1: no `earlier` (still loaded)
     std::uint64_t seed = 0;
     std::uint64_t epoch = 0;
     std::uint64_t batches_done = 0;
@@ -169,8 +185,8 @@ class Loader {
     std::uint64_t batch_size = 0;
     bool shuffle = false;
     bool drop_last = false;
-    int rank = 0;
     int world_size = 1;
+    std::vector<Part> earlier;  // in the order they ran
   };
   State state_dict() const;
   void load_state_dict(const State& state);

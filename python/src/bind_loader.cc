@@ -124,18 +124,29 @@ void bind_loader(py::module_& m) {
              d["batch_size"] = st.batch_size;
              d["shuffle"] = st.shuffle;
              d["drop_last"] = st.drop_last;
-             d["rank"] = st.rank;
              d["world_size"] = st.world_size;
+             py::list earlier;
+             for (const auto& p : st.earlier) {
+               py::dict e;
+               e["world_size"] = p.world_size;
+               e["batch_size"] = p.batch_size;
+               e["batches_done"] = p.batches_done;
+               earlier.append(e);
+             }
+             d["earlier"] = earlier;
              return d;
            })
       .def(
           "load_state_dict",
           [](Loader& l, const py::dict& d) {
             Loader::State st;
-            auto get = [&](const char* k) {
-              if (!d.contains(k)) throw py::value_error(std::string("load_state_dict: the state has no '") + k + "'");
-              return d[k];
+            auto get_from = [](const py::dict& from, const char* where, const char* k) {
+              if (!from.contains(k)) {
+                throw py::value_error(std::string("load_state_dict: the state") + where + " has no '" + k + "'");
+              }
+              return from[k];
             };
+            auto get = [&](const char* k) { return get_from(d, "", k); };
             st.version = get("version").cast<int>();
             st.seed = get("seed").cast<std::uint64_t>();
             st.epoch = get("epoch").cast<std::uint64_t>();
@@ -144,8 +155,16 @@ void bind_loader(py::module_& m) {
             st.batch_size = get("batch_size").cast<std::uint64_t>();
             st.shuffle = get("shuffle").cast<bool>();
             st.drop_last = get("drop_last").cast<bool>();
-            st.rank = get("rank").cast<int>();
             st.world_size = get("world_size").cast<int>();
+            // Version 1 states (a "rank", no "earlier") load as they are.
+            if (d.contains("earlier")) {
+              for (const py::handle& h : get("earlier").cast<py::list>()) {
+                const auto e = h.cast<py::dict>();
+                st.earlier.push_back({get_from(e, "'s earlier part", "world_size").cast<int>(),
+                                      get_from(e, "'s earlier part", "batch_size").cast<std::uint64_t>(),
+                                      get_from(e, "'s earlier part", "batches_done").cast<std::uint64_t>()});
+              }
+            }
             py::gil_scoped_release release;
             l.load_state_dict(st);
           },

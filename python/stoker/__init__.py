@@ -442,13 +442,17 @@ class Loader:
 
     def state_dict(self) -> Dict[str, Any]:
         """Where iteration stands, as a small JSON-serialisable dict: the epoch in
-        progress and the batches of it already handed out (between epochs: the
-        next epoch and 0), plus the settings that define the order. Save it
-        with the model's checkpoint.
+        progress and the batches of it each rank has handed out (between
+        epochs: the next epoch and 0), the parts of the epoch run on other
+        topologies, and the settings that define the order. It has no rank:
+        ranks that step together (as DDP's all-reduce keeps them) have the
+        same state, so saving rank 0's with the model's checkpoint is enough.
 
         Returns:
             dict: version, seed, epoch, batches_done, dataset_size,
-            batch_size, shuffle, drop_last, rank, world_size.
+            batch_size, shuffle, drop_last, world_size, and earlier: a list of
+            {world_size, batch_size, batches_done}, the parts of this epoch
+            run on other topologies (elastic resume), in order.
 
         Example:
             >>> state = loader.state_dict()
@@ -458,25 +462,42 @@ class Loader:
         return dict(self._impl.state_dict())
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Resume: the next iteration yields exactly the batches an uninterrupted
-        run would have yielded after the saved point (any thread count or
-        prefetch). The seed is taken from the state; the loader must read the
-        same data with the same batch_size, shuffle, drop_last and world_size.
+        """Resume where a saved state stands. The seed is taken from the
+        state; the loader must read the same data with the same shuffle and
+        drop_last.
+
+        - Same world_size and batch_size: the next iteration yields exactly
+          the batches an uninterrupted run would have yielded after the saved
+          point (any thread count or prefetch).
+        - Another world_size and/or batch_size (elastic: a job restarted on
+          fewer or more ranks): the records of the epoch that no rank has
+          handed out are split over the new ranks as a fresh epoch is: every
+          rank the same number of batches, padded with the first of those
+          records (or cut to whole batches with drop_last), disjoint; no
+          record of the epoch is handed out twice across the job, other than
+          as padding. Each new rank takes a contiguous block of them, so a
+          shard-split epoch keeps most of its locality. The epochs after are
+          exactly a fresh run's on the new topology. A job may change size
+          more than once within an epoch.
 
         Args:
-            state (dict): a state_dict() of this or another loader.
+            state (dict): a state_dict() of this or another loader (of any
+                rank; a version 1 state, with a rank, also loads).
 
         Raises:
             ValueError: ``state`` is not a dict or lacks a key; a setting that
-                defines the order (version, dataset_size, batch_size, shuffle,
-                drop_last, world_size) differs, named in the message; or
-                batches_done is past the end of the epoch.
+                defines the epoch (version, dataset_size, shuffle, drop_last)
+                differs, named in the message with the reason; a world_size or
+                batch_size below 1; or a batches_done past the end of its
+                part of the epoch.
 
         Example:
-            >>> ckpt = torch.load("ckpt.pt")
+            >>> ckpt = torch.load("ckpt.pt")     # saved by rank 0, maybe with another world size
             >>> loader.load_state_dict(ckpt["loader"])
-            >>> for images, labels in loader:  # the rest of the saved epoch
-            ...     ...
+            >>> for epoch in range(ckpt["epoch"], 90):
+            ...     loader.set_epoch(epoch)     # the restored epoch keeps its position
+            ...     for images, labels in loader:
+            ...         ...
         """
         if not isinstance(state, dict):
             raise ValueError(f"load_state_dict: state must be a dict, got {type(state).__name__}")

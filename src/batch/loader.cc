@@ -145,17 +145,21 @@ class Loader::Impl {
     std::vector<std::uint32_t> seq;
     std::unique_lock<std::mutex> lock(mu_);
     const std::uint64_t epoch = next_epoch_;
+    std::vector<detail::Segment> earlier = resume_earlier_;
     lock.unlock();
-    seq = detail::epoch_order(order_, epoch);  // outside the lock: O(dataset)
+    seq = detail::resumed_order(order_, epoch, earlier);  // outside the lock: O(dataset)
     lock.lock();
     halt_locked(lock);
     seq_ = std::move(seq);
     run_epoch_ = epoch;
     next_epoch_ = epoch + 1;
+    run_earlier_ = std::move(earlier);
+    resume_earlier_.clear();
+    epoch_batches_ = (seq_.size() + opt_.batch_size - 1) / opt_.batch_size;
     // NOTE: a restored state starts the epoch at its first batch not yet
     // handed out; the order and every sample's randomness are functions of
     // (seed, epoch, record), so the rest of the epoch is as it would have been.
-    deliver_ = std::min<std::size_t>(resume_batches_, num_batches_);
+    deliver_ = std::min<std::size_t>(resume_batches_, epoch_batches_);
     next_task_ = deliver_ * opt_.batch_size;
     resume_batches_ = 0;
     running_ = true;
@@ -175,7 +179,7 @@ class Loader::Impl {
       start_epoch();
       lock.lock();
     }
-    if (deliver_ >= num_batches_) {
+    if (deliver_ >= epoch_batches_) {
       running_ = false;
       return std::nullopt;
     }
@@ -292,7 +296,10 @@ class Loader::Impl {
   // drops it.
   void set_epoch(std::uint64_t e) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (e != next_epoch_) resume_batches_ = 0;
+    if (e != next_epoch_) {
+      resume_batches_ = 0;
+      resume_earlier_.clear();
+    }
     next_epoch_ = e;
   }
 
@@ -300,24 +307,27 @@ class Loader::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     Loader::State st;
     st.seed = order_.seed;
-    if (running_ && deliver_ < num_batches_) {
-      st.epoch = run_epoch_;
-      st.batches_done = deliver_;
-    } else {
-      st.epoch = next_epoch_;
-      st.batches_done = resume_batches_;
+    const bool in_epoch = running_ && deliver_ < epoch_batches_;
+    st.epoch = in_epoch ? run_epoch_ : next_epoch_;
+    st.batches_done = in_epoch ? deliver_ : resume_batches_;
+    for (const auto& g : in_epoch ? run_earlier_ : resume_earlier_) {
+      st.earlier.push_back({g.world_size, g.batch_size, g.batches_done});
     }
     st.dataset_size = order_.dataset_size;
     st.batch_size = order_.batch_size;
     st.shuffle = order_.shuffle;
     st.drop_last = order_.drop_last;
-    st.rank = order_.rank;
     st.world_size = order_.world_size;
     return st;
   }
 
   void restore(const Loader::State& st) {
-    detail::check_restorable(st, state(), num_batches_);
+    detail::check_restorable(st, state());
+    std::vector<detail::Segment> earlier = detail::saved_segments(st, order_);  // O(dataset x parts)
+    // NOTE: on the saved topology the saved part goes on where it stopped;
+    // on another, it is one more earlier part and the rest is split anew.
+    const bool same = st.world_size == order_.world_size && st.batch_size == order_.batch_size;
+    if (same && st.batches_done > 0) earlier.pop_back();
     // Stop the epoch in flight (if any) before changing what defines the order.
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -325,7 +335,8 @@ class Loader::Impl {
       opt_.seed = st.seed;  // kept in step with order_ for options()
       order_.seed = st.seed;
       next_epoch_ = st.epoch;
-      resume_batches_ = static_cast<std::size_t>(st.batches_done);
+      resume_batches_ = same ? static_cast<std::size_t>(st.batches_done) : 0;
+      resume_earlier_ = std::move(earlier);
     }
   }
   std::uint64_t epoch() const {
@@ -366,7 +377,7 @@ class Loader::Impl {
     return out;
   }
 
-  std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, num_samples_ - b * opt_.batch_size); }
+  std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, seq_.size() - b * opt_.batch_size); }
 
   std::shared_ptr<const Source> source_;
   std::vector<std::string> specs_;
@@ -513,6 +524,10 @@ class Loader::Impl {
   std::uint64_t next_epoch_ = 0;
   std::uint64_t run_epoch_ = 0;
   std::vector<std::uint32_t> seq_;
+  std::size_t epoch_batches_ = 0;  // of the running epoch (fewer than num_batches_ when resumed elastically)
+  // Parts of the epoch run on other topologies (order/order.h): for the next
+  // start_epoch(), and of the running epoch.
+  std::vector<detail::Segment> resume_earlier_, run_earlier_;
   std::size_t next_task_ = 0;
   std::size_t deliver_ = 0;
   std::size_t resume_batches_ = 0;  // where the next start_epoch() begins

@@ -1,19 +1,31 @@
-// Exact resume: whether a saved Loader::State applies to a loader. The
-// position is (epoch, batches handed out); the order and every sample's
-// randomness are functions of (seed, epoch, record), so a loader with the
-// same data and the settings that define the order continues the
-// uninterrupted run exactly, at any thread count or ring depth.
+// Resume: whether a saved Loader::State applies to a loader. The position is
+// (epoch, batches handed out, and the parts of the epoch run on other
+// topologies); the order and every sample's randomness are functions of
+// (seed, epoch, record), so a loader with the same data and the settings
+// that define the order continues the uninterrupted run exactly, at any
+// thread count or ring depth, and on another topology continues the epoch
+// with the records not yet handed out (order/order.h: resumed_order).
 #pragma once
 
 #include <cstdint>
 
+#include <vector>
+
+#include "order/order.h"
 #include "stoker/loader.h"
 
 namespace stoker::detail {
 
 // Throws Error(kInvalidArgument) naming the first setting of `saved` that
 // differs from the loader's (`now`: its own state) and why it matters, or a
-// position past the end of the epoch (`num_batches` per epoch).
-void check_restorable(const Loader::State& saved, const Loader::State& now, std::uint64_t num_batches);
+// value out of range (a world_size or batch_size < 1). world_size and
+// batch_size may differ: that is an elastic resume.
+void check_restorable(const Loader::State& saved, const Loader::State& now);
+
+// The earlier parts of `saved`'s epoch and the saved one, as the order module
+// takes them, without parts that handed out nothing. Throws
+// Error(kInvalidArgument) when a part's batches_done is past the end of its
+// share of the epoch (`order`: the loader's order parameters).
+std::vector<Segment> saved_segments(const Loader::State& saved, const OrderParams& order);
 
 }  // namespace stoker::detail

@@ -1,5 +1,6 @@
 #include "order/order.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "order/rng.h"
@@ -89,6 +90,74 @@ std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch
     out.push_back(perm[pos % n]);
   }
   return out;
+}
+
+namespace {
+
+// Rank r's share of `pool` on a topology (see resumed_order).
+std::vector<std::uint32_t> block(const std::vector<std::uint32_t>& pool, std::size_t world, std::size_t rank,
+                                 std::size_t batch, bool drop_last) {
+  const std::size_t n = pool.size();
+  std::size_t share = drop_last ? n / world : (n + world - 1) / world;
+  if (drop_last) share -= share % batch;
+  std::vector<std::uint32_t> out;
+  if (n == 0) return out;
+  out.reserve(share);
+  for (std::size_t k = 0; k < share; ++k) out.push_back(pool[(rank * share + k) % n]);  // wraps: padding
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> resumed_order(const OrderParams& p, std::uint64_t epoch, const std::vector<Segment>& done) {
+  if (done.empty()) return epoch_order(p, epoch);
+  const std::size_t n = p.dataset_size;
+  std::vector<std::uint32_t> pool;
+  std::vector<char> handed(n, 0);  // handed out by an earlier segment
+  for (std::size_t s = 0; s < done.size(); ++s) {
+    const Segment& seg = done[s];
+    const auto world = static_cast<std::size_t>(seg.world_size);
+    std::vector<std::vector<std::uint32_t>> lists(world);
+    for (std::size_t r = 0; r < world; ++r) {
+      if (s == 0) {
+        OrderParams q = p;
+        q.world_size = seg.world_size;
+        q.rank = static_cast<int>(r);
+        q.batch_size = seg.batch_size;
+        lists[r] = epoch_order(q, epoch);
+      } else {
+        lists[r] = block(pool, world, r, seg.batch_size, p.drop_last);
+      }
+    }
+    const std::size_t cut = seg.batches_done * seg.batch_size;
+    for (auto& l : lists)
+      for (std::size_t i = 0; i < std::min(cut, l.size()); ++i) handed[l[i]] = 1;
+    std::vector<char> pooled(n, 0);
+    std::vector<std::uint32_t> next;
+    for (auto& l : lists) {
+      for (std::size_t i = std::min(cut, l.size()); i < l.size(); ++i) {
+        const std::uint32_t rec = l[i];
+        if (!handed[rec] && !pooled[rec]) {
+          pooled[rec] = 1;
+          next.push_back(rec);
+        }
+      }
+    }
+    // Records this segment's ranks did not hold (drop_last cut them): still
+    // the epoch's, so they go on at the end, in index order.
+    std::vector<char> held(n, 0);
+    for (auto& l : lists)
+      for (std::uint32_t rec : l) held[rec] = 1;
+    for (std::uint32_t rec = 0; rec < n; ++rec) {
+      if (!held[rec] && !handed[rec] && !pooled[rec]) {
+        pooled[rec] = 1;
+        next.push_back(rec);
+      }
+    }
+    pool = std::move(next);
+  }
+  return block(pool, static_cast<std::size_t>(p.world_size), static_cast<std::size_t>(p.rank), p.batch_size,
+               p.drop_last);
 }
 
 }  // namespace stoker::detail

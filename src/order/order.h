@@ -45,4 +45,29 @@ std::size_t batches_per_rank(const OrderParams& p);
 // shards and the guarantees above hold unchanged.
 std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch);
 
+// A part of an epoch run on one topology: every one of world_size ranks
+// handed out its first batches_done batches of batch_size.
+struct Segment {
+  int world_size = 1;
+  std::size_t batch_size = 1;
+  std::size_t batches_done = 0;
+};
+
+// Elastic resume: the record indices rank p.rank yields in the rest of
+// `epoch` on the topology of `p`, after the earlier segments `done` of that
+// epoch (in the order they ran; the first on epoch_order's topology).
+// Empty `done`: epoch_order(p, epoch).
+//
+// The rest is the pool of the epoch's records that no segment handed out:
+// each segment's ranks' not-yet-handed-out records, rank by rank in order
+// (dropping repeats: padding), then the records no rank of it held (cut by
+// drop_last), in index order. The pool is split as a fresh epoch is, with the
+// same guarantees (each rank the same count: ceil(n / world), padded with the
+// pool's first records; with drop_last floor(n / world), cut to whole
+// batches), but in contiguous blocks: rank r takes the pool's r-th block.
+// NOTE: contiguous, not strided, so that a rank reads on from few of the old
+// ranks' lists: when the epoch was split by shard those lists are mostly
+// whole shards, and locality survives.
+std::vector<std::uint32_t> resumed_order(const OrderParams& p, std::uint64_t epoch, const std::vector<Segment>& done);
+
 }  // namespace stoker::detail

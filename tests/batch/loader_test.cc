@@ -334,7 +334,7 @@ TEST(LoaderTest, RestoreResumesExactlyWithAnyThreadCount) {
     EXPECT_EQ(rest, std::vector<std::vector<float>>(full.begin() + static_cast<long>(stop), full.end())) << stop;
   }
   auto o3 = o;
-  o3.batch_size = 5;
+  o3.shuffle = false;
   Loader c(list, o3);
   EXPECT_THROW(c.load_state_dict(ref.state_dict()), Error);
 }

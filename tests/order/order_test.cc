@@ -159,3 +159,121 @@ TEST(ByShardTest, RanksReadMostlyTheirOwnShards) {
 
 }  // namespace
 }  // namespace stoker::detail
+
+// Elastic resume: an epoch run on a chain of topologies (world_size,
+// batch_size, batches each rank handed out), the last run to its end.
+namespace stoker::detail {
+namespace {
+
+struct Topo {
+  int world;
+  std::size_t batch;
+  std::size_t done;  // ignored for the last: it runs to the end
+};
+
+// (dataset size, shard sizes or none, drop_last, the chain)
+using ElasticCase = std::tuple<std::size_t, bool, bool, std::vector<Topo>>;
+class ElasticTest : public ::testing::TestWithParam<ElasticCase> {};
+
+TEST_P(ElasticTest, EveryRecordOnceAcrossTheChainWithEqualSharesPerSegment) {
+  auto [n, sharded, drop_last, chain] = GetParam();
+  OrderParams base = params(n, 1, true, drop_last);
+  if (sharded) {
+    for (std::size_t s = 0; s < n; s += 7) base.shard_starts.push_back(s);  // shards of 7
+  }
+  const std::uint64_t epoch = 3;
+  std::vector<Segment> done;
+  std::vector<int> count(n, 0);
+  std::size_t padding = 0;
+  for (std::size_t s = 0; s < chain.size(); ++s) {
+    const Topo& t = chain[s];
+    const bool last = s + 1 == chain.size();
+    std::set<std::size_t> lens;
+    std::vector<int> seg_count(n, 0);
+    std::size_t seg_total = 0;
+    for (int r = 0; r < t.world; ++r) {
+      OrderParams p = base;
+      p.world_size = t.world;
+      p.rank = r;
+      p.batch_size = t.batch;
+      auto seq = resumed_order(p, epoch, done);
+      if (done.empty()) {
+        EXPECT_EQ(seq, epoch_order(p, epoch)) << "no earlier part: a fresh epoch";
+      }
+      EXPECT_EQ(seq, resumed_order(p, epoch, done)) << "a function of its inputs";
+      if (drop_last) {
+        EXPECT_EQ(seq.size() % t.batch, 0u) << "drop_last: whole batches";
+      }
+      lens.insert(seq.size());
+      const std::size_t upto = last ? seq.size() : std::min(seq.size(), t.done * t.batch);
+      for (std::size_t i = 0; i < upto; ++i) {
+        ++count[seq[i]];
+        ++seg_count[seq[i]];
+      }
+      seg_total += seq.size();
+    }
+    EXPECT_EQ(lens.size(), 1u) << "segment " << s << ": every rank the same count";
+    std::size_t distinct = 0;
+    for (int c : seg_count) distinct += c > 0;
+    if (last) padding += seg_total - distinct;  // repeats within the last segment are its padding
+    if (!last) {
+      for (std::size_t i = 0; i < n; ++i) padding += seg_count[i] > 1 ? static_cast<std::size_t>(seg_count[i] - 1) : 0;
+      done.push_back({t.world, t.batch, t.done});
+    }
+  }
+  std::size_t extra = 0, missing = 0;
+  for (int c : count) {
+    extra += c > 1 ? static_cast<std::size_t>(c - 1) : 0;
+    missing += c == 0;
+  }
+  EXPECT_EQ(extra, padding) << "a record handed out twice other than as padding";
+  const Topo& end = chain.back();
+  if (drop_last) {
+    EXPECT_EQ(extra, 0u);
+    // Only the last segment drops: fewer than one record per rank, or the
+    // partial batches (at most world * batch).
+    EXPECT_LT(missing, static_cast<std::size_t>(end.world) * end.batch + static_cast<std::size_t>(end.world));
+  } else {
+    EXPECT_EQ(missing, 0u) << "every record of the epoch handed out";
+    EXPECT_LT(padding, static_cast<std::size_t>(end.world) * chain.size());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Chains, ElasticTest,
+    ::testing::Combine(::testing::Values(std::size_t{1}, std::size_t{37}, std::size_t{100}), ::testing::Bool(),
+                       ::testing::Bool(),
+                       ::testing::Values(std::vector<Topo>{{2, 4, 2}, {1, 4, 0}}, std::vector<Topo>{{2, 4, 2}, {3, 4, 0}},
+                                         std::vector<Topo>{{2, 3, 1}, {3, 5, 0}},
+                                         std::vector<Topo>{{3, 2, 4}, {2, 5, 1}, {4, 3, 0}},
+                                         std::vector<Topo>{{2, 4, 0}, {3, 4, 0}})));
+
+// Resuming on the saved topology with no earlier part is the same order.
+TEST(ElasticTest, NoEarlierPartIsTheFreshOrder) {
+  for (int world : {1, 2, 3}) {
+    for (int r = 0; r < world; ++r) {
+      auto p = params(50, 4, true, false, r, world);
+      EXPECT_EQ(resumed_order(p, 1, {}), epoch_order(p, 1));
+    }
+  }
+}
+
+// After a split-by-shard part, each new rank reads on from few old lists:
+// the rest of the epoch keeps most of its shard locality.
+TEST(ElasticTest, ShardSplitLocalityMostlySurvives) {
+  OrderParams p = params(400, 8, true, false);
+  for (std::size_t s = 0; s < 400; s += 20) p.shard_starts.push_back(s);  // 20 shards of 20
+  std::vector<Segment> done{{4, 8, 3}};
+  p.world_size = 2;
+  for (int r = 0; r < 2; ++r) {
+    p.rank = r;
+    auto seq = resumed_order(p, 0, done);
+    std::set<std::size_t> shards;
+    for (auto rec : seq) shards.insert(rec / 20);
+    // 4 old ranks held 5 shards each; a new rank takes the rest of two old lists.
+    EXPECT_LE(shards.size(), 11u) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace stoker::detail

@@ -59,3 +59,15 @@ def make_numbered(tmp_path):
     def make(files):
         return _numbered_list(str(tmp_path), files)
     return make
+
+
+@pytest.fixture(scope="session")
+def numbered_shards(numbered, tmp_path_factory):
+    """The numbered records packed into 4 shards (stoker pack --keep): label = index."""
+    cli = os.path.join(os.environ.get("STOKER_BUILD", "build"), "tools", "stoker")
+    if not os.path.exists(cli):
+        pytest.skip("CLI not built")
+    out = tmp_path_factory.mktemp("nshards")
+    subprocess.run([cli, "pack", numbered, str(out / "n-%d.tar"), "--keep", "--shard-count", "4"], check=True,
+                   capture_output=True)
+    return str(out / "n-{0..3}.tar")

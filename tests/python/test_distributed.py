@@ -46,17 +46,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def numbered_shards(numbered, tmp_path_factory):
-    cli = os.path.join(os.environ.get("STOKER_BUILD", "build"), "tools", "stoker")
-    if not os.path.exists(cli):
-        pytest.skip("CLI not built")
-    out = tmp_path_factory.mktemp("nshards")
-    subprocess.run([cli, "pack", numbered, str(out / "n-%d.tar"), "--keep", "--shard-count", "4"], check=True,
-                   capture_output=True)
-    return str(out / "n-{0..3}.tar")
-
-
 @pytest.mark.parametrize("kind", ["folder", "shards"])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_two_gloo_ranks(numbered, numbered_shards, tmp_path, kind, drop_last):

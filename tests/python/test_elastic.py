@@ -105,8 +105,10 @@ def check_resumed(before_ids, after, world, batch):
     assert [r["batches"] for r in after][0] == -(-share // batch)
 
 
-@pytest.mark.parametrize("world,batch", [(1, 4), (3, 4), (3, 5)])
-def test_two_ranks_saved_mid_epoch_resume_on_another_topology(numbered, tmp_path, world, batch):
+@pytest.mark.parametrize("world,batch,kind", [(1, 4, "folder"), (3, 4, "folder"), (3, 5, "folder"), (3, 4, "shards")])
+def test_two_ranks_saved_mid_epoch_resume_on_another_topology(request, tmp_path, world, batch, kind):
+    # shards: 4 shards for 2 ranks, so the saved epoch was split by shard
+    numbered = request.getfixturevalue("numbered" if kind == "folder" else "numbered_shards")
     saved, _ = run(tmp_path, "a.json", numbered, 2, 4, stop=3)
     states = saved["states"]
     assert states[0] == states[1], "one state for the job: every rank's is the same"

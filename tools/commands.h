@@ -13,6 +13,7 @@ struct ExitCode {
 void add_bench_command(CLI::App& app);
 void add_pack_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_inspect_state_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 }  // namespace stoker::cli

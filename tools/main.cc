@@ -6,11 +6,12 @@
 #include "stoker/version.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, inspect, verify, bench, doctor."};
+  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, inspect, inspect-state, verify, bench, doctor."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "stoker " STOKER_VERSION);
   stoker::cli::add_pack_command(app);
   stoker::cli::add_inspect_command(app);
+  stoker::cli::add_inspect_state_command(app);
   stoker::cli::add_verify_command(app);
   stoker::cli::add_bench_command(app);
   stoker::cli::add_doctor_command(app);

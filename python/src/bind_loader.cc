@@ -2,6 +2,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "batch/resume.h"
 #include "bindings.h"
 #include "decode/decode.h"
 #include "order/rng.h"
@@ -112,59 +113,17 @@ void bind_loader(py::module_& m) {
              }
              return out;
            })
+      // The keys are those of the C++ codec (src/batch/resume.cc).
       .def("state_dict",
            [](const Loader& l) {
-             Loader::State st = l.state_dict();
-             py::dict d;
-             d["version"] = st.version;
-             d["seed"] = st.seed;
-             d["epoch"] = st.epoch;
-             d["batches_done"] = st.batches_done;
-             d["dataset_size"] = st.dataset_size;
-             d["batch_size"] = st.batch_size;
-             d["shuffle"] = st.shuffle;
-             d["drop_last"] = st.drop_last;
-             d["world_size"] = st.world_size;
-             py::list earlier;
-             for (const auto& p : st.earlier) {
-               py::dict e;
-               e["world_size"] = p.world_size;
-               e["batch_size"] = p.batch_size;
-               e["batches_done"] = p.batches_done;
-               earlier.append(e);
-             }
-             d["earlier"] = earlier;
-             return d;
+             return py::module_::import("json").attr("loads")(detail::state_to_json(l.state_dict()));
            })
       .def(
           "load_state_dict",
-          [](Loader& l, const py::dict& d) {
-            Loader::State st;
-            auto get_from = [](const py::dict& from, const char* where, const char* k) {
-              if (!from.contains(k)) {
-                throw py::value_error(std::string("load_state_dict: the state") + where + " has no '" + k + "'");
-              }
-              return from[k];
-            };
-            auto get = [&](const char* k) { return get_from(d, "", k); };
-            st.version = get("version").cast<int>();
-            st.seed = get("seed").cast<std::uint64_t>();
-            st.epoch = get("epoch").cast<std::uint64_t>();
-            st.batches_done = get("batches_done").cast<std::uint64_t>();
-            st.dataset_size = get("dataset_size").cast<std::uint64_t>();
-            st.batch_size = get("batch_size").cast<std::uint64_t>();
-            st.shuffle = get("shuffle").cast<bool>();
-            st.drop_last = get("drop_last").cast<bool>();
-            st.world_size = get("world_size").cast<int>();
-            // Version 1 states (a "rank", no "earlier") load as they are.
-            if (d.contains("earlier")) {
-              for (const py::handle& h : get("earlier").cast<py::list>()) {
-                const auto e = h.cast<py::dict>();
-                st.earlier.push_back({get_from(e, "'s earlier part", "world_size").cast<int>(),
-                                      get_from(e, "'s earlier part", "batch_size").cast<std::uint64_t>(),
-                                      get_from(e, "'s earlier part", "batches_done").cast<std::uint64_t>()});
-              }
-            }
+          [](Loader& l, const py::object& d) {
+            // default=int: numpy integers (a state kept in numpy) are integers.
+            const auto text = py::module_::import("json").attr("dumps")(d, py::arg("default") = py::module_::import("builtins").attr("int")).cast<std::string>();
+            Loader::State st = detail::state_from_json(text);
             py::gil_scoped_release release;
             l.load_state_dict(st);
           },

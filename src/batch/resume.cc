@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace stoker::detail {
 namespace {
 
@@ -60,6 +62,81 @@ std::vector<Segment> saved_segments(const Loader::State& st, const OrderParams& 
   }
   add(st.world_size, st.batch_size, st.batches_done, "batches_done");
   return segs;
+}
+
+std::string state_to_json(const Loader::State& st) {
+  nlohmann::ordered_json j;
+  j["version"] = st.version;
+  j["seed"] = st.seed;
+  j["epoch"] = st.epoch;
+  j["batches_done"] = st.batches_done;
+  j["dataset_size"] = st.dataset_size;
+  j["batch_size"] = st.batch_size;
+  j["shuffle"] = st.shuffle;
+  j["drop_last"] = st.drop_last;
+  j["world_size"] = st.world_size;
+  j["earlier"] = nlohmann::ordered_json::array();
+  for (const auto& p : st.earlier) {
+    j["earlier"].push_back({{"world_size", p.world_size}, {"batch_size", p.batch_size}, {"batches_done", p.batches_done}});
+  }
+  return j.dump();
+}
+
+namespace {
+
+[[noreturn]] void bad_state(const std::string& what) { throw Error(Code::kInvalidArgument, "load_state_dict: " + what); }
+
+const nlohmann::json& key(const nlohmann::json& j, const char* k, const char* where = "the state") {
+  auto it = j.find(k);
+  if (it == j.end()) bad_state(std::string(where) + " has no '" + k + "'");
+  return *it;
+}
+std::uint64_t count(const nlohmann::json& j, const char* k, const char* where = "the state") {
+  const auto& v = key(j, k, where);
+  if (!v.is_number_unsigned()) bad_state(std::string("'") + k + "' must be an integer >= 0, got " + v.dump());
+  return v.get<std::uint64_t>();
+}
+int small_count(const nlohmann::json& j, const char* k, const char* where = "the state") {
+  const std::uint64_t v = count(j, k, where);
+  if (v > 1u << 30) bad_state(std::string("'") + k + "' is out of range: " + std::to_string(v));
+  return static_cast<int>(v);
+}
+bool flag(const nlohmann::json& j, const char* k) {
+  const auto& v = key(j, k);
+  if (!v.is_boolean()) bad_state(std::string("'") + k + "' must be true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+}  // namespace
+
+Loader::State state_from_json(const std::string& json) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad_state(std::string("not JSON: ") + e.what());
+  }
+  if (!j.is_object()) bad_state("the state must be a dict (a JSON object), got " + j.dump().substr(0, 80));
+  Loader::State st;
+  st.version = small_count(j, "version");
+  st.seed = count(j, "seed");
+  st.epoch = count(j, "epoch");
+  st.batches_done = count(j, "batches_done");
+  st.dataset_size = count(j, "dataset_size");
+  st.batch_size = count(j, "batch_size");
+  st.shuffle = flag(j, "shuffle");
+  st.drop_last = flag(j, "drop_last");
+  st.world_size = small_count(j, "world_size");
+  if (auto it = j.find("earlier"); it != j.end()) {
+    if (!it->is_array()) bad_state("'earlier' must be a list, got " + it->dump());
+    for (const auto& e : *it) {
+      if (!e.is_object()) bad_state("an earlier part must be a dict, got " + e.dump());
+      st.earlier.push_back({small_count(e, "world_size", "the state's earlier part"),
+                            count(e, "batch_size", "the state's earlier part"),
+                            count(e, "batches_done", "the state's earlier part")});
+    }
+  }
+  return st;
 }
 
 }  // namespace stoker::detail

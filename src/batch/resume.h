@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include <string>
 #include <vector>
 
 #include "order/order.h"
@@ -27,5 +28,13 @@ void check_restorable(const Loader::State& saved, const Loader::State& now);
 // Error(kInvalidArgument) when a part's batches_done is past the end of its
 // share of the epoch (`order`: the loader's order parameters).
 std::vector<Segment> saved_segments(const Loader::State& saved, const OrderParams& order);
+
+// The state as JSON, with the keys of Python's state_dict() (the one
+// definition of them: the bindings and `stoker inspect-state` use these).
+std::string state_to_json(const Loader::State& st);
+// Throws Error(kInvalidArgument) "load_state_dict: ..." naming a missing key
+// or a value of the wrong type or sign. A version 1 state (a "rank", no
+// "earlier") reads as it is.
+Loader::State state_from_json(const std::string& json);
 
 }  // namespace stoker::detail

@@ -111,7 +111,17 @@ std::vector<std::uint32_t> block(const std::vector<std::uint32_t>& pool, std::si
 
 std::vector<std::uint32_t> resumed_order(const OrderParams& p, std::uint64_t epoch, const std::vector<Segment>& done) {
   if (done.empty()) return epoch_order(p, epoch);
+  return block(resume_pool(p, epoch, done), static_cast<std::size_t>(p.world_size), static_cast<std::size_t>(p.rank),
+               p.batch_size, p.drop_last);
+}
+
+std::vector<std::uint32_t> resume_pool(const OrderParams& p, std::uint64_t epoch, const std::vector<Segment>& done) {
   const std::size_t n = p.dataset_size;
+  if (done.empty()) {
+    std::vector<std::uint32_t> all(n);
+    std::iota(all.begin(), all.end(), 0u);
+    return all;
+  }
   std::vector<std::uint32_t> pool;
   std::vector<char> handed(n, 0);  // handed out by an earlier segment
   for (std::size_t s = 0; s < done.size(); ++s) {
@@ -156,8 +166,7 @@ std::vector<std::uint32_t> resumed_order(const OrderParams& p, std::uint64_t epo
     }
     pool = std::move(next);
   }
-  return block(pool, static_cast<std::size_t>(p.world_size), static_cast<std::size_t>(p.rank), p.batch_size,
-               p.drop_last);
+  return pool;
 }
 
 }  // namespace stoker::detail

@@ -69,5 +69,8 @@ struct Segment {
 // ranks' lists: when the epoch was split by shard those lists are mostly
 // whole shards, and locality survives.
 std::vector<std::uint32_t> resumed_order(const OrderParams& p, std::uint64_t epoch, const std::vector<Segment>& done);
+// The pool above: the records of `epoch` that no part of `done` handed out
+// (all of them, in index order, when `done` is empty).
+std::vector<std::uint32_t> resume_pool(const OrderParams& p, std::uint64_t epoch, const std::vector<Segment>& done);
 
 }  // namespace stoker::detail

@@ -189,3 +189,34 @@ def test_same_topology_resume_is_exact_and_other_settings_are_refused(numbered):
     c = stoker.Loader(numbered, **kw)
     c.load_state_dict(dict(old, version=1, rank=0))
     assert [[int(v) for v in y] for _, y in c] == full[2:]
+
+
+def test_inspect_state_says_where_the_epoch_stands(numbered, tmp_path):
+    cli = os.path.join(os.environ.get("STOKER_BUILD", "build"), "tools", "stoker")
+    if not os.path.exists(cli):
+        pytest.skip("CLI not built")
+    kw = dict(shuffle=True, seed=1, transforms=[stoker.CenterCrop(8)], threads=1)
+    a = stoker.Loader(numbered, batch_size=4, rank=0, world_size=2, **kw)
+    a.set_epoch(2)
+    it = iter(a)
+    next(it), next(it), next(it)
+    b = stoker.Loader(numbered, batch_size=4, rank=2, world_size=3, **kw)
+    b.load_state_dict(a.state_dict())
+    b.set_epoch(2)
+    next(iter(b))
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(b.state_dict()))
+    out = subprocess.run([cli, "inspect-state", str(path)], check=True, capture_output=True, text=True).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{path}: epoch 2 of a data set of 37 records (shuffle on, seed 1, drop_last off)")
+    # 2 ranks: 19 records each, 5 batches; 3 handed out -> 24 records. 13 left
+    # on 3 ranks: blocks of 5 (2 padding), 2 batches; the first batch of each
+    # hands out 4 + 4 + 3 new records (the last block's 4th is padding).
+    assert lines[1].split() == ["part", "1", "2", "ranks", "x", "batch", "4", "3", "of", "5", "batches", "per", "rank",
+                                "handed", "out"]
+    assert lines[2].split()[:9] == ["last", "3", "ranks", "x", "batch", "4", "1", "of", "2"]
+    assert lines[3] == "records of epoch 2 handed out: 35 of 37; 2 not yet"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(b.state_dict(), epoch="2")))
+    r = subprocess.run([cli, "inspect-state", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1 and "'epoch' must be an integer >= 0, got \"2\"" in r.stderr

@@ -107,6 +107,10 @@ def test_state_mismatch_raises_clear_errors(photos):
     # what defines the epoch's records and order is refused.
     with pytest.raises(ValueError, match="dataset_size was .* when saved, is .*the data changed"):
         make(photos).load_state_dict(dict(state, dataset_size=state["dataset_size"] + 1))
+    with pytest.raises(ValueError, match="'epoch' must be an integer >= 0, got \"3\""):
+        make(photos).load_state_dict(dict(state, epoch="3"))
+    with pytest.raises(ValueError, match="'seed' must be an integer >= 0, got -1"):
+        make(photos).load_state_dict(dict(state, seed=-1))
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
         make(photos).load_state_dict(dict(state, batch_size=0))
     with pytest.raises(ValueError, match="the state's earlier part has no 'batches_done'"):

@@ -11,6 +11,7 @@
 #include "order/rng.h"
 #include "stoker/transforms.h"
 #include "transform/pipeline.h"
+#include "transform/transform_defs.h"
 #include "transform/resize.h"
 
 namespace py = pybind11;
@@ -18,17 +19,37 @@ namespace py = pybind11;
 namespace stoker::python {
 namespace {
 
-// torchvision accepts an int or a sequence of one or two ints: (h, w).
+// torchvision accepts an int or a sequence of one or two ints: (h, w); any
+// other type is a TypeError, as there.
 std::pair<int, int> size_arg(const char* who, const py::object& size) {
+  auto type_error = [&] {
+    return py::type_error(std::string(who) + ": size must be an int or a sequence of 1 or 2 ints, got " +
+                          py::repr(size).cast<std::string>());
+  };
+  if (py::isinstance<py::bool_>(size)) throw type_error();
   if (py::isinstance<py::int_>(size)) {
     int s = size.cast<int>();
     return {s, s};
   }
-  auto v = size.cast<std::vector<int>>();
+  if (py::isinstance<py::str>(size) || !py::isinstance<py::sequence>(size)) throw type_error();
+  std::vector<int> v;
+  for (const py::handle& e : size.cast<py::sequence>()) {
+    if (!py::isinstance<py::int_>(e) || py::isinstance<py::bool_>(e)) throw type_error();
+    v.push_back(e.cast<int>());
+  }
   if (v.size() == 1) return {v[0], v[0]};
   if (v.size() == 2) return {v[0], v[1]};
   throw py::value_error(std::string(who) + ": size must be an int or a sequence of 1 or 2 ints, got " +
                         std::to_string(v.size()) + " values");
+}
+
+// A transform as constructed, checked by its one definition
+// (src/transform/transforms.cc): a bad parameter is a ValueError here, as in
+// torchvision, not only when a Loader is made.
+template <typename T>
+T checked(T x) {
+  detail::check_transform(Transform{x});
+  return x;
 }
 
 // The repr from the transform's one definition (src/transform/transforms.cc).
@@ -69,11 +90,10 @@ Attributes:
     scale, ratio (list of 2 floats): as given.
 
 Raises:
-    ValueError: ``size`` is a sequence of other than 1 or 2 values.
-        stoker.Loader raises ValueError naming the transform for a size
-        <= 0 or a ``scale`` or ``ratio`` out of range.
-    RuntimeError: ``size`` is neither an int nor a sequence of ints.
-    TypeError: ``scale`` or ``ratio`` is not a sequence of 2 numbers.
+    ValueError: ``size`` is a sequence of other than 1 or 2 values or a
+        size <= 0, or ``scale`` or ``ratio`` is out of range.
+    TypeError: ``size`` is neither an int nor a sequence of ints, or
+        ``scale`` or ``ratio`` is not a sequence of 2 numbers.
 
 Example:
     >>> t = stoker.RandomResizedCrop(224)
@@ -104,13 +124,11 @@ Attributes:
     width (int): 0 for an int size; else the width.
 
 Raises:
-    ValueError: ``size`` is a sequence of other than 1 or 2 values.
-        stoker.Loader raises ValueError naming the transform for a size
-        <= 0, a ``max_size`` <= ``size``, or a ``max_size`` with a (h, w)
-        size.
-    TypeError: ``size`` is neither an int nor a sequence, or ``max_size`` is
-        not an int.
-    RuntimeError: ``size`` is a sequence of other than ints.
+    ValueError: ``size`` is a sequence of other than 1 or 2 values or a
+        size <= 0, a ``max_size`` <= ``size``, or a ``max_size`` with a
+        (h, w) size.
+    TypeError: ``size`` is neither an int nor a sequence of ints, or
+        ``max_size`` is not an int.
 
 Example:
     >>> stoker.Resize(256)
@@ -132,9 +150,9 @@ Attributes:
     height, width (int): the output size.
 
 Raises:
-    ValueError: ``size`` is a sequence of other than 1 or 2 values.
-        stoker.Loader raises ValueError naming the transform for a size <= 0.
-    RuntimeError: ``size`` is neither an int nor a sequence of ints.
+    ValueError: ``size`` is a sequence of other than 1 or 2 values or a
+        size <= 0.
+    TypeError: ``size`` is neither an int nor a sequence of ints.
 
 Example:
     >>> stoker.CenterCrop(224)
@@ -155,8 +173,8 @@ Attributes:
     p (float): as given.
 
 Raises:
-    TypeError: ``p`` is not a number. stoker.Loader raises ValueError naming
-        the transform for a ``p`` outside [0, 1].
+    ValueError: ``p`` is outside [0, 1].
+    TypeError: ``p`` is not a number.
 
 Example:
     >>> stoker.{name}(p=0.25)
@@ -177,9 +195,9 @@ Attributes:
     p (float): as given.
 
 Raises:
-    TypeError: ``p`` is not a number. stoker.Loader raises ValueError naming
-        the transform for a ``p`` outside [0, 1], and for a RandomResizedCrop
-        or Resize after it.
+    ValueError: ``p`` is outside [0, 1]; stoker.Loader raises it for a
+        RandomResizedCrop or Resize after this transform.
+    TypeError: ``p`` is not a number.
 
 Example:
     >>> stoker.RandomGrayscale()
@@ -201,10 +219,10 @@ Attributes:
     mean, std (list of float): as given, rounded to float32.
 
 Raises:
+    ValueError: ``mean`` or ``std`` has other than 1 or 3 values, or a
+        ``std`` is 0; stoker.Loader raises it when Normalize is not the last
+        transform or dtype is "uint8".
     TypeError: ``mean`` or ``std`` is not a sequence of numbers.
-        stoker.Loader raises ValueError naming the transform when ``mean`` or
-        ``std`` has other than 1 or 3 values, a ``std`` is 0, Normalize is not
-        the last transform, or dtype is "uint8".
 
 Example:
     >>> stoker.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
@@ -225,7 +243,7 @@ void bind_transforms(py::module_& m) {
   py::class_<RandomResizedCrop>(m, "RandomResizedCrop", fill(kRandomResizedCropDoc, {{"size", kSizeArg}}).c_str())
       .def(py::init([](const py::object& size, std::array<double, 2> scale, std::array<double, 2> ratio) {
              auto [h, w] = size_arg("RandomResizedCrop", size);
-             return RandomResizedCrop{h, w, scale, ratio};
+             return checked(RandomResizedCrop{h, w, scale, ratio});
            }),
            py::arg("size"), py::arg("scale") = std::array<double, 2>{0.08, 1.0},
            py::arg("ratio") = std::array<double, 2>{3.0 / 4.0, 4.0 / 3.0})
@@ -237,13 +255,15 @@ void bind_transforms(py::module_& m) {
 
   py::class_<Resize>(m, "Resize", kResizeDoc)
       .def(py::init([](const py::object& size, std::optional<int> max_size) {
-             if (py::isinstance<py::int_>(size) || py::len(size) == 1) {
-               auto [s, unused] = size_arg("Resize", size);
-               (void)unused;
-               return Resize{s, 0, max_size.value_or(0)};
-             }
+             const bool one = py::isinstance<py::int_>(size) ||
+                              (py::isinstance<py::sequence>(size) && !py::isinstance<py::str>(size) && py::len(size) == 1);
              auto [h, w] = size_arg("Resize", size);
-             return Resize{h, w, max_size.value_or(0)};
+             // 0 means "no max_size" in C++: a given one must be positive (torchvision: > the size).
+             if (one && max_size && *max_size <= 0) {
+               throw py::value_error("Resize: max_size = " + std::to_string(*max_size) +
+                                     " must be strictly greater than the requested size " + std::to_string(h));
+             }
+             return checked(Resize{h, one ? 0 : w, max_size.value_or(0)});
            }),
            py::arg("size"), py::arg("max_size") = py::none())
       .def_readonly("height", &Resize::height, "The shorter side's size (an int size), else the output height.")
@@ -253,7 +273,7 @@ void bind_transforms(py::module_& m) {
   py::class_<CenterCrop>(m, "CenterCrop", fill(kCenterCropDoc, {{"size", kSizeArg}}).c_str())
       .def(py::init([](const py::object& size) {
              auto [h, w] = size_arg("CenterCrop", size);
-             return CenterCrop{h, w};
+             return checked(CenterCrop{h, w});
            }),
            py::arg("size"))
       .def_readonly("height", &CenterCrop::height, "The output height.")
@@ -262,23 +282,23 @@ void bind_transforms(py::module_& m) {
 
   py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip",
                                    fill(kFlipDoc, {{"how", "left-right"}, {"name", "RandomHorizontalFlip"}}).c_str())
-      .def(py::init([](double p) { return RandomHorizontalFlip{p}; }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomHorizontalFlip{p}); }), py::arg("p") = 0.5)
       .def_readonly("p", &RandomHorizontalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomHorizontalFlip>);
 
   py::class_<RandomVerticalFlip>(m, "RandomVerticalFlip",
                                  fill(kFlipDoc, {{"how", "upside down"}, {"name", "RandomVerticalFlip"}}).c_str())
-      .def(py::init([](double p) { return RandomVerticalFlip{p}; }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomVerticalFlip{p}); }), py::arg("p") = 0.5)
       .def_readonly("p", &RandomVerticalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomVerticalFlip>);
 
   py::class_<RandomGrayscale>(m, "RandomGrayscale", kRandomGrayscaleDoc)
-      .def(py::init([](double p) { return RandomGrayscale{p}; }), py::arg("p") = 0.1)
+      .def(py::init([](double p) { return checked(RandomGrayscale{p}); }), py::arg("p") = 0.1)
       .def_readonly("p", &RandomGrayscale::p, "The probability of the conversion.")
       .def("__repr__", repr<RandomGrayscale>);
 
   py::class_<Normalize>(m, "Normalize", kNormalizeDoc)
-      .def(py::init([](std::vector<float> mean, std::vector<float> std) { return Normalize{mean, std}; }),
+      .def(py::init([](std::vector<float> mean, std::vector<float> std) { return checked(Normalize{mean, std}); }),
            py::arg("mean"), py::arg("std"))
       .def_readonly("mean", &Normalize::mean, "The channels' means (1 or 3 values).")
       .def_readonly("std", &Normalize::std, "The channels' standard deviations (1 or 3 values).")

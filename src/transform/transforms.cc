@@ -167,6 +167,7 @@ struct Def<Resize> {
   static constexpr const char* kName = "Resize";
   static constexpr bool kResamples = true;
   static void check(const Resize& x) {
+    if (x.max_size < 0) invalid("Resize: max_size must be positive (or none), got " + std::to_string(x.max_size));
     if (x.width > 0) {
       check_size(kName, x.height, x.width);
       if (x.max_size > 0) invalid("Resize: max_size is only allowed when size is a single int");

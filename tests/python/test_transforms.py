@@ -178,18 +178,33 @@ def test_random_resized_crop_fallback(width, height):
 
 
 def test_bad_transform_arguments_raise_value_error(photos):
+    # A transform's own parameters are checked when it is constructed, as torchvision does.
     with pytest.raises(ValueError, match="scale"):
-        stoker.Loader(photos, transforms=[stoker.RandomResizedCrop(224, scale=(0.9, 0.1))])
+        stoker.RandomResizedCrop(224, scale=(0.9, 0.1))
+    with pytest.raises(ValueError, match="p must be in"):
+        stoker.RandomHorizontalFlip(2.0)
+    with pytest.raises(ValueError, match="p must be in"):
+        stoker.RandomGrayscale(-0.1)
+    with pytest.raises(ValueError, match="std evaluated to zero"):
+        stoker.Normalize(MEAN, [1, 0, 1])
+    with pytest.raises(ValueError, match="size must be positive"):
+        stoker.CenterCrop(0)
+    with pytest.raises(ValueError, match="max_size = -3 must be strictly greater than the requested size 10"):
+        stoker.Resize(10, max_size=-3)
+    with pytest.raises(ValueError, match="max_size is only allowed when size is a single int"):
+        stoker.Resize((10, 12), max_size=20)
+    for bad in ("ab", 2.5, True, [1, 2.0], None):
+        with pytest.raises(TypeError, match="size must be an int or a sequence of 1 or 2 ints"):
+            stoker.CenterCrop(bad)
+    with pytest.raises(ValueError, match="got 3 values"):
+        stoker.Resize([1, 2, 3])
+    # What depends on the whole pipeline is checked by the Loader.
     with pytest.raises(ValueError, match="same size"):
         stoker.Loader(photos, transforms=[stoker.Resize(256)])
     with pytest.raises(ValueError, match="last"):
         stoker.Loader(photos, transforms=[stoker.Normalize(MEAN, STD), stoker.CenterCrop(8)])
     with pytest.raises(ValueError, match="float32"):
         stoker.Loader(photos, transforms=[stoker.CenterCrop(8), stoker.Normalize(MEAN, STD)], dtype="uint8")
-    with pytest.raises(ValueError, match="p must be"):
-        stoker.Loader(photos, transforms=[stoker.RandomHorizontalFlip(2.0), stoker.CenterCrop(8)])
-    with pytest.raises(ValueError, match="std"):
-        stoker.Loader(photos, transforms=[stoker.CenterCrop(8), stoker.Normalize(MEAN, [1, 0, 1])])
 
 
 @pytest.mark.parametrize("pipeline", ["train", "val"])

@@ -10,8 +10,26 @@ there.
 from typing import Any, Dict, Literal, Optional
 
 
+# The Attributes and Raises sections every field's docstring shares, put in
+# place of its "<common sections>" line when the class is made.
+_COMMON_SECTIONS = """    Attributes:
+        name (str), member (str or None): as given.
+
+    Raises:
+        ValueError: ``name`` or ``member`` is not a str. The schema's rules
+            (names unique in the batch, at most one Image, Mask and Boxes
+            only beside an Image, parameters in range) are checked by
+            stoker.Loader, which raises ValueError naming the field.
+"""
+
+
 class _Field:
     _kind: Optional[str] = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("    <common sections>\n", _COMMON_SECTIONS)
 
     def __init__(self, name: str, member: Optional[str] = None, **params: Any) -> None:
         if not isinstance(name, str):
@@ -48,14 +66,7 @@ class Image(_Field):
             it is read from. Default None: the record itself (a list file's
             path column, an ImageFolder file, a shard's image member).
 
-    Attributes:
-        name (str), member (str or None): as given.
-
-    Raises:
-        ValueError: ``name`` or ``member`` is not a str. The schema's rules
-            (names unique in the batch, at most one Image, Mask and Boxes
-            only beside an Image, parameters in range) are checked by
-            stoker.Loader, which raises ValueError naming the field.
+    <common sections>
 
     Example:
         >>> loader = stoker.Loader("data/train.csv", batch_size=8, transforms=[stoker.CenterCrop(224)],
@@ -87,14 +98,7 @@ class Mask(_Field):
         member (str, optional): the list file column or shard member suffix
             it is read from. Default None: the one named ``name``.
 
-    Attributes:
-        name (str), member (str or None): as given.
-
-    Raises:
-        ValueError: ``name`` or ``member`` is not a str. The schema's rules
-            (names unique in the batch, at most one Image, Mask and Boxes
-            only beside an Image, parameters in range) are checked by
-            stoker.Loader, which raises ValueError naming the field.
+    <common sections>
 
     Example:
         >>> loader = stoker.Loader("data/seg.csv", batch_size=8, transforms=[stoker.RandomResizedCrop(256)],
@@ -132,14 +136,7 @@ class Boxes(_Field):
             it is read from, or "json:<key>", a key of the record's .json
             member. Default None: the one named ``name``.
 
-    Attributes:
-        name (str), member (str or None): as given.
-
-    Raises:
-        ValueError: ``name`` or ``member`` is not a str. The schema's rules
-            (names unique in the batch, at most one Image, Mask and Boxes
-            only beside an Image, parameters in range) are checked by
-            stoker.Loader, which raises ValueError naming the field.
+    <common sections>
 
     Example:
         >>> loader = stoker.Loader("data/det-{000000..000007}.tar", batch_size=8,
@@ -169,14 +166,7 @@ class Label(_Field):
             holding an integer, or "json:<key>", a key of the record's .json
             member. Default None: the source's label.
 
-    Attributes:
-        name (str), member (str or None): as given.
-
-    Raises:
-        ValueError: ``name`` or ``member`` is not a str. The schema's rules
-            (names unique in the batch, at most one Image, Mask and Boxes
-            only beside an Image, parameters in range) are checked by
-            stoker.Loader, which raises ValueError naming the field.
+    <common sections>
 
     Example:
         >>> loader = stoker.Loader("data/train", batch_size=8, transforms=[stoker.CenterCrop(224)],
@@ -202,14 +192,7 @@ class Tensor(_Field):
         member (str, optional): the list file column or shard member suffix
             it is read from. Default None: the one named ``name``.
 
-    Attributes:
-        name (str), member (str or None): as given.
-
-    Raises:
-        ValueError: ``name`` or ``member`` is not a str. The schema's rules
-            (names unique in the batch, at most one Image, Mask and Boxes
-            only beside an Image, parameters in range) are checked by
-            stoker.Loader, which raises ValueError naming the field.
+    <common sections>
 
     Example:
         >>> loader = stoker.Loader("data/train-{000000..000003}.tar", batch_size=8,

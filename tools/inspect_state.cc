@@ -7,6 +7,7 @@
 
 #include "batch/resume.h"
 #include "commands.h"
+#include "order/mixture.h"
 #include "order/order.h"
 #include "stoker/status.h"
 
@@ -40,9 +41,10 @@ void inspect_state(const std::string& path) {
   current.version = Loader::State{}.version;
   detail::check_restorable(st, current);
   const std::vector<detail::Segment> segs = detail::saved_segments(st, p);
-  std::printf("%s: epoch %llu of a data set of %llu records (shuffle %s, seed %llu, drop_last %s), state version %d\n",
+  std::printf("%s: epoch %llu of %s %llu %s (shuffle %s, seed %llu, drop_last %s), state version %d\n",
               path.c_str(), static_cast<unsigned long long>(st.epoch),
-              static_cast<unsigned long long>(st.dataset_size), st.shuffle ? "on" : "off",
+              st.mixture.empty() ? "a data set of" : "a mixture of", static_cast<unsigned long long>(st.dataset_size),
+              st.mixture.empty() ? "records" : "draws per epoch", st.shuffle ? "on" : "off",
               static_cast<unsigned long long>(st.seed), st.drop_last ? "on" : "off", st.version);
   std::vector<detail::Segment> before;
   auto part = [&](const char* label, int world, std::uint64_t batch, std::uint64_t done) {
@@ -61,8 +63,26 @@ void inspect_state(const std::string& path) {
     part(("part " + std::to_string(i + 1)).c_str(), e.world_size, e.batch_size, e.batches_done);
   }
   part(st.earlier.empty() ? "saved" : "last", st.world_size, st.batch_size, st.batches_done);
-  const std::size_t left = detail::resume_pool(p, st.epoch, segs).size();
-  std::printf("records of epoch %llu handed out: %llu of %llu; %zu not yet\n", static_cast<unsigned long long>(st.epoch),
+  const std::vector<std::uint32_t> pool = detail::resume_pool(p, st.epoch, segs);
+  const std::size_t left = pool.size();
+  if (!st.mixture.empty()) {
+    // The epoch's positions are each source's draws in turn (stoker/mixture.h).
+    std::vector<std::uint64_t> counts, pending(st.mixture.size(), 0);
+    for (const auto& m : st.mixture) counts.push_back(m.count);
+    for (std::uint32_t pos : pool) ++pending[detail::mixture_part_of_position(counts, pos)];
+    for (std::size_t i = 0; i < st.mixture.size(); ++i) {
+      const auto& m = st.mixture[i];
+      const std::uint64_t before_epoch = st.epoch * m.count, now = m.count - pending[i];
+      std::printf("  source %zu '%s': %llu records, %llu draws per epoch; %llu of them handed out in epoch %llu; "
+                  "%llu draws before it (%.2f passes)\n",
+                  i, m.name.c_str(), static_cast<unsigned long long>(m.size), static_cast<unsigned long long>(m.count),
+                  static_cast<unsigned long long>(now), static_cast<unsigned long long>(st.epoch),
+                  static_cast<unsigned long long>(before_epoch),
+                  m.size ? static_cast<double>(before_epoch) / static_cast<double>(m.size) : 0.0);
+    }
+  }
+  std::printf("%s of epoch %llu handed out: %llu of %llu; %zu not yet\n",
+              st.mixture.empty() ? "records" : "draws", static_cast<unsigned long long>(st.epoch),
               static_cast<unsigned long long>(st.dataset_size - left), static_cast<unsigned long long>(st.dataset_size),
               left);
   std::printf("resumes: on %s exactly where it stopped; on another topology the %zu records left are split anew\n",

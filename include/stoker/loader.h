@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "stoker/mixture.h"
 #include "stoker/options.h"
 #include "stoker/source.h"
 #include "stoker/stats.h"
@@ -95,6 +96,10 @@ class Loader {
   // Several tar shard specs.
   Loader(const std::vector<std::string>& sources, LoaderOptions options);
   Loader(std::shared_ptr<const Source> source, LoaderOptions options);
+  // A weighted mixture of data sets (stoker/mixture.h): each epoch is
+  // mix.samples_per_epoch draws; the order, sharding and resume apply to
+  // those draws as to the records of one data set.
+  Loader(const Mixture& mix, LoaderOptions options);
   // Stops the workers promptly (they finish at most the sample in hand). In a
   // child process of fork(), leaves the inherited copy untouched.
   ~Loader();
@@ -187,6 +192,16 @@ class Loader {
     bool drop_last = false;
     int world_size = 1;
     std::vector<Part> earlier;  // in the order they ran
+    // A mixture's sources (empty for one data set): the epoch's draws are a
+    // function of these and (seed, epoch), so a state loads only into a
+    // mixture of the same names, sizes and draws per epoch. dataset_size is
+    // then the draws per epoch.
+    struct MixSource {
+      std::string name;
+      std::uint64_t size = 0;   // records
+      std::uint64_t count = 0;  // draws per epoch
+    };
+    std::vector<MixSource> mixture;
   };
   State state_dict() const;
   void load_state_dict(const State& state);

@@ -74,6 +74,17 @@ struct Stats {
   // wide or high (cropped away), and boxes past a field's max_boxes.
   std::uint64_t boxes_dropped = 0;
   std::uint64_t boxes_truncated = 0;
+  // A mixture (stoker/mixture.h): per source, its weight's share of the
+  // weights, its draws per epoch, and the samples of it handed out so far
+  // (counted by the batches the consumer received, padding included), so
+  // drawn / sum(drawn) can be held against the weights. Empty otherwise.
+  struct MixturePart {
+    std::string name;
+    double weight_share = 0;
+    std::uint64_t per_epoch = 0;
+    std::uint64_t drawn = 0;
+  };
+  std::vector<MixturePart> mixture;
 
   // Busy seconds and samples per worker thread (index = worker id).
   struct Thread {

@@ -54,9 +54,22 @@ void bind_loader(py::module_& m) {
              return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(sources, std::move(o)));
            }),
            py::arg("sources"), py::arg("options"), py::arg("transforms"))
+      // A mixture (stoker.Mix), as the JSON of its one codec (src/source/mixture_source.cc).
+      .def_static(
+          "_mixture",
+          [](const std::string& mixture, const std::string& options, std::vector<Transform> transforms) {
+            Mixture mix = mixture_from_json(mixture);
+            LoaderOptions o = options_from_json(options);
+            o.transforms = std::move(transforms);
+            validate_options(o);
+            py::gil_scoped_release release;
+            return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(mix, std::move(o)));
+          },
+          py::arg("mixture"), py::arg("options"), py::arg("transforms"))
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
-      .def_property_readonly("dataset_size", [](const Loader& l) { return l.source().size(); })
+      // The records of an epoch before sharding: a mixture's draws per epoch.
+      .def_property_readonly("dataset_size", [](const Loader& l) { return l.state_dict().dataset_size; })
       .def_property_readonly("classes", [](const Loader& l) { return l.source().classes(); })
       .def_property_readonly("sample_shape", &Loader::sample_dims)
       .def_property_readonly("arrays", &Loader::arrays)

@@ -31,11 +31,12 @@ from stoker import _stoker
 from stoker import _profiling
 from stoker import _staging
 from stoker.fields import Boxes, Image, Label, Mask, Tensor, FIELD_TYPES as _FIELD_TYPES
+from stoker.mixture import Mix
 from stoker._profiling import profile  # noqa: F401
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
-           "Boxes", "Label", "Tensor"]
+           "Boxes", "Label", "Tensor", "Mix"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 # Types of Loader's arguments.
 _Path = Union[str, os.PathLike]
-_Source = Union[_Path, List[_Path], Tuple[_Path, ...]]
+_Source = Union[_Path, List[_Path], Tuple[_Path, ...], Mix]
 _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
                    Normalize]
 _FieldType = Union[Image, Mask, Boxes, Label, Tensor]
@@ -136,7 +137,10 @@ class Loader:
             WebDataset-style tar shards (a .tar path, a brace pattern like
             "train-{000000..000015}.tar", a glob, or a list of them), or a
             list file of `path,label` lines (or a CSV whose header row names
-            its columns, e.g. `image,mask,label`).
+            its columns, e.g. `image,mask,label`), or a stoker.Mix of several
+            data sets drawn with weights (an epoch is then its
+            samples_per_epoch draws; order, sharding and resume apply to
+            them).
         batch_size (int): samples per batch, as torch.utils.data.DataLoader.
             Default 64.
         shuffle (bool): shuffle each epoch, as DataLoader; the order of an
@@ -308,13 +312,16 @@ class Loader:
                  max_threads: int = 0, trace: bool = False, stage_timing: bool = True, preload: bool = True,
                  progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
                  fields: Optional[Iterable[_FieldType]] = None) -> None:
-        if isinstance(source, (str, os.PathLike)):
+        mixture = None
+        if isinstance(source, Mix):
+            mixture = source._json()
+        elif isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
             sources = [os.fspath(s) for s in source]
         else:
-            raise ValueError(f"source must be a path (str or os.PathLike) or a non-empty list of shard paths, "
-                             f"got {source!r}")
+            raise ValueError(f"source must be a path (str or os.PathLike), a non-empty list of shard paths or a "
+                             f"stoker.Mix, got {source!r}")
         if progress not in (None, True, False):
             raise ValueError(f"progress must be None, True or False, got {progress!r}")
         if output not in ("torch", "numpy"):
@@ -350,7 +357,11 @@ class Loader:
                        trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
                        progress={None: "auto", True: "on", False: "off"}[progress],
                        fields=[f._json() for f in fields or ()])
-        self._impl = _stoker._Loader(sources, json.dumps(options, default=_json_value), transforms)
+        options_json = json.dumps(options, default=_json_value)
+        if mixture is not None:
+            self._impl = _stoker._Loader._mixture(mixture, options_json, transforms)
+        else:
+            self._impl = _stoker._Loader(sources, options_json, transforms)
         if output == "torch":
             _check_torch_dtypes(self._impl.sample_tensors, fields is not None)
         _profiling.register_loader(self)
@@ -387,7 +398,8 @@ class Loader:
 
     @property
     def dataset_size(self) -> int:
-        """Records in the source, over all ranks (before any padding).
+        """Records in the source, over all ranks (before any padding); for a
+        stoker.Mix, its draws per epoch.
 
         Example:
             >>> stoker.Loader("data/train", transforms=[stoker.CenterCrop(224)]).dataset_size

@@ -53,14 +53,18 @@ class Loader::Impl {
     }
     maker_.emplace(*source_, opt_, cache_.get());
     if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
-    order_.dataset_size = source_->size();
+    // NOTE: a mixture's order runs over its epoch's draws (positions), each
+    // mapped to a record per epoch (start_epoch); one data set's over records.
+    mix_ = dynamic_cast<const MixtureSource*>(source_.get());
+    if (mix_) mix_drawn_.assign(mix_->parts().size(), 0);
+    order_.dataset_size = mix_ ? mix_->samples_per_epoch() : source_->size();
     order_.batch_size = opt_.batch_size;
     order_.shuffle = opt_.shuffle;
     order_.seed = opt_.seed;
     order_.drop_last = opt_.drop_last;
     order_.rank = opt_.rank;
     order_.world_size = opt_.world_size;
-    order_.shard_starts = source_->shard_starts();
+    if (!mix_) order_.shard_starts = source_->shard_starts();
     num_samples_ = detail::samples_per_rank(order_);
     num_batches_ = detail::batches_per_rank(order_);
     threads_ = opt_.threads > 0 ? opt_.threads : opt_.max_threads > 0 ? opt_.max_threads : available_cores();
@@ -148,9 +152,12 @@ class Loader::Impl {
     std::vector<detail::Segment> earlier = resume_earlier_;
     lock.unlock();
     seq = detail::resumed_order(order_, epoch, earlier);  // outside the lock: O(dataset)
+    std::vector<std::uint32_t> draws;
+    if (mix_) draws = mix_->draws(order_.seed, order_.shuffle, epoch);
     lock.lock();
     halt_locked(lock);
     seq_ = std::move(seq);
+    draws_ = std::move(draws);
     run_epoch_ = epoch;
     next_epoch_ = epoch + 1;
     run_earlier_ = std::move(earlier);
@@ -208,6 +215,11 @@ class Loader::Impl {
     pool_->hand_out();  // the consumer's from here (under mu_, so the ring and the held count never overlap)
     Status error = std::move(e.error);
     e = RingEntry{};
+    if (mix_) {
+      for (std::size_t t = b * opt_.batch_size, end = t + batch_len(b); t < end; ++t) {
+        ++mix_drawn_[mix_->part_of_position(seq_[t])];
+      }
+    }
     ++deliver_;
     autotune_locked(t1, t1 - t0);
     lock.unlock();
@@ -273,6 +285,15 @@ class Loader::Impl {
     s.batch_buffers_held_peak = pc.held_peak;
     s.ring_depth_max = static_cast<int>(ring_.size());
     corrupt_.add_to(&s);
+    if (mix_) {
+      double total = 0;
+      for (const auto& p : mix_->parts()) total += p.weight;
+      std::lock_guard<std::mutex> lock(mu_);
+      for (std::size_t i = 0; i < mix_->parts().size(); ++i) {
+        const auto& p = mix_->parts()[i];
+        s.mixture.push_back({p.name, p.weight / total, p.count, mix_drawn_[i]});
+      }
+    }
     if (cache_) {
       s.cache_hits = cache_->hits();
       s.cache_misses = cache_->misses();
@@ -318,6 +339,9 @@ class Loader::Impl {
     st.shuffle = order_.shuffle;
     st.drop_last = order_.drop_last;
     st.world_size = order_.world_size;
+    if (mix_) {
+      for (const auto& p : mix_->parts()) st.mixture.push_back({p.name, p.source->size(), p.count});
+    }
     return st;
   }
 
@@ -355,7 +379,9 @@ class Loader::Impl {
       if (i) j += ",";
       j += detail::json_quote(specs_[i]);
     }
-    j += "],\"dataset_size\":" + std::to_string(source_->size());
+    j += "]";
+    if (!mixture_json_.empty()) j += ",\"mixture\":" + mixture_json_;
+    j += ",\"dataset_size\":" + std::to_string(order_.dataset_size);
     std::size_t sample_bytes = 0;  // every tensor of one sample
     for (const auto& o : spec().outputs) sample_bytes += o.bytes;
     j += ",\"sample_bytes\":" + std::to_string(sample_bytes);
@@ -381,6 +407,7 @@ class Loader::Impl {
 
   std::shared_ptr<const Source> source_;
   std::vector<std::string> specs_;
+  std::string mixture_json_;  // created from a Mixture: it, for the doctor's probes
   LoaderOptions opt_;
   // This loader's number in the process: its channel file and trace thread ids.
   const int id_ = [] {
@@ -496,8 +523,11 @@ class Loader::Impl {
     const detail::SampleOut out{slot->data.get(), pos};
     std::size_t p = t;
     for (int attempt = 1;; ++attempt) {
-      const std::uint32_t rec = seq_[p];
-      Status st = maker_->make(rec, seed, epoch, out, ws);
+      // A mixture's item is a position of the epoch's draws, the key of its
+      // randomness (a record drawn twice is augmented twice, differently).
+      const std::uint32_t item = seq_[p];
+      const std::uint32_t rec = mix_ ? draws_[item] : item;
+      Status st = maker_->make(rec, item, seed, epoch, out, ws);
       if (st.ok()) return st;
       st = Status(st.code(), "record " + std::to_string(rec) + " '" + source_->key(rec) + "': " + st.message());
       corrupt_.add(st);
@@ -524,6 +554,9 @@ class Loader::Impl {
   std::uint64_t next_epoch_ = 0;
   std::uint64_t run_epoch_ = 0;
   std::vector<std::uint32_t> seq_;
+  const MixtureSource* mix_ = nullptr;       // source_, when it is a mixture
+  std::vector<std::uint32_t> draws_;         // a mixture's records of the running epoch, by position
+  std::vector<std::uint64_t> mix_drawn_;     // per mixture source: samples handed out (under mu_)
   std::size_t epoch_batches_ = 0;  // of the running epoch (fewer than num_batches_ when resumed elastically)
   // Parts of the epoch run on other topologies (order/order.h): for the next
   // start_epoch(), and of the running epoch.
@@ -580,6 +613,11 @@ Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
 }
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
+Loader::Loader(const Mixture& mix, LoaderOptions options)
+    : Loader(std::shared_ptr<const Source>((validate_options(options), std::make_shared<MixtureSource>(mix, options.labels))),
+             options) {
+  impl_->mixture_json_ = mixture_to_json(mix);
+}
 Loader::~Loader() {
   // NOTE: in a child of fork() the worker threads do not exist and the
   // locks may have been held by them at the fork: leave it all untouched

@@ -20,6 +20,22 @@ void check_restorable(const Loader::State& st, const Loader::State& now) {
   if (st.version != 1 && st.version != now.version) {
     differs("version", std::to_string(st.version), std::to_string(now.version), "unknown state format");
   }
+  auto sources = [](const Loader::State& s) {
+    if (s.mixture.empty()) return std::string("one data set");
+    std::string d = "a mixture of";
+    for (std::size_t i = 0; i < s.mixture.size(); ++i) {
+      const auto& m = s.mixture[i];
+      d += (i ? ", '" : " '") + m.name + "' (" + std::to_string(m.size) + " records, " + std::to_string(m.count) +
+           " per epoch)";
+    }
+    return d;
+  };
+  if (st.mixture.size() != now.mixture.size() ||
+      !std::equal(st.mixture.begin(), st.mixture.end(), now.mixture.begin(), [](const auto& a, const auto& b) {
+        return a.name == b.name && a.size == b.size && a.count == b.count;
+      })) {
+    differs("the source", sources(st), sources(now), "the epoch's draws differ, so the saved position does not apply");
+  }
   if (st.dataset_size != now.dataset_size) {
     differs("dataset_size", std::to_string(st.dataset_size), std::to_string(now.dataset_size),
             "the data changed, so the saved order does not apply");
@@ -79,6 +95,10 @@ std::string state_to_json(const Loader::State& st) {
   for (const auto& p : st.earlier) {
     j["earlier"].push_back({{"world_size", p.world_size}, {"batch_size", p.batch_size}, {"batches_done", p.batches_done}});
   }
+  if (!st.mixture.empty()) {
+    j["mixture"] = nlohmann::ordered_json::array();
+    for (const auto& m : st.mixture) j["mixture"].push_back({{"name", m.name}, {"size", m.size}, {"count", m.count}});
+  }
   return j.dump();
 }
 
@@ -134,6 +154,16 @@ Loader::State state_from_json(const std::string& json) {
       st.earlier.push_back({small_count(e, "world_size", "the state's earlier part"),
                             count(e, "batch_size", "the state's earlier part"),
                             count(e, "batches_done", "the state's earlier part")});
+    }
+  }
+  if (auto it = j.find("mixture"); it != j.end()) {
+    if (!it->is_array()) bad_state("'mixture' must be a list, got " + it->dump());
+    for (const auto& e : *it) {
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) {
+        bad_state("a mixture source must be a dict with a 'name', got " + e.dump());
+      }
+      st.mixture.push_back({e["name"].get<std::string>(), count(e, "size", "the state's mixture source"),
+                            count(e, "count", "the state's mixture source")});
     }
   }
   return st;

@@ -288,7 +288,7 @@ Status SampleMaker::tag(const FieldSpec& f, const Status& st) const {
   return st.ok() || !spec_.named ? st : Status(st.code(), field_name(f) + ": " + st.message());
 }
 
-Status SampleMaker::make(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+Status SampleMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
                          Scratch* s) const noexcept {
   Status st;
   // NOTE: the exception barrier: nothing thrown while making a sample may
@@ -300,7 +300,8 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t seed, std::uint64_t ep
       if (g_throw_bad_alloc.load(std::memory_order_relaxed)) throw std::bad_alloc();
       throw std::runtime_error("injected by testing::throw_in_sample");
     }
-    st = opt_.cache == Cache::kDecoded ? process_decoded(rec, seed, epoch, out, s) : process(rec, seed, epoch, out, s);
+    st = opt_.cache == Cache::kDecoded ? process_decoded(rec, draw, seed, epoch, out, s)
+                                         : process(rec, draw, seed, epoch, out, s);
   } catch (const std::bad_alloc&) {
     st = Status::ResourceExhausted("out of memory while making the sample");
   } catch (const std::exception& e) {
@@ -382,7 +383,7 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
   return Status::Ok();
 }
 
-Status SampleMaker::process(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+Status SampleMaker::process(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
                             Scratch* s) const {
   StageTimer timer(opt_.stage_timing, s, rec);
   std::size_t size = 0;
@@ -403,7 +404,7 @@ Status SampleMaker::process(std::uint32_t rec, std::uint64_t seed, std::uint64_t
   if (st.ok()) {
     width = s->decoder.width();
     height = s->decoder.height();
-    Rng rng(mix_key(seed, epoch, rec, kStreamTransform));
+    Rng rng(mix_key(seed, epoch, draw, kStreamTransform));
     pipeline_->plan_geometry(width, height, &rng, &s->geo);
     s->plan = s->geo;
     const bool scale = opt_.decode_scale == DecodeScale::kAuto && s->decoder.format() == Format::kJpeg;
@@ -423,7 +424,7 @@ Status SampleMaker::process(std::uint32_t rec, std::uint64_t seed, std::uint64_t
 // most cache_max_side, masks resized with it (nearest), boxes rescaled,
 // other members as read. So the output does not depend on whether it was a
 // hit.
-Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
                                     Scratch* s) const {
   StageTimer timer(opt_.stage_timing, s, rec);
   const FieldSpec& image = spec_.fields[static_cast<std::size_t>(spec_.image)];
@@ -501,7 +502,7 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t seed, std::
     view = {s->part[ip].first, w, h, static_cast<std::ptrdiff_t>(w) * 3};
     timer.decode();
   }
-  Rng rng(mix_key(seed, epoch, rec, kStreamTransform));
+  Rng rng(mix_key(seed, epoch, draw, kStreamTransform));
   pipeline_->plan_geometry(view.width, view.height, &rng, &s->geo);
   s->plan = s->geo;
   plan_image_read(view.width, view.height, &s->plan, false);

@@ -106,12 +106,18 @@ class SampleMaker {
     return out.batch + o.offset + out.pos * o.bytes;
   }
 
-  // Makes record `rec`'s sample of `epoch` into `out`. Never throws: an
-  // exception escaping the sample path (a bug, or std::bad_alloc) becomes a
-  // kInternal (kResourceExhausted) Status like any other bad sample. On
-  // failure its label outputs are -1. Messages carry the reason (and the
-  // field): the caller names the record.
-  Status make(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out, Scratch* s) const noexcept;
+  // Makes record `rec`'s sample of `epoch` into `out`, its random draws
+  // keyed by (seed, epoch, draw): the record itself, or for a mixture the
+  // position of the epoch's draws. Never throws: an exception escaping the
+  // sample path (a bug, or std::bad_alloc) becomes a kInternal
+  // (kResourceExhausted) Status like any other bad sample. On failure its
+  // label outputs are -1. Messages carry the reason (and the field): the
+  // caller names the record.
+  Status make(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+              Scratch* s) const noexcept;
+  Status make(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out, Scratch* s) const noexcept {
+    return make(rec, rec, seed, epoch, out, s);
+  }
 
   // Every member the schema reads of record `rec`, concatenated into *bytes,
   // part k ending at (*ends)[k]: what cache="ram" keeps (the preload uses it).
@@ -124,9 +130,10 @@ class SampleMaker {
   void add_output(FieldSpec* f, std::string name, std::string descr, std::vector<std::int64_t> dims,
                   std::size_t item);
   Status read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const;
-  Status process(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out, Scratch* s) const;
-  Status process_decoded(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
-                         Scratch* s) const;
+  Status process(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+                 Scratch* s) const;
+  Status process_decoded(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
+                         SampleOut out, Scratch* s) const;
   Status other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s, bool stored) const;
   Status tag(const FieldSpec& f, const Status& st) const;
   Status decode_mask(const FieldSpec& f, const std::uint8_t* bytes, std::size_t n, int width, int height,

@@ -61,6 +61,12 @@ std::string Stats::to_json() const {
     o << (i ? "," : "") << "{\"read_s\":" << t.read_s << ",\"decode_s\":" << t.decode_s
       << ",\"transform_s\":" << t.transform_s << ",\"samples\":" << t.samples << "}";
   }
+  o << "],\"mixture\":[";
+  for (std::size_t i = 0; i < mixture.size(); ++i) {
+    const MixturePart& m = mixture[i];
+    o << (i ? "," : "") << "{\"name\":" << json_quote(m.name) << ",\"weight_share\":" << m.weight_share
+      << ",\"per_epoch\":" << m.per_epoch << ",\"drawn\":" << m.drawn << "}";
+  }
   o << "],\"autotune_log\":[";
   for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << json_quote(autotune_log[i]);
   o << "]}";

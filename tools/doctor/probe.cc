@@ -256,10 +256,13 @@ std::vector<std::size_t> sample_records(std::size_t n, std::size_t max_records) 
 
 LoaderSetup setup_from_snapshot(const nlohmann::json& snap) {
   LoaderSetup s;
-  if (!snap.contains("sources") || snap["sources"].empty()) {
+  if (snap.contains("mixture")) {
+    s.mixture = snap["mixture"].dump();
+  } else if (!snap.contains("sources") || snap["sources"].empty()) {
     throw std::runtime_error("the loader was created from a Source object; its records cannot be reopened");
+  } else {
+    s.sources = snap["sources"].get<std::vector<std::string>>();
   }
-  s.sources = snap["sources"].get<std::vector<std::string>>();
   // Every option the user ran with (labels, decode_scale, layout, cache_max_side, ...).
   s.options = options_from_json(snap.contains("options") ? snap["options"].dump() : "{}");
   if (snap.value("arrays", false)) s.options.kind = SampleKind::kArray;
@@ -283,7 +286,10 @@ std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& c
   try {
     TempDir idx("stoker-probe-idx");  // NOTE: a stale index is rebuilt here, never beside the user's shards
     TempDir tmp("stoker-probe");
-    std::shared_ptr<const Source> all(open_sources(setup.sources, setup.options.labels, idx.path()));
+    std::shared_ptr<const Source> all =
+        setup.mixture.empty()
+            ? std::shared_ptr<const Source>(open_sources(setup.sources, setup.options.labels, idx.path()))
+            : std::make_shared<MixtureSource>(mixture_from_json(setup.mixture), setup.options.labels, idx.path());
     auto subset = std::make_shared<SubsetSource>(all, max_records);
     std::vector<std::unique_ptr<Arm>> arms(out.size());
     arms[0] = std::make_unique<Arm>(subset, setup.options, threads, setup.consumer);

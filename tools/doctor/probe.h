@@ -72,6 +72,7 @@ struct Consumer {
 
 struct LoaderSetup {
   std::vector<std::string> sources;
+  std::string mixture;  // a mixture's JSON (stoker/mixture.h) instead of sources
   LoaderOptions options;
   Consumer consumer;
 };

@@ -184,7 +184,7 @@ Status MixtureSource::read(std::size_t i, std::vector<std::uint8_t>* out) const 
   if (!p.label_map.empty()) {  // NOTE: an unmapped label is the sample's error, not a silent -1
     const std::int64_t l = p.source->label(r);
     if (l >= 0 && !p.label_map.count(l)) {
-      return Status(Code::kInvalidArgument, "mixture source '" + p.name + "': label " + std::to_string(l) +
+      return Status(Code::kCorrupt, "mixture source '" + p.name + "': label " + std::to_string(l) +
                                                 " is not in its label_map");
     }
   }

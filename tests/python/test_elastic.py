@@ -2,6 +2,7 @@
 mid-epoch by 2 ranks and resumed on 1 or 3 ranks (and another batch size):
 every record of the epoch handed out exactly once across the job (padding
 aside), equal batch counts per rank, and the next epoch a fresh run's."""
+import collections
 import json
 import os
 import signal
@@ -25,6 +26,8 @@ def worker(rank, world, port, pkg, source, batch, stop, state_in, out):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    if source.startswith("{"):  # a mixture: stoker.Mix's arguments as JSON
+        source = stoker.Mix(**json.loads(source))
     loader = stoker.Loader(source, batch_size=batch, shuffle=True, seed=1, transforms=[stoker.CenterCrop(8)],
                            threads=1)
     if state_in:
@@ -84,6 +87,8 @@ def run(tmp_path, name, source, world, batch, stop=-1, state_in=""):
 def fresh(source, world, batch, epoch):
     """A fresh run's ids per rank in `epoch` (one process, rank by rank)."""
     out = []
+    if source.startswith("{"):
+        source = stoker.Mix(**json.loads(source))
     for r in range(world):
         loader = stoker.Loader(source, batch_size=batch, shuffle=True, seed=1, transforms=[stoker.CenterCrop(8)],
                                threads=1, rank=r, world_size=world)
@@ -220,3 +225,31 @@ def test_inspect_state_says_where_the_epoch_stands(numbered, tmp_path):
     bad.write_text(json.dumps(dict(b.state_dict(), epoch="2")))
     r = subprocess.run([cli, "inspect-state", str(bad)], capture_output=True, text=True)
     assert r.returncode == 1 and "'epoch' must be an integer >= 0, got \"2\"" in r.stderr
+
+
+def test_mixture_saved_on_two_ranks_resumes_on_three(numbered, tmp_path):
+    """A mixture's epoch (120 draws: 0.25 of the 37 numbered records, 0.75 of
+    a 5-record source labelled 100..104, drawn 18 times each) saved by 2
+    ranks after 3 batches of 4, resumed on 3 ranks with batches of 5: the
+    draws handed out before and after are the epoch's draws exactly (as a
+    multiset: records repeat in a mixture), and the next epoch is a fresh
+    3-rank run's."""
+    small = tmp_path / "small.csv"
+    rows = open(numbered).read().splitlines()[1:6]
+    small.write_text("path,label\n" + "".join(f"{r.rsplit(',', 1)[0]},{i}\n" for i, r in enumerate(rows)))
+    spec = json.dumps({"sources": {"big": numbered, "small": str(small)}, "weights": {"big": 1, "small": 3},
+                       "samples_per_epoch": 120, "label_offset": {"small": 100}})
+    saved, _ = run(tmp_path, "m.json", spec, 2, 4, stop=3)
+    states = saved["states"]
+    assert states[0] == states[1] and states[0]["mixture"][1] == {"name": "small", "size": 5, "count": 90}
+    before = [i for r in saved["ranks"] for i in r["ids"]]
+    assert len(before) == 24
+    state_file = str(tmp_path / "mstate.json")
+    json.dump(states[0], open(state_file, "w"))
+    resumed, _ = run(tmp_path, "m2.json", spec, 3, 5, state_in=state_file)
+    after = [r["ids"] for r in resumed["ranks"]]
+    assert [len(a) for a in after] == [32, 32, 32], "96 draws left, 32 per rank, no padding needed"
+    assert len({r["batches"] for r in resumed["ranks"]}) == 1
+    epoch = [i for r in fresh(spec, 1, 4, 2) for i in r]
+    assert collections.Counter(before) + collections.Counter(i for a in after for i in a) == collections.Counter(epoch)
+    assert [r["next"] for r in resumed["ranks"]] == fresh(spec, 3, 5, 3)

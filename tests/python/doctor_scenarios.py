@@ -97,6 +97,11 @@ def main():
                                cache="decoded" if args.mode == "decoded" else "mmap",
                                transforms=[stoker.RandomResizedCrop(64, scale=(0.5, 1.0)), stoker.RandomHorizontalFlip(),
                                            stoker.Normalize(mean, std)])
+    elif args.mode == "mixture":  # data: the folder holding large/ and small/
+        mix = stoker.Mix({"large": os.path.join(args.data, "large"), "small": os.path.join(args.data, "small")},
+                         weights={"large": 0.5, "small": 0.5}, samples_per_epoch=256)
+        loader = stoker.Loader(mix, batch_size=16, shuffle=True,
+                               transforms=[stoker.RandomResizedCrop(64, scale=(0.5, 1.0)), stoker.Normalize(mean, std)])
     elif args.mode == "json-shards":
         loader = stoker.Loader(args.data, batch_size=16, shuffle=True, labels="json:y",
                                transforms=[stoker.RandomResizedCrop(64, scale=(0.5, 1.0)), stoker.Normalize(mean, std)])

@@ -78,6 +78,17 @@ def test_decode_bound_with_measured_predictions(scenario_data, tmp_path):
     assert "probes took" in r["terminal"]
 
 
+def test_a_mixture_is_diagnosed_and_probed(scenario_data, tmp_path):
+    """The probes reopen a stoker.Mix from the loader's snapshot (its one JSON
+    codec), so the doctor measures its suggestions on the mixture's records."""
+    r = run_scenario("mixture", scenario_data, seconds=4, tmp=tmp_path)
+    assert r["verdict"], r["terminal"]
+    assert "cannot be reopened" not in r["terminal"]
+    s = suggestion(r, 'cache="decoded"')
+    assert 0 < s["predicted_lo"] <= s["predicted_rate"] <= s["predicted_hi"], s
+    assert r["probe_s"] > 0
+
+
 def test_probes_leave_the_users_shard_indexes_untouched(scenario_data, tmp_path):
     """Shards labelled by a .json field: the doctor's probes reopen them with
     the user's labels= (every option is carried) and build any index they

@@ -219,6 +219,12 @@ def check_class(name, cls, node):
         problems.append(f"{name}.{k}: in the stub, not in the extension")
     for k in sorted(set(stub) & set(runtime)):
         rt, st = runtime[k], stub[k]
+        is_static = isinstance(rt, staticmethod)
+        if is_static != (isinstance(st, list) and any("staticmethod" in _decorators(f) for f in st)):
+            problems.append(f"{name}.{k}: {'a' if is_static else 'not a'} staticmethod in the extension, "
+                            f"{'not ' if is_static else ''}in the stub")
+            continue
+        rt = rt.__func__ if is_static else rt
         is_prop = isinstance(rt, property)
         stub_prop = isinstance(st, list) and any("property" in _decorators(f) for f in st)
         if is_prop != stub_prop:

@@ -532,3 +532,65 @@ TEST(LoaderTest, SchemaBatchesAreNamedTensors) {
 
 }  // namespace
 }  // namespace stoker
+
+namespace stoker {
+namespace {
+
+// A mixture through the C++ API: the epoch's draws by source, the source
+// index as a field, the state naming the sources, and a mid-epoch resume
+// equal to the uninterrupted run.
+TEST(LoaderTest, MixtureDrawsTheWeightsAndResumesExactly) {
+  testing::TempDir a, b;
+  Mixture mix;
+  mix.sources = {{"a", {numbered_list(a, 9)}, 1.0, 0, {}}, {"b", {numbered_list(b, 4)}, 3.0, 100, {}}};
+  mix.samples_per_epoch = 40;
+  LoaderOptions o = small(/*batch=*/6);
+  o.shuffle = true;
+  o.fields = {ImageField("image"), LabelField("label"), LabelField("source", "mix:source")};
+  Loader l(mix, o);
+  EXPECT_EQ(l.num_samples(), 40u);
+  EXPECT_EQ(l.source().size(), 13u);
+  std::vector<std::vector<float>> ref;
+  std::vector<std::int64_t> labels, sources;
+  l.set_epoch(3);
+  for (const Batch& batch : l) {
+    const TensorView* src = batch.tensor("source");
+    ASSERT_NE(src, nullptr);
+    const auto* s = static_cast<const std::int64_t*>(src->data);
+    sources.insert(sources.end(), s, s + batch.size());
+    labels.insert(labels.end(), batch.labels(), batch.labels() + batch.size());
+    const auto* p = static_cast<const float*>(batch.images());
+    ref.emplace_back(p, p + batch.size() * 3 * 16 * 16);
+  }
+  ASSERT_EQ(sources.size(), 40u);
+  EXPECT_EQ(std::count(sources.begin(), sources.end(), 1), 30) << "3/4 of 40 draws";
+  for (std::size_t i = 0; i < 40; ++i) EXPECT_EQ(labels[i] >= 100, sources[i] == 1) << i;
+  const Stats st = l.stats();
+  ASSERT_EQ(st.mixture.size(), 2u);
+  EXPECT_EQ(st.mixture[1].per_epoch, 30u);
+  EXPECT_EQ(st.mixture[1].drawn, 30u);
+  EXPECT_DOUBLE_EQ(st.mixture[1].weight_share, 0.75);
+
+  Loader first(mix, o);
+  first.set_epoch(3);
+  first.start_epoch();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(first.next());
+  const Loader::State state = first.state_dict();
+  ASSERT_EQ(state.mixture.size(), 2u);
+  EXPECT_EQ(state.mixture[0].name, "a");
+  EXPECT_EQ(state.mixture[0].size, 9u);
+  EXPECT_EQ(state.mixture[0].count, 10u);
+  Loader resumed(mix, o);
+  resumed.load_state_dict(state);
+  std::size_t k = 2;
+  for (const Batch& batch : resumed) {
+    const auto* p = static_cast<const float*>(batch.images());
+    ASSERT_LT(k, ref.size());
+    EXPECT_EQ(std::vector<float>(p, p + batch.size() * 3 * 16 * 16), ref[k]) << "batch " << k;
+    ++k;
+  }
+  EXPECT_EQ(k, ref.size());
+}
+
+}  // namespace
+}  // namespace stoker

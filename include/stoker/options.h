@@ -116,6 +116,16 @@ struct LoaderOptions {
   // cache_preload ("loading", "done", "budget full"), records and bytes.
   // Default true.
   bool preload = true;
+  // cache=kRam: JPEGs without restart markers on the loader's grid are
+  // rewritten losslessly in the cache (the same coefficients, so the same
+  // pixels: batches never change) into the random-access form `stoker pack
+  // --lossless` writes, so later epochs decode only what a crop covers. The
+  // rewrite runs on idle CPU (the preload threads at SCHED_IDLE once the set
+  // is in) and in the workers for at most 8% of their sample time, so it
+  // never slows an epoch by more than that. stats(): cache_rewrite
+  // ("off", "rewriting", "done"), records rewritten, bytes before/after,
+  // CPU seconds. Default true.
+  bool cache_rewrite = true;
   // A progress line on stderr while preloading: kAuto (the default) when
   // stderr is a terminal, kOn always (a line every 2 s when it is not a
   // terminal), kOff never.

@@ -65,6 +65,14 @@ struct Stats {
   std::uint64_t cache_preload_records = 0;
   std::uint64_t cache_preload_bytes = 0;
   double cache_preload_s = 0;
+  // cache="ram" rewrite (LoaderOptions::cache_rewrite): "off", "rewriting"
+  // (cached records not yet looked at remain), "done"; records rewritten,
+  // their image bytes before and after, and the CPU seconds it took.
+  std::string cache_rewrite = "off";
+  std::uint64_t cache_rewritten = 0;
+  std::uint64_t cache_rewrite_bytes_before = 0;
+  std::uint64_t cache_rewrite_bytes_after = 0;
+  double cache_rewrite_cpu_s = 0;
   // Corrupt or unreadable samples, by reason (code name), and the first few
   // messages, each naming the file and the reason.
   std::uint64_t corrupt = 0;

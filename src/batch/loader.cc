@@ -94,13 +94,22 @@ class Loader::Impl {
       const std::string name = "stoker-w" + std::to_string(i);
       pthread_setname_np(workers_.back().native_handle(), name.c_str());
     }
+    rewrite_on_ = cache_ && opt_.cache == Cache::kRam && opt_.cache_rewrite;
     if (cache_ && opt_.cache == Cache::kRam && opt_.preload) {
+      constexpr int kPreloadThreads = 4;
+      if (rewrite_on_) {
+        for (int i = 0; i < kPreloadThreads; ++i) idle_scratch_.push_back(std::make_unique<detail::Scratch>());
+      }
       preload_ = std::make_unique<detail::Preloader>(
           *source_,
           [this](std::size_t i, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) {
             return maker_->read_record(static_cast<std::uint32_t>(i), bytes, ends);
           },
-          cache_.get(), opt_.progress);
+          cache_.get(), opt_.progress, kPreloadThreads,
+          rewrite_on_ ? detail::Preloader::IdleWork([this](int t) {
+            return rewrite_next(idle_scratch_[static_cast<std::size_t>(t)].get(), cache_->size());
+          })
+                      : detail::Preloader::IdleWork());
     }
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
@@ -301,6 +310,17 @@ class Loader::Impl {
       s.cache_bytes = cache_->bytes();
       s.cache_budget_bytes = cache_->budget();
     }
+    if (rewrite_on_) {
+      s.cache_rewritten = rewritten_.load(std::memory_order_relaxed);
+      s.cache_rewrite_bytes_before = rewrite_before_.load(std::memory_order_relaxed);
+      s.cache_rewrite_bytes_after = rewrite_after_.load(std::memory_order_relaxed);
+      s.cache_rewrite_cpu_s = static_cast<double>(rewrite_cpu_ns_.load(std::memory_order_relaxed)) * 1e-9;
+      // Done once every cached record is settled and no more are coming
+      // (the preload ended, or without one, an epoch has read every record).
+      const bool all_in = preload_ ? std::string(preload_->report().state) != "loading" : batches_.load() > 0 &&
+                                         (cache_->full() || cache_->records() + refused_.load(std::memory_order_relaxed) >= source_->size());
+      s.cache_rewrite = all_in && settled_.load(std::memory_order_relaxed) >= cache_->records() ? "done" : "rewriting";
+    }
     if (preload_) {
       const auto p = preload_->report();
       s.cache_preload = p.state;
@@ -403,6 +423,32 @@ class Loader::Impl {
     return out;
   }
 
+  // cache="ram": rewrites the next cached record not yet looked at, among
+  // at most `scan` records from a shared cursor. False when none was found.
+  bool rewrite_next(detail::Scratch* ws, std::size_t scan) {
+    const std::size_t n = cache_->size();
+    for (std::size_t k = 0; k < scan; ++k) {
+      const std::size_t i = rewrite_cursor_.fetch_add(1, std::memory_order_relaxed) % n;
+      if (cache_->state(i) != detail::SampleCache::kPending || !cache_->contains(i) || !cache_->claim(i)) continue;
+      timespec a{}, b{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+      const auto r = maker_->rewrite_cached(static_cast<std::uint32_t>(i), ws);
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+      rewrite_cpu_ns_.fetch_add(static_cast<std::uint64_t>((b.tv_sec - a.tv_sec) * 1'000'000'000LL + (b.tv_nsec - a.tv_nsec)),
+                                std::memory_order_relaxed);
+      const std::uint8_t st = cache_->state(i);
+      if (st == detail::SampleCache::kFinal) settled_.fetch_add(1, std::memory_order_relaxed);
+      if (st == detail::SampleCache::kRefused) refused_.fetch_add(1, std::memory_order_relaxed);
+      if (r.rewritten) {
+        rewritten_.fetch_add(1, std::memory_order_relaxed);
+        rewrite_before_.fetch_add(r.bytes_before, std::memory_order_relaxed);
+        rewrite_after_.fetch_add(r.bytes_after, std::memory_order_relaxed);
+      }
+      return true;
+    }
+    return false;
+  }
+
   std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, seq_.size() - b * opt_.batch_size); }
 
   std::shared_ptr<const Source> source_;
@@ -465,6 +511,7 @@ class Loader::Impl {
 
   void worker_main(int id) {
     detail::Scratch ws;
+    std::int64_t sample_ns = 0, rewrite_ns = 0;  // this worker's, for the rewrite's allowance
     ws.counters = counters_[static_cast<std::size_t>(id)].get();
     if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
     std::unique_lock<std::mutex> lock(mu_);
@@ -499,7 +546,18 @@ class Loader::Impl {
       ++inflight_;
       lock.unlock();
 
+      const std::int64_t m0 = now_ns();
       Status st = make_sample(t, seed, epoch, slot, pos, &ws);
+      // NOTE: the rewrite's share of a worker's time is bounded (8% of its
+      // sample time), so an epoch it runs in is at most that much slower.
+      if (rewrite_on_) {
+        const std::int64_t m1 = now_ns();
+        sample_ns += m1 - m0;
+        if (rewrite_ns * 100 < sample_ns * 8) {
+          rewrite_next(&ws, 64);
+          rewrite_ns += now_ns() - m1;
+        }
+      }
 
       lock.lock();
       --inflight_;
@@ -584,6 +642,12 @@ class Loader::Impl {
   std::vector<std::thread> workers_;
 
   std::unique_ptr<detail::Preloader> preload_;  // cache="ram": the set moving into RAM
+  // cache="ram" rewrite (LoaderOptions::cache_rewrite).
+  bool rewrite_on_ = false;
+  std::vector<std::unique_ptr<detail::Scratch>> idle_scratch_;  // the preload threads', for idle rewriting
+  std::atomic<std::size_t> rewrite_cursor_{0};
+  std::atomic<std::uint64_t> rewritten_{0}, rewrite_before_{0}, rewrite_after_{0}, rewrite_cpu_ns_{0};
+  std::atomic<std::uint64_t> settled_{0}, refused_{0};
 };
 
 // ---- Batch ----

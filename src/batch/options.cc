@@ -172,6 +172,7 @@ const std::vector<Option>& options() {
       choice<&LoaderOptions::cache, &kCache>("cache"),
       integer<&LoaderOptions::memory_budget>("memory_budget"),
       boolean<&LoaderOptions::preload>("preload"),
+      boolean<&LoaderOptions::cache_rewrite>("cache_rewrite"),
       choice<&LoaderOptions::progress, &kProgress>("progress"),
       integer<&LoaderOptions::cache_max_side>("cache_max_side"),
       {"transforms",

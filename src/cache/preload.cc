@@ -3,6 +3,7 @@
 #include "util/util.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,9 +19,11 @@ namespace stoker::detail {
 // the CPU when the files are already in the page cache and reading costs
 // only copies. Held back until go(): started with the loader, their
 // allocations and copies made the first batch on the sample set 0.08 -> 0.13 s.
-Preloader::Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads)
+Preloader::Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads,
+                     IdleWork idle)
     : source_(source),
       read_(std::move(read)),
+      idle_(std::move(idle)),
       cache_(cache),
       tty_(::isatty(2) != 0),
       progress_(progress == Progress::kOn || (progress == Progress::kAuto && tty_)) {
@@ -37,6 +40,7 @@ Preloader::~Preloader() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true, std::memory_order_relaxed);
+    quit_.store(true, std::memory_order_relaxed);
     cv_.notify_all();
   }
   for (auto& t : threads_) t.join();
@@ -106,6 +110,13 @@ void Preloader::run(int id) {
       state_.store(1, std::memory_order_release);
     }  // else: stopped by the destructor
     if (progress_ && (full || finished)) print(true);
+  }
+  if (!idle_) return;
+  // NOTE: SCHED_IDLE, not a nice level: under load even nice 19 takes a
+  // share of the CPU from the workers, SCHED_IDLE only time nobody wants.
+  sched_param param{};
+  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);  // best effort
+  while (!quit_.load(std::memory_order_relaxed) && idle_(id)) {
   }
 }
 

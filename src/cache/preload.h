@@ -30,7 +30,13 @@ class Preloader {
   // several members each one's end (sample/sample_maker.h read_record).
   using ReadRecord = std::function<Status(std::size_t i, std::vector<std::uint8_t>* bytes,
                                           std::vector<std::uint64_t>* ends)>;
-  Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads = 4);
+  // `idle` (may be empty): work for the threads once the set is in (or the
+  // budget spent), run at SCHED_IDLE (only on CPU time nothing else wants)
+  // until it returns false: `idle(thread)` does one unit of work, false
+  // when there is none left.
+  using IdleWork = std::function<bool(int thread)>;
+  Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads = 4,
+            IdleWork idle = {});
   ~Preloader();  // stops the threads after the record in hand, and joins them
   Preloader(const Preloader&) = delete;
   Preloader& operator=(const Preloader&) = delete;
@@ -51,11 +57,12 @@ class Preloader {
 
   const Source& source_;
   ReadRecord read_;
+  IdleWork idle_;
   SampleCache* cache_;
   const bool tty_;       // stderr is a terminal
   const bool progress_;  // print progress
   std::vector<std::thread> threads_;
-  std::atomic<bool> stop_{false}, full_{false};
+  std::atomic<bool> stop_{false}, full_{false}, quit_{false};  // quit_: the destructor's
   std::atomic<std::size_t> next_{0};
   std::atomic<int> running_{0}, state_{0};  // state_: 0 loading, 1 done, 2 budget full
   std::atomic<std::uint64_t> records_{0}, bytes_{0};

@@ -2,8 +2,9 @@
 // (cache="ram") or decoded, downscaled pixels (cache="decoded"). Filled as
 // records are first read (and, for cache="ram", by a background preload that
 // never delays a batch); when the budget is spent, the
-// rest of the data set is served by the slower path. Thread-safe, lock-free
-// on the read path: an entry is published once and never changes.
+// rest of the data set is served by the slower path. Thread-safe; an entry
+// never changes once published (cache="ram" may put a rewritten one in its
+// place: readers hold what they found through a shared pointer).
 #pragma once
 
 #include <atomic>
@@ -18,10 +19,7 @@ namespace stoker::detail {
 class SampleCache {
  public:
   SampleCache(std::size_t records, std::uint64_t budget_bytes)
-      : entries_(records), budget_(budget_bytes) {}
-  ~SampleCache() {
-    for (auto& e : entries_) delete e.load(std::memory_order_relaxed);
-  }
+      : entries_(records), state_(records), budget_(budget_bytes) {}
   SampleCache(const SampleCache&) = delete;
   SampleCache& operator=(const SampleCache&) = delete;
 
@@ -33,44 +31,85 @@ class SampleCache {
     // end of each member's bytes; empty for one member.
     std::vector<std::uint64_t> ends;
     ImageView view() const { return {bytes.data(), width, height, static_cast<std::ptrdiff_t>(width) * 3}; }
+    std::uint64_t cost() const { return bytes.size() + sizeof(Entry) + 64 + ends.size() * sizeof(std::uint64_t); }
   };
+  // NOTE: an entry never changes once published, but cache="ram" may
+  // replace it by its rewritten form (replace()); a reader keeps the one it
+  // found alive by holding this pointer while it uses the bytes.
+  using EntryPtr = std::shared_ptr<const Entry>;
 
-  // The entry of record i, or nullptr (counted as a hit or a miss).
-  const Entry* find(std::size_t i) {
-    const Entry* e = entries_[i].load(std::memory_order_acquire);
+  // The entry of record i, or null (counted as a hit or a miss).
+  EntryPtr find(std::size_t i) {
+    EntryPtr e = entries_[i].load(std::memory_order_acquire);
     (e ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
     return e;
   }
+  // The entry of record i, or null, not counted (the rewrite's look-ups).
+  EntryPtr peek(std::size_t i) const { return entries_[i].load(std::memory_order_acquire); }
 
   // Whether record i is held (not counted as a hit or a miss).
-  bool contains(std::size_t i) const { return entries_[i].load(std::memory_order_acquire) != nullptr; }
+  bool contains(std::size_t i) const { return peek(i) != nullptr; }
 
-  enum class Insert { kStored, kAlreadyHeld, kNoRoom };
-  // Stores a copy of `data` as record i's entry when the budget allows.
+  enum class Insert { kStored, kAlreadyHeld, kNoRoom, kRefused };
+  // Stores a copy of `data` as record i's entry when the budget allows (and
+  // the record was not refused: see refuse()).
   Insert insert(std::size_t i, const std::uint8_t* data, std::size_t size, int width = 0, int height = 0,
                 const std::vector<std::uint64_t>* ends = nullptr) {
+    if (state(i) == kRefused) return Insert::kRefused;
     const std::uint64_t cost = size + sizeof(Entry) + 64 + (ends ? ends->size() * sizeof(std::uint64_t) : 0);
-    std::uint64_t used = used_.load(std::memory_order_relaxed);
-    do {
-      if (used + cost > budget_) {
-        full_.store(true, std::memory_order_relaxed);
-        return Insert::kNoRoom;
-      }
-    } while (!used_.compare_exchange_weak(used, used + cost, std::memory_order_relaxed));
-    auto* e = new Entry;
+    if (!charge(cost)) return Insert::kNoRoom;
+    auto e = std::make_shared<Entry>();
     e->bytes.assign(data, data + size);
     e->width = width;
     e->height = height;
     if (ends) e->ends = *ends;
-    Entry* expected = nullptr;
-    if (!entries_[i].compare_exchange_strong(expected, e, std::memory_order_acq_rel)) {
-      delete e;  // another thread stored it first
-      used_.fetch_sub(cost, std::memory_order_relaxed);
+    EntryPtr expected;
+    if (!entries_[i].compare_exchange_strong(expected, EntryPtr(std::move(e)), std::memory_order_acq_rel)) {
+      used_.fetch_sub(cost, std::memory_order_relaxed);  // another thread stored it first
       return Insert::kAlreadyHeld;
     }
     count_.fetch_add(1, std::memory_order_relaxed);
     return Insert::kStored;
   }
+
+  // Puts `next` in place of `old` (record i's entry as found) when the
+  // budget allows the difference; false (nothing changed) otherwise or when
+  // the entry is no longer `old`. Readers holding `old` keep it until done.
+  bool replace(std::size_t i, const EntryPtr& old, EntryPtr next) {
+    const std::uint64_t was = old->cost(), now = next->cost();
+    if (now > was && !charge(now - was)) return false;
+    EntryPtr expected = old;
+    if (!entries_[i].compare_exchange_strong(expected, std::move(next), std::memory_order_acq_rel)) {
+      if (now > was) used_.fetch_sub(now - was, std::memory_order_relaxed);
+      return false;
+    }
+    if (now < was) used_.fetch_sub(was - now, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Drops record i's entry and never stores it again (a record whose bytes
+  // cannot be rewritten: corrupt; its reads take the uncached path, where
+  // the loader counts them under on_corrupt as always).
+  void refuse(std::size_t i) {
+    state_[i].store(kRefused, std::memory_order_release);
+    EntryPtr e = entries_[i].exchange(nullptr, std::memory_order_acq_rel);
+    if (e) {
+      used_.fetch_sub(e->cost(), std::memory_order_relaxed);
+      count_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  // Per-record rewrite state (cache="ram"): not yet looked at, being
+  // rewritten, final (rewritten, or needing none), refused.
+  enum : std::uint8_t { kPending = 0, kBusy = 1, kFinal = 2, kRefused = 3 };
+  std::uint8_t state(std::size_t i) const { return state_[i].load(std::memory_order_acquire); }
+  // kPending -> kBusy; false when another thread has it or it is settled.
+  bool claim(std::size_t i) {
+    std::uint8_t want = kPending;
+    return state_[i].compare_exchange_strong(want, kBusy, std::memory_order_acq_rel);
+  }
+  void settle(std::size_t i, std::uint8_t st) { state_[i].store(st, std::memory_order_release); }
+  std::size_t size() const { return entries_.size(); }
 
   std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   std::uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
@@ -80,7 +119,21 @@ class SampleCache {
   bool full() const { return full_.load(std::memory_order_relaxed); }
 
  private:
-  std::vector<std::atomic<Entry*>> entries_;
+  // The budget is charged before the entry is published (compare-exchange
+  // on the byte count), so concurrent inserts can never overshoot it.
+  bool charge(std::uint64_t cost) {
+    std::uint64_t used = used_.load(std::memory_order_relaxed);
+    do {
+      if (used + cost > budget_) {
+        full_.store(true, std::memory_order_relaxed);
+        return false;
+      }
+    } while (!used_.compare_exchange_weak(used, used + cost, std::memory_order_relaxed));
+    return true;
+  }
+
+  std::vector<std::atomic<EntryPtr>> entries_;
+  std::vector<std::atomic<std::uint8_t>> state_;
   const std::uint64_t budget_;
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, count_{0};
   std::atomic<bool> full_{false};

@@ -17,6 +17,9 @@
 namespace stoker::detail {
 namespace {
 
+// Every libjpeg message: none is printed (libjpeg's default writes to
+// stderr); the warnings that mean missing data are kept, and the decoder and
+// the transcoder fail the image on them.
 void on_message(j_common_ptr cinfo, int level) {
   if (level != -1) return;  // trace messages
   auto* err = reinterpret_cast<LibjpegError*>(cinfo->err);
@@ -48,6 +51,7 @@ jpeg_error_mgr* install_libjpeg_error(LibjpegError* err) {
     cinfo->err->format_message(cinfo, e->message);
     std::longjmp(e->jump, 1);
   };
+  err->pub.emit_message = on_message;
   err->data_warning = 0;
   return pub;
 }
@@ -69,7 +73,6 @@ JpegDecoder::JpegDecoder() : s_(std::make_unique<State>()) {
   std::memset(&s_->cinfo, 0, sizeof(s_->cinfo));
   std::memset(&s_->err, 0, sizeof(s_->err));
   s_->cinfo.err = install_libjpeg_error(&s_->err);
-  s_->err.pub.emit_message = on_message;
   jpeg_create_decompress(&s_->cinfo);
 }
 

@@ -15,12 +15,14 @@ struct LibjpegError {
   jpeg_error_mgr pub;  // first: libjpeg sees a jpeg_error_mgr*
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
-  // Decoder only: the first warning that means pixels are missing.
+  // The first warning that means pixels are missing (0: none); reset by
+  // the caller before each image.
   int data_warning;
   char warning[JMSG_LENGTH_MAX];
 };
 
-// Installs LibjpegError's handlers; returns the pointer for cinfo->err.
+// Installs LibjpegError's handlers (errors longjmp; no message is printed;
+// data warnings are kept in data_warning); returns the pointer for cinfo->err.
 jpeg_error_mgr* install_libjpeg_error(LibjpegError* err);
 
 }  // namespace stoker::detail

@@ -46,21 +46,16 @@ bool compress(jpeg_compress_struct* c, LibjpegError* err, const ImageView* img, 
 
 struct JpegEncoder::State {
   jpeg_compress_struct cinfo;
-  jpeg_decompress_struct dinfo;  // transcode's source
-  LibjpegError err;              // shared: one thread drives both
+  LibjpegError err;
 };
 
 JpegEncoder::JpegEncoder() : s_(std::make_unique<State>()) {
   std::memset(&s_->cinfo, 0, sizeof(s_->cinfo));
-  std::memset(&s_->dinfo, 0, sizeof(s_->dinfo));
   s_->cinfo.err = install_libjpeg_error(&s_->err);
-  s_->dinfo.err = s_->cinfo.err;
   jpeg_create_compress(&s_->cinfo);
-  jpeg_create_decompress(&s_->dinfo);
 }
 
 JpegEncoder::~JpegEncoder() {
-  jpeg_destroy_decompress(&s_->dinfo);
   jpeg_destroy_compress(&s_->cinfo);
 }
 
@@ -74,43 +69,6 @@ Status JpegEncoder::encode(const ImageView& image, int quality, int subsampling,
   if (!ok) {
     jpeg_abort_compress(&s_->cinfo);
     return Status::IOError(std::string("JPEG encode: ") + s_->err.message);
-  }
-  return Status::Ok();
-}
-
-namespace {
-
-// Only trivially destructible locals: libjpeg errors longjmp out.
-bool transcode(jpeg_decompress_struct* d, jpeg_compress_struct* c, LibjpegError* err, const std::uint8_t* data,
-               std::size_t size, unsigned char** out, unsigned long* out_size) {
-  if (setjmp(err->jump)) return false;
-  jpeg_mem_src(d, data, static_cast<unsigned long>(size));
-  jpeg_read_header(d, TRUE);
-  jvirt_barray_ptr* coefficients = jpeg_read_coefficients(d);
-  jpeg_mem_dest(c, out, out_size);
-  jpeg_copy_critical_parameters(d, c);
-  const int mcu_w = d->num_components == 1 ? 8 : 8 * d->max_h_samp_factor;
-  c->restart_interval = static_cast<unsigned>(restart_interval_for(static_cast<int>(d->image_width), mcu_w));
-  c->optimize_coding = TRUE;
-  jpeg_write_coefficients(c, coefficients);
-  jpeg_finish_compress(c);
-  jpeg_finish_decompress(d);
-  return true;
-}
-
-}  // namespace
-
-Status JpegEncoder::transcode_with_restart_markers(const std::uint8_t* data, std::size_t size,
-                                                  std::vector<std::uint8_t>* out) {
-  unsigned char* mem = nullptr;
-  unsigned long mem_size = 0;
-  const bool ok = transcode(&s_->dinfo, &s_->cinfo, &s_->err, data, size, &mem, &mem_size);
-  if (ok) out->assign(mem, mem + mem_size);
-  std::free(mem);
-  if (!ok) {
-    jpeg_abort_compress(&s_->cinfo);
-    jpeg_abort_decompress(&s_->dinfo);
-    return Status::Corrupt(std::string("JPEG transcode: ") + s_->err.message);
   }
   return Status::Ok();
 }

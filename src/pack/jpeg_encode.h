@@ -20,11 +20,6 @@ class JpegEncoder {
   // MCU row (decode/jpeg_restart.h). Replaces *out.
   Status encode(const ImageView& image, int quality, int subsampling, bool restart_markers,
                 std::vector<std::uint8_t>* out);
-  // Rewrites a JPEG losslessly (the same quantized coefficients, so the same
-  // pixels) as a sequential JPEG with optimized Huffman tables and restart
-  // markers on the loader's grid (decode/jpeg_restart.h). Replaces *out.
-  // Unsupported or corrupt input: an error.
-  Status transcode_with_restart_markers(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>* out);
 
   struct State;
 

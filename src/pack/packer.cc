@@ -14,6 +14,7 @@
 
 #include "decode/decode.h"
 #include "order/rng.h"
+#include "decode/jpeg_transcode.h"
 #include "pack/jpeg_encode.h"
 #include "source/shard_source.h"
 #include "source/tar.h"
@@ -87,6 +88,7 @@ struct Worker {
   detail::ImageBuffer decoded, resized;
   detail::ResizeScratch scratch;
   detail::JpegEncoder encoder;
+  detail::JpegTranscoder transcoder;
 };
 
 void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worker* w, Item* it) {
@@ -105,7 +107,7 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
     it->kept = true;
     // NOTE: a JPEG libjpeg cannot rewrite is copied as it is (still lossless).
     if (!o.lossless || !o.restart_markers || w->decoder.format() != detail::Format::kJpeg ||
-        !w->encoder.transcode_with_restart_markers(w->file.data(), w->file.size(), &it->bytes).ok()) {
+        !w->transcoder.to_restart_grid(w->file.data(), w->file.size(), &it->bytes).ok()) {
       it->bytes.assign(w->file.begin(), w->file.end());
     }
     it->ext = detail::format_info(w->decoder.format()).suffixes.front();

@@ -338,12 +338,55 @@ Status SampleMaker::read_record(std::uint32_t rec, std::vector<std::uint8_t>* by
   return Status::Ok();
 }
 
+SampleMaker::Rewrite SampleMaker::rewrite_cached(std::uint32_t rec, Scratch* s) const {
+  Rewrite r;
+  const SampleCache::EntryPtr old = cache_->peek(rec);
+  if (!old || spec_.image < 0) {  // not cached (yet): left pending, so a later pass takes it
+    cache_->settle(rec, old ? SampleCache::kFinal : SampleCache::kPending);
+    return r;
+  }
+  const std::size_t part = static_cast<std::size_t>(spec_.fields[static_cast<std::size_t>(spec_.image)].part);
+  const std::uint64_t begin = part == 0 ? 0 : old->ends[part - 1];
+  const std::uint64_t end = old->ends.empty() ? old->bytes.size() : old->ends[part];
+  const std::uint8_t* image = old->bytes.data() + begin;
+  if (!jpeg_needs_restart_grid(image, end - begin)) {
+    cache_->settle(rec, SampleCache::kFinal);
+    return r;
+  }
+  if (!s->transcoder.to_restart_grid(image, end - begin, &s->rewritten).ok()) {
+    // NOTE: bytes libjpeg cannot rewrite cannot be decoded either: off the
+    // cache, so the worker that reads the record counts it (once per use,
+    // under on_corrupt), as it would without the cache.
+    cache_->refuse(rec);
+    return r;
+  }
+  auto next = std::make_shared<SampleCache::Entry>();
+  next->bytes.reserve(old->bytes.size() - (end - begin) + s->rewritten.size());
+  next->bytes.assign(old->bytes.begin(), old->bytes.begin() + static_cast<std::ptrdiff_t>(begin));
+  next->bytes.insert(next->bytes.end(), s->rewritten.begin(), s->rewritten.end());
+  next->bytes.insert(next->bytes.end(), old->bytes.begin() + static_cast<std::ptrdiff_t>(end), old->bytes.end());
+  if (!old->ends.empty()) {
+    next->ends = old->ends;
+    const auto delta = static_cast<std::int64_t>(s->rewritten.size()) - static_cast<std::int64_t>(end - begin);
+    for (std::size_t k = part; k < next->ends.size(); ++k) {
+      next->ends[k] = static_cast<std::uint64_t>(static_cast<std::int64_t>(next->ends[k]) + delta);
+    }
+  }
+  r.bytes_before = end - begin;
+  r.bytes_after = s->rewritten.size();
+  // NOTE: over the budget, the original stays (still correct, only slower).
+  r.rewritten = cache_->replace(rec, old, std::move(next));
+  cache_->settle(rec, SampleCache::kFinal);
+  return r;
+}
+
 // Points s->part at each member's bytes: a cache entry's, or read now (and
 // offered to the cache).
 Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const {
   s->part.resize(static_cast<std::size_t>(spec_.parts));
   *bytes_read = 0;
-  if (const SampleCache::Entry* hit = cache_ ? cache_->find(rec) : nullptr) {
+  s->hit = cache_ ? cache_->find(rec) : nullptr;  // held while the sample uses its bytes
+  if (const SampleCache::Entry* hit = s->hit.get()) {
     std::uint64_t begin = 0;
     for (int k = 0; k < spec_.parts; ++k) {
       const std::uint64_t end = spec_.parts == 1 ? hit->bytes.size() : hit->ends[static_cast<std::size_t>(k)];
@@ -430,7 +473,8 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::
   const FieldSpec& image = spec_.fields[static_cast<std::size_t>(spec_.image)];
   const std::size_t ip = static_cast<std::size_t>(image.part);
   ImageView view;
-  if (const auto* hit = cache_ ? cache_->find(rec) : nullptr) {
+  s->hit = cache_ ? cache_->find(rec) : nullptr;
+  if (const SampleCache::Entry* hit = s->hit.get()) {
     s->part.resize(static_cast<std::size_t>(spec_.parts));
     std::uint64_t begin = 0;
     for (int k = 0; k < spec_.parts; ++k) {

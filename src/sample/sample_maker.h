@@ -13,6 +13,7 @@
 
 #include "cache/sample_cache.h"
 #include "decode/decode.h"
+#include "decode/jpeg_transcode.h"
 #include "stats/counters.h"
 #include "stats/trace.h"
 #include "stoker/fields.h"
@@ -83,6 +84,9 @@ struct Scratch {
   MaskWorkspace mask_ws;
   std::vector<BoxRow> boxes;
   ImageBuffer stored;  // cache=kDecoded: the image at its stored size
+  SampleCache::EntryPtr hit;  // the cache entry the sample in hand reads
+  JpegTranscoder transcoder;  // cache=kRam: the rewrite (rewrite_cached)
+  std::vector<std::uint8_t> rewritten;
 };
 
 // Where one sample goes: position `pos` of the batch buffer `batch`.
@@ -118,6 +122,17 @@ class SampleMaker {
   Status make(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out, Scratch* s) const noexcept {
     return make(rec, rec, seed, epoch, out, s);
   }
+
+  // cache=kRam: rewrites record `rec`'s cached image losslessly into the
+  // random-access form (decode/jpeg_transcode.h) when it is a JPEG without
+  // restart markers on the grid, and settles its rewrite state. Outputs do
+  // not change: the same coefficients decode to the same pixels. Only for a
+  // record claimed with SampleCache::claim(). Returns what it did.
+  struct Rewrite {
+    bool rewritten = false;
+    std::uint64_t bytes_before = 0, bytes_after = 0;
+  };
+  Rewrite rewrite_cached(std::uint32_t rec, Scratch* s) const;
 
   // Every member the schema reads of record `rec`, concatenated into *bytes,
   // part k ending at (*ends)[k]: what cache="ram" keeps (the preload uses it).

@@ -46,7 +46,10 @@ std::string Stats::to_json() const {
     << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
     << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"cache_preload\":" << json_quote(cache_preload)
     << ",\"cache_preload_records\":" << cache_preload_records << ",\"cache_preload_bytes\":" << cache_preload_bytes
-    << ",\"cache_preload_s\":" << cache_preload_s << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
+    << ",\"cache_preload_s\":" << cache_preload_s << ",\"cache_rewrite\":" << json_quote(cache_rewrite)
+    << ",\"cache_rewritten\":" << cache_rewritten << ",\"cache_rewrite_bytes_before\":" << cache_rewrite_bytes_before
+    << ",\"cache_rewrite_bytes_after\":" << cache_rewrite_bytes_after
+    << ",\"cache_rewrite_cpu_s\":" << cache_rewrite_cpu_s << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
   bool first = true;
   for (const auto& [k, v] : corrupt_by_reason) {
     o << (first ? "" : ",") << json_quote(k) << ":" << v;

@@ -379,6 +379,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.preload = false;
   o.progress = Progress::kOn;
   o.cache_max_side = 300;
+  o.cache_rewrite = false;
   o.transforms = {RandomResizedCrop{32, 40, {0.25, 0.9}, {0.5, 2.0}}, Resize{50, 0, 80}, CenterCrop{30, 31},
                   RandomHorizontalFlip{0.3}, RandomVerticalFlip{0.2}, RandomGrayscale{0.7},
                   Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
@@ -415,7 +416,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 26u);
+  EXPECT_EQ(keys, 27u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {

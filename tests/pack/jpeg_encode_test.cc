@@ -1,3 +1,4 @@
+#include "decode/jpeg_transcode.h"
 #include "pack/jpeg_encode.h"
 
 #include <gtest/gtest.h>
@@ -35,8 +36,8 @@ TEST_P(LosslessTest, SamePixelsWithRestartMarkers) {
   const int w = 141, h = 99;
   auto original = encode_jpeg(test_pixels(w, h, 4), w, h, 92, subsampling, channels, progressive);
   std::vector<std::uint8_t> rewritten;
-  JpegEncoder encoder;
-  ASSERT_TRUE(encoder.transcode_with_restart_markers(original.data(), original.size(), &rewritten).ok());
+  JpegTranscoder transcoder;
+  ASSERT_TRUE(transcoder.to_restart_grid(original.data(), original.size(), &rewritten).ok());
   RestartLayout layout;
   ASSERT_TRUE(parse_restart_layout(rewritten.data(), rewritten.size(), &layout));
   const auto want = decode_all(original);
@@ -65,13 +66,13 @@ TEST(LosslessTest, CorruptInputIsAnError) {
   auto original = encode_jpeg(test_pixels(64, 64, 1), 64, 64);
   original.resize(100);
   std::vector<std::uint8_t> out;
-  JpegEncoder encoder;
-  EXPECT_FALSE(encoder.transcode_with_restart_markers(original.data(), original.size(), &out).ok());
+  JpegTranscoder transcoder;
+  EXPECT_FALSE(transcoder.to_restart_grid(original.data(), original.size(), &out).ok());
   const std::uint8_t text[] = "not a jpeg at all";
-  EXPECT_FALSE(encoder.transcode_with_restart_markers(text, sizeof(text), &out).ok());
+  EXPECT_FALSE(transcoder.to_restart_grid(text, sizeof(text), &out).ok());
   // The encoder is usable again after an error.
   auto good = encode_jpeg(test_pixels(32, 32, 2), 32, 32);
-  EXPECT_TRUE(encoder.transcode_with_restart_markers(good.data(), good.size(), &out).ok());
+  EXPECT_TRUE(transcoder.to_restart_grid(good.data(), good.size(), &out).ok());
 }
 
 }  // namespace

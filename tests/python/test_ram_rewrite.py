@@ -1,0 +1,150 @@
+"""cache="ram" keeps JPEGs in the random-access form: the lossless rewrite
+(the same coefficients, restart markers on the loader's grid) never changes a
+batch, counts a corrupt JPEG as before and never keeps it, holds the budget
+with the rewritten sizes, and leaves other formats as they are. The
+reference is the same loader with cache="mmap" (every epoch decodes the
+original file)."""
+import os
+import shutil
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import stoker
+
+
+def run_until_rewritten(loader, max_epochs=40, max_s=90):
+    """Epochs until every cached record is settled (bounded in count and time)."""
+    start = time.monotonic()
+    for e in range(max_epochs):
+        loader.set_epoch(100 + e)
+        for _ in loader:
+            pass
+        if loader.stats()["cache_rewrite"] == "done" or time.monotonic() - start > max_s:
+            break
+        time.sleep(0.05)  # idle CPU: where the preload threads rewrite (the workers only within their 8%)
+    return loader.stats()
+
+
+def epoch(loader, e):
+    loader.set_epoch(e)
+    return [(x.copy(), y.copy()) for x, y in loader]
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(xa, xb)
+
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+PIPELINES = {
+    "rrc-flip-normalize": [stoker.RandomResizedCrop(48), stoker.RandomHorizontalFlip(), stoker.Normalize(MEAN, STD)],
+    "resize-centercrop": [stoker.Resize(40), stoker.CenterCrop(32)],
+    "vflip-gray-rrc": [stoker.RandomResizedCrop((24, 40), scale=(0.05, 0.5)), stoker.RandomVerticalFlip(),
+                       stoker.RandomGrayscale(0.5)],
+}
+
+
+@pytest.mark.parametrize("kind", ["folder", "shards"])
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_rewritten_cache_gives_the_batches_of_the_original_files(request, kind, name):
+    source = request.getfixturevalue("photos" if kind == "folder" else "numbered_shards")
+    for seed, scale in ((0, "exact"), (7, "auto")):
+        kw = dict(batch_size=5, shuffle=True, seed=seed, transforms=PIPELINES[name], output="numpy",
+                  decode_scale=scale, threads=2)
+        ram = stoker.Loader(source, cache="ram", **kw)
+        before = epoch(ram, 3)
+        st = run_until_rewritten(ram)
+        assert st["cache_rewrite"] == "done", st
+        assert st["cache_rewritten"] == ram.dataset_size, "every record is a JPEG without restart markers"
+        assert 0 < st["cache_rewrite_bytes_after"] and st["cache_rewrite_cpu_s"] > 0
+        ref = stoker.Loader(source, cache="mmap", **kw)
+        for e in (3, 4):
+            assert_same(epoch(ram, e), epoch(ref, e))
+        assert_same(before, epoch(ref, 3))
+        assert ram.stats()["cache_hits"] > 0
+        off = stoker.Loader(source, cache="ram", cache_rewrite=False, **kw)
+        st = run_until_rewritten(off, max_epochs=1)
+        assert st["cache_rewrite"] == "off" and st["cache_rewritten"] == 0
+
+
+def test_the_rewrite_reports_every_jpegs_bytes_before_and_after(photos, photo_files):
+    """Bytes before are the files' sizes; after, within a few percent (the
+    optimised Huffman tables pay for most of the restart markers)."""
+    ram = stoker.Loader(photos, cache="ram", batch_size=8, transforms=[stoker.CenterCrop(16)], output="numpy")
+    st = run_until_rewritten(ram)
+    assert st["cache_rewrite"] == "done"
+    total = sum(os.path.getsize(f) for f in photo_files)
+    assert st["cache_rewrite_bytes_before"] == total
+    assert st["cache_rewrite_bytes_after"] < total * 1.05
+
+
+def test_corrupt_jpeg_is_counted_as_without_the_cache_and_never_kept(photo_files, make_numbered, tmp_path):
+    files = list(photo_files[:10])
+    bad = tmp_path / "bad.jpg"
+    data = open(files[3], "rb").read()
+    bad.write_bytes(data[: len(data) // 3])  # truncated: libjpeg cannot decode or rewrite it
+    files[3] = str(bad)
+    lst = make_numbered(files)
+    kw = dict(batch_size=4, shuffle=True, seed=1, transforms=[stoker.CenterCrop(16)], output="numpy",
+              on_corrupt="skip")
+    ram = stoker.Loader(lst, cache="ram", **kw)
+    st = run_until_rewritten(ram)
+    assert st["cache_rewrite"] == "done" and st["cache_rewritten"] == 9
+    assert st["cache_records"] == 9, "the corrupt record is not kept"
+    ref = stoker.Loader(lst, cache="mmap", **kw)
+    e_ram, e_ref = epoch(ram, 2), epoch(ref, 2)
+    assert_same(e_ram, e_ref)
+    # One count per use of the corrupt record, as without the cache.
+    corrupt_before = ram.stats()["corrupt"]
+    epoch(ram, 5)
+    ref_before = ref.stats()["corrupt"]
+    epoch(ref, 5)
+    assert ram.stats()["corrupt"] - corrupt_before == ref.stats()["corrupt"] - ref_before == 1
+    assert ram.stats()["cache_records"] == 9
+
+
+def test_budget_holds_with_the_rewritten_sizes(photos, photo_files):
+    total = sum(os.path.getsize(f) for f in photo_files)
+    budget = total // 2
+    ram = stoker.Loader(photos, cache="ram", memory_budget=budget, batch_size=4, transforms=[stoker.CenterCrop(16)],
+                        output="numpy")
+    for e in range(6):
+        epoch(ram, e)
+        st = ram.stats()
+        assert st["cache_bytes"] <= budget, st
+    st = run_until_rewritten(ram)
+    assert st["cache_rewrite"] == "done" and 0 < st["cache_records"] < ram.dataset_size
+    assert st["cache_bytes"] <= budget
+
+
+def test_png_and_marked_jpegs_are_kept_as_they_are(photo_files, make_numbered, tmp_path):
+    files = []
+    for i, f in enumerate(photo_files[:6]):
+        if i % 2:
+            p = tmp_path / f"{i}.png"
+            Image.open(f).save(p)
+            files.append(str(p))
+        else:
+            files.append(f)
+    lst = make_numbered(files)
+    ram = stoker.Loader(lst, cache="ram", batch_size=3, transforms=[stoker.CenterCrop(16)], output="numpy")
+    st = run_until_rewritten(ram)
+    assert st["cache_rewrite"] == "done" and st["cache_rewritten"] == 3, "only the JPEGs"
+    # Shards packed --lossless already have the grid: nothing to rewrite.
+    cli = os.path.join(os.environ.get("STOKER_BUILD", "build"), "tools", "stoker")
+    if not os.path.exists(cli):
+        pytest.skip("CLI not built")
+    import subprocess
+    out = tmp_path / "lossless"
+    out.mkdir()
+    subprocess.run([cli, "pack", make_numbered(photo_files[:6]), str(out / "l-%d.tar"), "--lossless"], check=True,
+                   capture_output=True)
+    packed = stoker.Loader(str(out / "l-0.tar"), cache="ram", batch_size=3, transforms=[stoker.CenterCrop(16)],
+                           output="numpy")
+    st = run_until_rewritten(packed)
+    assert st["cache_rewrite"] == "done" and st["cache_rewritten"] == 0 and st["cache_records"] == 6

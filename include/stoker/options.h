@@ -121,7 +121,7 @@ struct LoaderOptions {
   // pixels: batches never change) into the random-access form `stoker pack
   // --lossless` writes, so later epochs decode only what a crop covers. The
   // rewrite runs on idle CPU (the preload threads at SCHED_IDLE once the set
-  // is in) and in the workers for at most 8% of their sample time, so it
+  // is in) and in the workers for at most 9% of their sample time, so it
   // never slows an epoch by more than that. stats(): cache_rewrite
   // ("off", "rewriting", "done"), records rewritten, bytes before/after,
   // CPU seconds. Default true.

@@ -246,7 +246,7 @@ class Loader:
             the same pixels: batches never change) into the random-access
             form of ``stoker pack --lossless``, so later epochs decode only
             what each crop covers. It runs on idle CPU and in the workers for
-            at most 8% of their time. stats(): cache_rewrite ("off",
+            at most 9% of their time. stats(): cache_rewrite ("off",
             "rewriting", "done"), cache_rewritten, cache_rewrite_bytes_before
             / _after, cache_rewrite_cpu_s. Default True.
         progress (bool, optional): a progress line on stderr while

@@ -548,12 +548,12 @@ class Loader::Impl {
 
       const std::int64_t m0 = now_ns();
       Status st = make_sample(t, seed, epoch, slot, pos, &ws);
-      // NOTE: the rewrite's share of a worker's time is bounded (8% of its
+      // NOTE: the rewrite's share of a worker's time is bounded (9% of its
       // sample time), so an epoch it runs in is at most that much slower.
       if (rewrite_on_) {
         const std::int64_t m1 = now_ns();
         sample_ns += m1 - m0;
-        if (rewrite_ns * 100 < sample_ns * 8) {
+        if (rewrite_ns * 100 < sample_ns * 9) {
           rewrite_next(&ws, 64);
           rewrite_ns += now_ns() - m1;
         }

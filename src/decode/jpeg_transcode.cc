@@ -37,7 +37,7 @@ namespace {
 
 // Only trivially destructible locals: libjpeg errors longjmp out.
 bool transcode(jpeg_decompress_struct* d, jpeg_compress_struct* c, LibjpegError* err, const std::uint8_t* data,
-               std::size_t size, unsigned char** out, unsigned long* out_size) {
+               std::size_t size, bool optimize, unsigned char** out, unsigned long* out_size) {
   if (setjmp(err->jump)) return false;
   jpeg_mem_src(d, data, static_cast<unsigned long>(size));
   jpeg_read_header(d, TRUE);
@@ -46,7 +46,7 @@ bool transcode(jpeg_decompress_struct* d, jpeg_compress_struct* c, LibjpegError*
   jpeg_copy_critical_parameters(d, c);
   const int mcu_w = d->num_components == 1 ? 8 : 8 * d->max_h_samp_factor;
   c->restart_interval = static_cast<unsigned>(restart_interval_for(static_cast<int>(d->image_width), mcu_w));
-  c->optimize_coding = TRUE;
+  c->optimize_coding = optimize ? TRUE : FALSE;  // FALSE: the standard tables, which code every symbol
   jpeg_write_coefficients(c, coefficients);
   jpeg_finish_compress(c);
   jpeg_finish_decompress(d);
@@ -55,11 +55,12 @@ bool transcode(jpeg_decompress_struct* d, jpeg_compress_struct* c, LibjpegError*
 
 }  // namespace
 
-Status JpegTranscoder::to_restart_grid(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>* out) {
+Status JpegTranscoder::to_restart_grid(const std::uint8_t* data, std::size_t size, std::vector<std::uint8_t>* out,
+                                       bool optimize) {
   unsigned char* mem = nullptr;
   unsigned long mem_size = 0;
   s_->err.data_warning = 0;
-  bool ok = transcode(&s_->dinfo, &s_->cinfo, &s_->err, data, size, &mem, &mem_size);
+  bool ok = transcode(&s_->dinfo, &s_->cinfo, &s_->err, data, size, optimize, &mem, &mem_size);
   if (ok && s_->err.data_warning) {  // truncated or damaged data, filled in by libjpeg: not the image
     std::free(mem);
     return Status::Corrupt(std::string("JPEG data: ") + s_->err.warning);

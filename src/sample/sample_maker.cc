@@ -353,7 +353,9 @@ SampleMaker::Rewrite SampleMaker::rewrite_cached(std::uint32_t rec, Scratch* s) 
     cache_->settle(rec, SampleCache::kFinal);
     return r;
   }
-  if (!s->transcoder.to_restart_grid(image, end - begin, &s->rewritten).ok()) {
+  // NOTE: the standard Huffman tables, not optimised ones: half the CPU
+  // (decode/jpeg_transcode.h) for a few percent more RAM.
+  if (!s->transcoder.to_restart_grid(image, end - begin, &s->rewritten, /*optimize=*/false).ok()) {
     // NOTE: bytes libjpeg cannot rewrite cannot be decoded either: off the
     // cache, so the worker that reads the record counts it (once per use,
     // under on_corrupt), as it would without the cache.

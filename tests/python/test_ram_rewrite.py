@@ -24,7 +24,7 @@ def run_until_rewritten(loader, max_epochs=40, max_s=90):
             pass
         if loader.stats()["cache_rewrite"] == "done" or time.monotonic() - start > max_s:
             break
-        time.sleep(0.05)  # idle CPU: where the preload threads rewrite (the workers only within their 8%)
+        time.sleep(0.05)  # idle CPU: where the preload threads rewrite (the workers only within their 9%)
     return loader.stats()
 
 
@@ -73,14 +73,14 @@ def test_rewritten_cache_gives_the_batches_of_the_original_files(request, kind, 
 
 
 def test_the_rewrite_reports_every_jpegs_bytes_before_and_after(photos, photo_files):
-    """Bytes before are the files' sizes; after, within a few percent (the
-    optimised Huffman tables pay for most of the restart markers)."""
+    """Bytes before are the files' sizes; after, a few percent more (the
+    standard Huffman tables and the restart markers)."""
     ram = stoker.Loader(photos, cache="ram", batch_size=8, transforms=[stoker.CenterCrop(16)], output="numpy")
     st = run_until_rewritten(ram)
     assert st["cache_rewrite"] == "done"
     total = sum(os.path.getsize(f) for f in photo_files)
     assert st["cache_rewrite_bytes_before"] == total
-    assert st["cache_rewrite_bytes_after"] < total * 1.05
+    assert total < st["cache_rewrite_bytes_after"] < total * 1.10
 
 
 def test_corrupt_jpeg_is_counted_as_without_the_cache_and_never_kept(photo_files, make_numbered, tmp_path):

@@ -30,6 +30,9 @@ enum class Cache {
   kMmap,     // read every epoch (the OS page cache keeps the files)
   kRam,      // encoded bytes kept in the loader's memory after the first read
   kDecoded,  // decoded pixels, downscaled to cache_max_side, kept after the first decode
+  kAuto,     // one of the three, chosen at construction from a few records' sizes and
+             // headers, memory_budget and cache_max_side (src/cache/auto_cache.h);
+             // stats() cache_mode and cache_auto say which and why
 };
 
 struct LoaderOptions {

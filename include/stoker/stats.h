@@ -51,6 +51,10 @@ struct Stats {
   std::uint64_t batch_buffers_held = 0;       // handed out, not yet released, now
   std::uint64_t batch_buffers_held_peak = 0;  // the most held at once
   int ring_depth_max = 0;
+  // The cache mode in use ("mmap", "ram", "decoded"), and with cache="auto"
+  // the line saying why it was chosen (empty otherwise).
+  std::string cache_mode;
+  std::string cache_auto;
   // cache="ram" / "decoded": lookups that found the sample, lookups that did
   // not, samples and bytes held, the budget.
   std::uint64_t cache_hits = 0;

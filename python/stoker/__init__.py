@@ -13,6 +13,7 @@ loader's ring, which is reused only after every tensor viewing it is freed.
 import json
 import operator
 import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Literal, Optional, Tuple, Union
 
@@ -57,12 +58,12 @@ def _resolve_distributed(rank, world_size):
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     r = w = None
-    try:
-        import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
-            r, w = dist.get_rank(), dist.get_world_size()
-    except ImportError:
-        pass
+    # NOTE: only when the program imported it: a process group cannot be
+    # initialised without it, and importing torch here took 1.2 s of a
+    # numpy-output loader's start-up.
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        r, w = dist.get_rank(), dist.get_world_size()
     if r is None and "WORLD_SIZE" in os.environ:
         r, w = int(os.environ.get("RANK", "0")), int(os.environ["WORLD_SIZE"])
     if r is None:
@@ -219,7 +220,13 @@ class Loader:
             downscaled to cache_max_side, and every epoch transforms that
             stored image). What does not fit in memory_budget is served by the
             slower path (stats(): cache_hits, cache_misses, cache_bytes).
-            Default "mmap".
+            "auto" chooses one at construction from a few records' sizes and
+            image headers (no full read): "decoded" when the decoded set fits
+            memory_budget and either no image is downscaled or the output is
+            at most half of cache_max_side, else "ram" when the encoded set
+            fits, else "mmap"; stats()["cache_mode"] and
+            stats()["cache_auto"] (and a line on stderr unless
+            progress=False) say which and why. Default "mmap".
         memory_budget (int): bytes for the cache (0 = half the available
             memory, never above the cgroup limit, divided by LOCAL_WORLD_SIZE
             when torchrun runs several ranks on a node). Default 0.
@@ -316,7 +323,7 @@ class Loader:
                  max_image_pixels: int = _DEFAULT_MAX_IMAGE_PIXELS, labels: str = "cls",
                  kind: Literal["auto", "image", "array"] = "auto", device: Union[str, "torch.device", None] = None,
                  pin_memory: bool = False, decode_scale: Literal["exact", "auto"] = "exact",
-                 cache: Literal["mmap", "ram", "decoded"] = "mmap", memory_budget: int = 0, cache_max_side: int = 448,
+                 cache: Literal["mmap", "ram", "decoded", "auto"] = "mmap", memory_budget: int = 0, cache_max_side: int = 448,
                  max_threads: int = 0, trace: bool = False, stage_timing: bool = True, preload: bool = True,
                  cache_rewrite: bool = True,
                  progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,

@@ -21,6 +21,7 @@
 #include "batch/autotune.h"
 #include "batch/resume.h"
 #include "batch/slot_pool.h"
+#include "cache/auto_cache.h"
 #include "cache/preload.h"
 #include "cache/sample_cache.h"
 #include "order/order.h"
@@ -47,11 +48,13 @@ class Loader::Impl {
         opt_((validate_options(opt), std::move(opt))),
         created_ns_(now_ns()) {
     if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
+    maker_.emplace(*source_, opt_, nullptr);
+    const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();
+    if (opt_.cache == Cache::kAuto) choose_cache(budget);
     if (opt_.cache != Cache::kMmap) {
-      cache_ = std::make_unique<detail::SampleCache>(
-          source_->size(), opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget());
+      cache_ = std::make_unique<detail::SampleCache>(source_->size(), budget);
+      maker_->set_cache(cache_.get());
     }
-    maker_.emplace(*source_, opt_, cache_.get());
     if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
     // NOTE: a mixture's order runs over its epoch's draws (positions), each
     // mapped to a record per epoch (start_epoch); one data set's over records.
@@ -112,6 +115,36 @@ class Loader::Impl {
                       : detail::Preloader::IdleWork());
     }
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  }
+
+  // cache="auto": a sampled header pass (at most 32 records, spread over
+  // the set), then the rule of cache/auto_cache.h; opt_.cache becomes the
+  // mode chosen (options() and the doctor's snapshot say it), cache_auto_ why.
+  void choose_cache(std::uint64_t budget) {
+    detail::SetFootprint f;
+    f.records = source_->size();
+    f.image = spec().image >= 0;
+    if (f.image) {  // the image output's larger side: {C, H, W} or {H, W, C}
+      const auto& d = spec().outputs[static_cast<std::size_t>(spec().fields[static_cast<std::size_t>(spec().image)].output)].dims;
+      f.output_side = static_cast<int>(opt_.layout == Layout::kNCHW ? std::max(d[1], d[2]) : std::max(d[0], d[1]));
+    }
+    const std::size_t m = std::min<std::size_t>(source_->size(), 32);
+    for (std::size_t j = 0; j < m; ++j) {
+      const auto fp = maker_->footprint(static_cast<std::uint32_t>(j * source_->size() / m));
+      if (!fp.ok) continue;
+      ++f.sampled;
+      f.encoded_bytes += static_cast<double>(fp.encoded);
+      f.decoded_bytes += static_cast<double>(fp.decoded);
+      f.max_short_side = std::max(f.max_short_side, fp.short_side);
+    }
+    if (f.sampled) {
+      f.encoded_bytes /= static_cast<double>(f.sampled);
+      f.decoded_bytes /= static_cast<double>(f.sampled);
+    }
+    const detail::CacheChoice c = detail::choose_cache(f, budget, opt_.cache_max_side);
+    opt_.cache = c.mode;
+    cache_auto_ = c.why;
+    if (opt_.progress != Progress::kOff) std::fprintf(stderr, "stoker: cache=\"auto\" chose %s\n", c.why.c_str());
   }
 
   ~Impl() {
@@ -303,6 +336,8 @@ class Loader::Impl {
         s.mixture.push_back({p.name, p.weight / total, p.count, mix_drawn_[i]});
       }
     }
+    s.cache_mode = opt_.cache == Cache::kRam ? "ram" : opt_.cache == Cache::kDecoded ? "decoded" : "mmap";
+    s.cache_auto = cache_auto_;
     if (cache_) {
       s.cache_hits = cache_->hits();
       s.cache_misses = cache_->misses();
@@ -454,6 +489,7 @@ class Loader::Impl {
   std::shared_ptr<const Source> source_;
   std::vector<std::string> specs_;
   std::string mixture_json_;  // created from a Mixture: it, for the doctor's probes
+  std::string cache_auto_;    // cache="auto": what it chose and why
   LoaderOptions opt_;
   // This loader's number in the process: its channel file and trace thread ids.
   const int id_ = [] {

@@ -25,7 +25,8 @@ using nlohmann::json;
 template <typename E>
 using Names = std::initializer_list<std::pair<E, const char*>>;
 
-const Names<Cache> kCache = {{Cache::kMmap, "mmap"}, {Cache::kRam, "ram"}, {Cache::kDecoded, "decoded"}};
+const Names<Cache> kCache = {{Cache::kMmap, "mmap"}, {Cache::kRam, "ram"}, {Cache::kDecoded, "decoded"},
+                             {Cache::kAuto, "auto"}};
 const Names<DType> kDType = {{DType::kFloat32, "float32"}, {DType::kUInt8, "uint8"}};
 const Names<Layout> kLayout = {{Layout::kNCHW, "NCHW"}, {Layout::kNHWC, "NHWC"}};
 const Names<SampleKind> kKind = {{SampleKind::kAuto, "auto"}, {SampleKind::kImage, "image"}, {SampleKind::kArray, "array"}};

@@ -338,6 +338,27 @@ Status SampleMaker::read_record(std::uint32_t rec, std::vector<std::uint8_t>* by
   return Status::Ok();
 }
 
+SampleMaker::Footprint SampleMaker::footprint(std::uint32_t rec) const {
+  Footprint f;
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint64_t> ends;
+  if (!read_record(rec, &bytes, &ends).ok()) return f;
+  f.encoded = bytes.size();
+  f.decoded = bytes.size();
+  if (spec_.image >= 0) {
+    const std::size_t part = static_cast<std::size_t>(spec_.fields[static_cast<std::size_t>(spec_.image)].part);
+    const std::uint64_t begin = part == 0 ? 0 : ends[part - 1], end = ends.empty() ? bytes.size() : ends[part];
+    ImageDecoder d;
+    if (!d.open(bytes.data() + begin, end - begin, opt_.max_image_pixels).ok()) return f;
+    int w = d.width(), h = d.height();
+    f.short_side = std::min(w, h);
+    if (f.short_side > opt_.cache_max_side) resize_output_size(Resize{opt_.cache_max_side, 0, 0}, d.width(), d.height(), &w, &h);
+    f.decoded = f.decoded - (end - begin) + static_cast<std::uint64_t>(w) * static_cast<std::uint64_t>(h) * 3;
+  }
+  f.ok = true;
+  return f;
+}
+
 SampleMaker::Rewrite SampleMaker::rewrite_cached(std::uint32_t rec, Scratch* s) const {
   Rewrite r;
   const SampleCache::EntryPtr old = cache_->peek(rec);

@@ -134,6 +134,19 @@ class SampleMaker {
   };
   Rewrite rewrite_cached(std::uint32_t rec, Scratch* s) const;
 
+  // cache="auto": record `rec`'s size as stored (every member the schema
+  // reads), as cache="decoded" would keep it (the image at its stored size,
+  // other members as read), and its image's shorter side (0 without an
+  // image). ok false when it cannot be read or its image header parsed.
+  struct Footprint {
+    bool ok = false;
+    std::uint64_t encoded = 0, decoded = 0;
+    int short_side = 0;
+  };
+  Footprint footprint(std::uint32_t rec) const;
+  // The cache the workers share (set once, before any make()).
+  void set_cache(SampleCache* cache) { cache_ = cache; }
+
   // Every member the schema reads of record `rec`, concatenated into *bytes,
   // part k ending at (*ends)[k]: what cache="ram" keeps (the preload uses it).
   Status read_record(std::uint32_t rec, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) const;

@@ -148,3 +148,39 @@ def test_png_and_marked_jpegs_are_kept_as_they_are(photo_files, make_numbered, t
                            output="numpy")
     st = run_until_rewritten(packed)
     assert st["cache_rewrite"] == "done" and st["cache_rewritten"] == 0 and st["cache_records"] == 6
+
+
+def test_auto_picks_each_mode_from_the_sets_size_and_the_budget(photos, photo_files, capfd):
+    """Three constructed situations on the same 24 photos: a budget the
+    decoded set fits, one only the encoded set fits, one nothing fits. The
+    estimates come from a sampled header pass; the budgets sit far from the
+    boundaries (x4 / x0.25) so sampling error cannot flip them."""
+    encoded = sum(os.path.getsize(f) for f in photo_files)
+    short = max(min(Image.open(f).size) for f in photo_files)
+    assert 200 < short, "with cache_max_side 200 (below) the images are downscaled"
+    kw = dict(batch_size=4, transforms=[stoker.RandomResizedCrop(224)], output="numpy")
+    decoded = stoker.Loader(photos, cache="auto", memory_budget=1 << 34, **kw)
+    assert decoded.stats()["cache_mode"] == "decoded"
+    assert decoded.stats()["cache_auto"].startswith('"decoded": the decoded set fits')
+    assert ("so it is exact" if short <= 448 else "downscaled to cache_max_side 448") in decoded.stats()["cache_auto"]
+    assert 'stoker: cache="auto" chose "decoded"' in capfd.readouterr().err
+    ram = stoker.Loader(photos, cache="auto", memory_budget=encoded * 4, **kw)
+    st = ram.stats()
+    assert st["cache_mode"] == "ram" and "the decoded set does not fit" in st["cache_auto"]
+    capfd.readouterr()
+    mmap = stoker.Loader(photos, cache="auto", memory_budget=encoded // 4, progress=False, **kw)
+    st = mmap.stats()
+    assert st["cache_mode"] == "mmap" and st["cache_auto"].startswith('"mmap": not even the encoded set fits')
+    assert "chose" not in capfd.readouterr().err, "progress=False: no line"
+    # Quality: with cache_max_side 200 the images would be downscaled; a 224
+    # output is more than half of it, so "ram" though the decoded set fits;
+    # a 64 output is at most half, so "decoded".
+    small = dict(kw, cache_max_side=200, memory_budget=1 << 34)
+    big = stoker.Loader(photos, cache="auto", **small)
+    assert big.stats()["cache_mode"] == "ram" and "(quality)" in big.stats()["cache_auto"]
+    low = stoker.Loader(photos, cache="auto", **dict(small, transforms=[stoker.RandomResizedCrop(64)]))
+    assert low.stats()["cache_mode"] == "decoded" and "downscaled to cache_max_side 200" in low.stats()["cache_auto"]
+    # Whatever it picks, batches are those of the mode picked.
+    ref = stoker.Loader(photos, cache="ram", memory_budget=encoded * 4, **kw)
+    assert_same(epoch(ram, 0), epoch(ref, 0))
+    assert_same(epoch(decoded, 1), epoch(stoker.Loader(photos, cache="decoded", **kw), 1))

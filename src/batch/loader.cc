@@ -54,6 +54,7 @@ class Loader::Impl {
     if (opt_.cache != Cache::kMmap) {
       cache_ = std::make_unique<detail::SampleCache>(source_->size(), budget);
       maker_->set_cache(cache_.get());
+      maker_->set_first_batch_flag(&before_first_batch_);
     }
     if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
     // NOTE: a mixture's order runs over its epoch's draws (positions), each
@@ -250,6 +251,7 @@ class Loader::Impl {
     consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
     if (first_batch_ns_.load(std::memory_order_relaxed) < 0) {
       first_batch_ns_.store(t1 - created_ns_);
+      before_first_batch_.store(false, std::memory_order_relaxed);
       if (preload_) preload_->go();
     }
     last_batch_ns_ = t1;
@@ -674,6 +676,7 @@ class Loader::Impl {
   std::atomic<std::uint64_t> consumer_wait_ns_{0};
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::int64_t> first_batch_ns_{-1};
+  std::atomic<bool> before_first_batch_{true};  // cache="decoded": the first batch's misses are not kept
   std::int64_t first_next_ns_ = -1, last_batch_ns_ = -1;  // under mu_
   std::vector<std::thread> workers_;
 

@@ -25,38 +25,6 @@ std::atomic<bool> g_throw_bad_alloc{false};
 // dtype and shape (the first that has the member decides).
 constexpr std::size_t kProbeRecords = 16;
 
-// Times one sample's stages into the worker's counters (and its trace). Each
-// mark ends the stage that began at the previous mark. Without stage timing
-// the clock is not read (every lap is 0 ns) but samples are still counted.
-class StageTimer {
- public:
-  StageTimer(bool timing, Scratch* s, std::uint32_t rec) : timing_(timing), s_(s), rec_(rec), t_(clock()) {}
-  void read(std::size_t bytes) {
-    const std::int64_t d = lap(kTraceRead);
-    if (s_->counters) s_->counters->add_read(d, bytes);
-  }
-  void decode() {
-    const std::int64_t d = lap(kTraceDecode);
-    if (s_->counters) s_->counters->add_decode(d);
-  }
-  void transform() {
-    const std::int64_t d = lap(kTraceTransform);
-    if (s_->counters) s_->counters->add_transform(d);
-  }
-
- private:
-  std::int64_t clock() const { return timing_ ? now_ns() : 0; }
-  std::int64_t lap(std::uint8_t stage) {
-    const std::int64_t now = clock(), d = now - t_;
-    if (s_->trace) s_->trace->add(t_, d, rec_, stage);
-    t_ = now;
-    return d;
-  }
-  bool timing_;
-  Scratch* s_;
-  std::uint32_t rec_;
-  std::int64_t t_;
-};
 
 const char* kind_name(FieldKind k) {
   switch (k) {
@@ -110,6 +78,39 @@ std::string dims_text(const std::vector<std::int64_t>& d) {
 }
 
 }  // namespace
+
+// Times one sample's stages into the worker's counters (and its trace). Each
+// mark ends the stage that began at the previous mark. Without stage timing
+// the clock is not read (every lap is 0 ns) but samples are still counted.
+class StageTimer {
+ public:
+  StageTimer(bool timing, Scratch* s, std::uint32_t rec) : timing_(timing), s_(s), rec_(rec), t_(clock()) {}
+  void read(std::size_t bytes) {
+    const std::int64_t d = lap(kTraceRead);
+    if (s_->counters) s_->counters->add_read(d, bytes);
+  }
+  void decode() {
+    const std::int64_t d = lap(kTraceDecode);
+    if (s_->counters) s_->counters->add_decode(d);
+  }
+  void transform() {
+    const std::int64_t d = lap(kTraceTransform);
+    if (s_->counters) s_->counters->add_transform(d);
+  }
+
+ private:
+  std::int64_t clock() const { return timing_ ? now_ns() : 0; }
+  std::int64_t lap(std::uint8_t stage) {
+    const std::int64_t now = clock(), d = now - t_;
+    if (s_->trace) s_->trace->add(t_, d, rec_, stage);
+    t_ = now;
+    return d;
+  }
+  bool timing_;
+  Scratch* s_;
+  std::uint32_t rec_;
+  std::int64_t t_;
+};
 
 namespace testing {
 void throw_in_sample(std::int64_t rec, bool bad_alloc) {
@@ -456,6 +457,15 @@ Status SampleMaker::process(std::uint32_t rec, std::uint64_t draw, std::uint64_t
   Status st = read_parts(rec, s, &size);
   timer.read(size);
   if (!st.ok()) return st;
+  return from_parts(rec, draw, seed, epoch, out, s, &timer);
+}
+
+// The sample from the bytes in s->part: the image's region (or a scaled
+// decode) through the pipeline, then the other fields.
+Status SampleMaker::from_parts(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
+                               SampleOut out, Scratch* s, StageTimer* t) const {
+  StageTimer& timer = *t;
+  Status st;
   if (spec_.image < 0) {  // no geometry: labels and tensors
     timer.decode();
     st = other_fields(rec, 0, 0, out, s, false);
@@ -513,6 +523,16 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::
     timer.read(size);
     if (!st.ok()) return st;
     st = s->decoder.open(s->part[ip].first, s->part[ip].second, opt_.max_image_pixels);
+    // NOTE: before the loader's first batch, an image the cache would keep
+    // as decoded (not downscaled) is made from its region alone, exactly as
+    // the stored form would give it (decode_scale exact: a region decode is
+    // the crop of the full decode), and kept on its next use: the first
+    // batch then costs what it costs without the cache.
+    if (st.ok() && first_batch_ && first_batch_->load(std::memory_order_relaxed) && spec_.parts == 1 &&
+        opt_.decode_scale == DecodeScale::kExact &&
+        std::min(s->decoder.width(), s->decoder.height()) <= opt_.cache_max_side) {
+      return from_parts(rec, draw, seed, epoch, out, s, &timer);
+    }
     if (st.ok()) st = s->decoder.decode({0, 0, s->decoder.width(), s->decoder.height()}, &s->decoded, &view);
     if (!st.ok()) {
       timer.decode();

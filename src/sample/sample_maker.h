@@ -5,6 +5,7 @@
 // call make(); tests call it directly.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -89,6 +90,8 @@ struct Scratch {
   std::vector<std::uint8_t> rewritten;
 };
 
+class StageTimer;  // sample_maker.cc: one sample's stage times
+
 // Where one sample goes: position `pos` of the batch buffer `batch`.
 struct SampleOut {
   std::uint8_t* batch = nullptr;
@@ -146,6 +149,9 @@ class SampleMaker {
   Footprint footprint(std::uint32_t rec) const;
   // The cache the workers share (set once, before any make()).
   void set_cache(SampleCache* cache) { cache_ = cache; }
+  // cache=kDecoded: true until the loader's first batch is out (see
+  // process_decoded); null: never.
+  void set_first_batch_flag(const std::atomic<bool>* before_first_batch) { first_batch_ = before_first_batch; }
 
   // Every member the schema reads of record `rec`, concatenated into *bytes,
   // part k ending at (*ends)[k]: what cache="ram" keeps (the preload uses it).
@@ -160,6 +166,8 @@ class SampleMaker {
   Status read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const;
   Status process(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
                  Scratch* s) const;
+  Status from_parts(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
+                    Scratch* s, StageTimer* timer) const;
   Status process_decoded(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
                          SampleOut out, Scratch* s) const;
   Status other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s, bool stored) const;
@@ -171,6 +179,7 @@ class SampleMaker {
   const Source& source_;
   const LoaderOptions& opt_;
   SampleCache* cache_;
+  const std::atomic<bool>* first_batch_ = nullptr;
   std::optional<Pipeline> pipeline_;  // with an image field
   SampleSpec spec_;
 };

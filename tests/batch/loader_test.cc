@@ -427,7 +427,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message(R"({"cache":"disk"})"), "cache must be one of 'mmap', 'ram', 'decoded', got 'disk'");
+  EXPECT_EQ(message(R"({"cache":"disk"})"), "cache must be one of 'mmap', 'ram', 'decoded', 'auto', got 'disk'");
   EXPECT_EQ(message(R"({"batch_size":2.5})"), "batch_size must be an integer, got 2.5");
   EXPECT_EQ(message(R"({"batch_size":-3})"), "batch_size must be a non-negative integer, got -3");
   EXPECT_EQ(message(R"({"shuffle":1})"), "shuffle must be true or false, got 1");

@@ -313,7 +313,7 @@ def test_bad_arguments_raise_value_error(numbered):
     (dict(batch_size=True), "batch_size must be an integer, got true"),
     (dict(batch_size=0), "batch_size must be > 0, got 0"),
     (dict(seed=-1), "seed must be a non-negative integer, got -1"),
-    (dict(cache="disk"), "cache must be one of 'mmap', 'ram', 'decoded', got 'disk'"),
+    (dict(cache="disk"), "cache must be one of 'mmap', 'ram', 'decoded', 'auto', got 'disk'"),
     (dict(max_consecutive_corrupt=0), "max_consecutive_corrupt must be >= 1, got 0"),
     (dict(cache_max_side=None), "cache_max_side must be an integer, got null"),
     (dict(labels=3), "labels must be a string, got 3"),

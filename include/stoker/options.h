@@ -172,6 +172,8 @@ void validate_options(const LoaderOptions& options);
 // doctor's channel carries this, so its probes rebuild the loader the user
 // ran. options_from_json throws Error(kInvalidArgument) on malformed input.
 std::string options_to_json(const LoaderOptions& options);
+// The name of a cache mode as the options' JSON and Python spell it ("mmap", ...).
+const char* cache_name(Cache cache);
 LoaderOptions options_from_json(const std::string& json);
 
 }  // namespace stoker

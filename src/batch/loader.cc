@@ -338,7 +338,7 @@ class Loader::Impl {
         s.mixture.push_back({p.name, p.weight / total, p.count, mix_drawn_[i]});
       }
     }
-    s.cache_mode = opt_.cache == Cache::kRam ? "ram" : opt_.cache == Cache::kDecoded ? "decoded" : "mmap";
+    s.cache_mode = cache_name(opt_.cache);
     s.cache_auto = cache_auto_;
     if (cache_) {
       s.cache_hits = cache_->hits();

@@ -273,6 +273,8 @@ void validate_options(const LoaderOptions& o) {
   validate_fields(o);
 }
 
+const char* cache_name(Cache c) { return name_of(kCache, c); }
+
 std::string options_to_json(const LoaderOptions& o) {
   json j = json::object();
   for (const Option& f : options()) j[f.name] = f.get(o);

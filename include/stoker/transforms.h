@@ -64,7 +64,149 @@ struct Normalize {
   std::vector<float> std;
 };
 
+// --- The image stage: operations on the whole image after every resize,
+// as torchvision 0.14 applies them to a PIL image (src/transform/image_ops.h
+// says which are byte-exact and which within 1/255). No crop, resize or flip
+// may follow one of them; their randomness is drawn per sample like the rest.
+
+// Resampling for the warps (RandomRotation, RandomAffine, the policies).
+enum class Interpolation { kNearest, kBilinear };
+
+// torchvision.transforms.ColorJitter(brightness, contrast, saturation, hue):
+// each factor drawn uniformly from its range, the four applied in a random
+// order (torch.randperm(4) as torchvision draws it); a range equal to its
+// identity ([1, 1], hue [0, 0]) is off.
+struct ColorJitter {
+  std::array<double, 2> brightness{1.0, 1.0};
+  std::array<double, 2> contrast{1.0, 1.0};
+  std::array<double, 2> saturation{1.0, 1.0};
+  std::array<double, 2> hue{0.0, 0.0};
+};
+
+// torchvision.transforms.Grayscale(num_output_channels=3): PIL's convert("L")
+// on every sample (the batch keeps 3 channels, so only 3 is accepted).
+struct Grayscale {
+  int num_output_channels = 3;
+};
+
+// torchvision.transforms.GaussianBlur(kernel_size, sigma): sigma drawn
+// uniformly from [sigma[0], sigma[1]] per sample, the same for x and y.
+struct GaussianBlur {
+  int kernel_w = 3;
+  int kernel_h = 3;
+  std::array<double, 2> sigma{0.1, 2.0};
+};
+
+// torchvision.transforms.RandomSolarize(threshold, p): pixels >= threshold inverted.
+struct RandomSolarize {
+  double threshold = 128;
+  double p = 0.5;
+};
+
+// torchvision.transforms.RandomPosterize(bits, p): keep the top `bits` bits.
+struct RandomPosterize {
+  int bits = 4;
+  double p = 0.5;
+};
+
+// torchvision.transforms.RandomAutocontrast(p): ImageOps.autocontrast.
+struct RandomAutocontrast {
+  double p = 0.5;
+};
+
+// torchvision.transforms.RandomEqualize(p): ImageOps.equalize.
+struct RandomEqualize {
+  double p = 0.5;
+};
+
+// torchvision.transforms.RandomAdjustSharpness(sharpness_factor, p).
+struct RandomAdjustSharpness {
+  double sharpness_factor = 2.0;
+  double p = 0.5;
+};
+
+// torchvision.transforms.RandomInvert(p).
+struct RandomInvert {
+  double p = 0.5;
+};
+
+// torchvision.transforms.RandomRotation(degrees, interpolation, expand=False,
+// center, fill): the angle drawn uniformly from [degrees[0], degrees[1]],
+// PIL's Image.rotate about the centre (or `center`, in pixels), `fill` outside.
+struct RandomRotation {
+  std::array<double, 2> degrees{0.0, 0.0};
+  Interpolation interpolation = Interpolation::kNearest;
+  bool has_center = false;
+  std::array<double, 2> center{0.0, 0.0};
+  std::array<int, 3> fill{0, 0, 0};
+};
+
+// torchvision.transforms.RandomAffine(degrees, translate, scale, shear,
+// interpolation, fill, center), drawn as torchvision's get_params draws them.
+struct RandomAffine {
+  std::array<double, 2> degrees{0.0, 0.0};
+  std::array<double, 2> translate{0.0, 0.0};  // max fraction of width, height; 0: none
+  std::array<double, 2> scale{1.0, 1.0};
+  std::array<double, 4> shear{0.0, 0.0, 0.0, 0.0};  // x range, then y range
+  Interpolation interpolation = Interpolation::kNearest;
+  bool has_center = false;
+  std::array<double, 2> center{0.0, 0.0};
+  std::array<int, 3> fill{0, 0, 0};
+};
+
+// torchvision.transforms.TrivialAugmentWide(num_magnitude_bins,
+// interpolation, fill): one op of its table with a uniformly drawn magnitude.
+struct TrivialAugmentWide {
+  int num_magnitude_bins = 31;
+  Interpolation interpolation = Interpolation::kNearest;
+  std::array<int, 3> fill{0, 0, 0};
+};
+
+// torchvision.transforms.RandAugment(num_ops, magnitude, num_magnitude_bins,
+// interpolation, fill).
+struct RandAugment {
+  int num_ops = 2;
+  int magnitude = 9;
+  int num_magnitude_bins = 31;
+  Interpolation interpolation = Interpolation::kNearest;
+  std::array<int, 3> fill{0, 0, 0};
+};
+
+// torchvision.transforms.AutoAugment(policy, interpolation, fill): the
+// learned sub-policies of IMAGENET, CIFAR10 or SVHN.
+enum class AutoAugmentPolicy { kImageNet, kCifar10, kSvhn };
+struct AutoAugment {
+  AutoAugmentPolicy policy = AutoAugmentPolicy::kImageNet;
+  Interpolation interpolation = Interpolation::kNearest;
+  std::array<int, 3> fill{0, 0, 0};
+};
+
+// torchvision.transforms.RandomErasing(p, scale, ratio, value) on the output
+// tensor (after Normalize, when there is one): a box of area fraction in
+// `scale` and aspect ratio (h / w) in `ratio` set to `value` (1 or 3
+// values), or with random_values to standard normal values drawn from
+// stoker's generator (not torch's). Only RandomErasing may follow Normalize.
+struct RandomErasing {
+  double p = 0.5;
+  std::array<double, 2> scale{0.02, 0.33};
+  std::array<double, 2> ratio{0.3, 3.3};
+  std::vector<float> value{0.0f};
+  bool random_values = false;
+};
+
+struct RandomApply;
+
 using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip,
-                               RandomGrayscale, Normalize>;
+                               RandomGrayscale, Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize,
+                               RandomPosterize, RandomAutocontrast, RandomEqualize, RandomAdjustSharpness, RandomInvert,
+                               RandomRotation, RandomAffine, TrivialAugmentWide, RandAugment, AutoAugment,
+                               RandomErasing, RandomApply>;
+
+// torchvision.transforms.RandomApply(transforms, p): the listed image-stage
+// transforms (ColorJitter, GaussianBlur, ...), all or none, with probability p.
+struct RandomApply {
+  std::vector<Transform> transforms;
+  double p = 0.5;
+};
 
 }  // namespace stoker

@@ -38,6 +38,45 @@ py::dict stats_dict(const Stats& s) {
   return py::module_::import("json").attr("loads")(s.to_json());
 }
 
+// The next batch as a Python object (None at the end of the epoch) and its
+// index within the epoch (-1 at the end).
+std::pair<py::object, std::int64_t> next_batch(Loader& l) {
+  std::optional<Batch> b;
+  // NOTE: wait in slices so that Ctrl-C (KeyboardInterrupt) and other
+  // signals are handled while a slow batch is being made.
+  for (;;) {
+    bool timed_out = false;
+    try {
+      py::gil_scoped_release release;
+      b = l.next_for(std::chrono::milliseconds(50), &timed_out);
+    } catch (const Error& e) {
+      // NOTE: a bad sample under on_corrupt="raise" is a stoker.SampleError
+      // (an OSError) whatever its reason, a missing file or member
+      // included, as documented; elsewhere kNotFound is FileNotFoundError.
+      if (e.code() != Code::kNotFound && e.code() != Code::kIOError) throw;
+      PyErr_SetString(py::module_::import("stoker._stoker").attr("SampleError").ptr(), e.what());
+      throw py::error_already_set();
+    }
+    if (!timed_out) break;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  if (!b) return {py::none(), -1};
+  // The default schema: (images, labels); a schema of named
+  // fields: a dict of its tensors, in schema order.
+  if (l.options().fields.empty()) {
+    std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());
+    py::array images = view_of(*b, py::dtype(b->descr()), dims, b->mutable_images());
+    py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {dims[0]},
+                               const_cast<std::int64_t*>(b->labels()));
+    return {py::make_tuple(images, labels), static_cast<std::int64_t>(b->index())};
+  }
+  py::dict out;
+  for (const TensorView& t : b->tensors()) {
+    out[py::str(t.name)] = view_of(*b, py::dtype(t.descr), {t.dims.begin(), t.dims.end()}, t.data);
+  }
+  return {out, static_cast<std::int64_t>(b->index())};
+}
+
 }  // namespace
 
 void bind_loader(py::module_& m) {
@@ -89,43 +128,8 @@ void bind_loader(py::module_& m) {
       .def("write_trace", &Loader::write_trace, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("epoch", &Loader::epoch)
       .def("start_epoch", &Loader::start_epoch, py::call_guard<py::gil_scoped_release>())
-      .def("next",
-           [](Loader& l) -> py::object {
-             std::optional<Batch> b;
-             // NOTE: wait in slices so that Ctrl-C (KeyboardInterrupt) and other
-             // signals are handled while a slow batch is being made.
-             for (;;) {
-               bool timed_out = false;
-               try {
-                 py::gil_scoped_release release;
-                 b = l.next_for(std::chrono::milliseconds(50), &timed_out);
-               } catch (const Error& e) {
-                 // NOTE: a bad sample under on_corrupt="raise" is a stoker.SampleError
-                 // (an OSError) whatever its reason, a missing file or member
-                 // included, as documented; elsewhere kNotFound is FileNotFoundError.
-                 if (e.code() != Code::kNotFound && e.code() != Code::kIOError) throw;
-                 PyErr_SetString(py::module_::import("stoker._stoker").attr("SampleError").ptr(), e.what());
-                 throw py::error_already_set();
-               }
-               if (!timed_out) break;
-               if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-             }
-             if (!b) return py::none();
-             // The default schema: (images, labels); a schema of named
-             // fields: a dict of its tensors, in schema order.
-             if (l.options().fields.empty()) {
-               std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());
-               py::array images = view_of(*b, py::dtype(b->descr()), dims, b->mutable_images());
-               py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {dims[0]},
-                                          const_cast<std::int64_t*>(b->labels()));
-               return py::make_tuple(images, labels);
-             }
-             py::dict out;
-             for (const TensorView& t : b->tensors()) {
-               out[py::str(t.name)] = view_of(*b, py::dtype(t.descr), {t.dims.begin(), t.dims.end()}, t.data);
-             }
-             return out;
-           })
+      .def("next", [](Loader& l) { return next_batch(l).first; })
+      .def("next_indexed", &next_batch)
       // The keys are those of the C++ codec (src/batch/resume.cc).
       .def("state_dict",
            [](const Loader& l) {

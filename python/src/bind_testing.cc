@@ -4,18 +4,86 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 
 #include "bindings.h"
 #include "decode/decode.h"
 #include "order/rng.h"
 #include "sample/sample_maker.h"
 #include "stoker/loader.h"
+#include "transform/augment.h"
+#include "transform/image_ops.h"
 #include "transform/pipeline.h"
 #include "transform/resize.h"
 
 namespace py = pybind11;
 
 namespace stoker::python {
+
+namespace {
+
+constexpr const char* kOpNames[] = {"grayscale", "brightness",   "contrast", "saturation",    "sharpness",
+                                    "hue",       "solarize",     "posterize", "invert",       "autocontrast",
+                                    "equalize",  "gaussian_blur", "affine"};
+
+// An ImageOp as a dict: {"kind": name, and its parameters}.
+py::dict image_op_dict(const detail::ImageOp& op) {
+  py::dict d;
+  d["kind"] = kOpNames[op.kind];
+  switch (op.kind) {
+    case detail::ImageOp::kGaussianBlur:
+      d["kernel_size"] = py::make_tuple(op.kernel_w, op.kernel_h);
+      d["sigma"] = py::make_tuple(op.sigma_x, op.sigma_y);
+      break;
+    case detail::ImageOp::kAffine:
+      d["matrix"] = std::vector<double>(op.matrix, op.matrix + 6);
+      d["bilinear"] = op.bilinear;
+      d["fill"] = py::make_tuple(op.fill[0], op.fill[1], op.fill[2]);
+      break;
+    default:
+      d["factor"] = op.factor;
+  }
+  return d;
+}
+
+detail::ImageOp image_op_from(const py::dict& d) {
+  detail::ImageOp op;
+  const std::string kind = d["kind"].cast<std::string>();
+  bool found = false;
+  for (std::size_t i = 0; i < std::size(kOpNames); ++i) {
+    if (kind == kOpNames[i]) {
+      op.kind = static_cast<detail::ImageOp::Kind>(i);
+      found = true;
+    }
+  }
+  if (!found) throw py::value_error("image_op: unknown kind '" + kind + "'");
+  if (d.contains("factor")) op.factor = d["factor"].cast<double>();
+  if (d.contains("kernel_size")) {
+    auto k = d["kernel_size"].cast<std::vector<int>>();
+    op.kernel_w = k.at(0);
+    op.kernel_h = k.at(1);
+  }
+  if (d.contains("sigma")) {
+    auto sg = d["sigma"].cast<std::vector<double>>();
+    op.sigma_x = sg.at(0);
+    op.sigma_y = sg.at(1);
+  }
+  if (d.contains("matrix")) {
+    auto m = d["matrix"].cast<std::vector<double>>();
+    if (m.size() != 6) throw py::value_error("image_op: matrix needs 6 values");
+    for (int i = 0; i < 6; ++i) op.matrix[i] = m[static_cast<std::size_t>(i)];
+  }
+  if (d.contains("bilinear")) op.bilinear = d["bilinear"].cast<bool>();
+  if (d.contains("fill")) {
+    auto f = d["fill"].cast<std::vector<int>>();
+    for (int c = 0; c < 3; ++c) op.fill[c] = static_cast<std::uint8_t>(f.at(f.size() == 1 ? 0 : static_cast<std::size_t>(c)));
+  }
+  return op;
+}
+
+std::vector<double> matrix6(const double m[6]) { return std::vector<double>(m, m + 6); }
+
+}  // namespace
 
 void bind_testing(py::module_& m) {
   py::module_ hooks = m.def_submodule("_testing", "hooks for stoker's own tests; not for training code");
@@ -60,6 +128,91 @@ void bind_testing(py::module_& m) {
         return result;
       },
       py::arg("image"), py::arg("width"), py::arg("height"), py::arg("repeat") = 1);
+
+  // Test hook: one image-stage op (image_ops.h) on an HxWx3 uint8 array,
+  // as the pipeline applies it: {"kind": ..., parameters} (see image_op_dict).
+  hooks.def(
+      "image_op",
+      [](const py::dict& op_dict, py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> img) {
+        if (img.ndim() != 3 || img.shape(2) != 3) throw py::value_error("image_op: expects an HxWx3 uint8 array");
+        const detail::ImageOp op = image_op_from(op_dict);
+        const int h = static_cast<int>(img.shape(0)), w = static_cast<int>(img.shape(1));
+        detail::ImageBuffer buf;
+        buf.reset(w, h);
+        std::memcpy(buf.pixels.data(), img.data(), static_cast<std::size_t>(w) * h * 3);
+        detail::ImageOpScratch scratch;
+        {
+          py::gil_scoped_release release;
+          detail::apply_image_op(op, &buf, &scratch);
+        }
+        py::array_t<std::uint8_t> out({buf.height, buf.width, 3});
+        for (int y = 0; y < buf.height; ++y) {
+          std::memcpy(out.mutable_data(y), buf.row(y), static_cast<std::size_t>(buf.width) * 3);
+        }
+        return out;
+      },
+      py::arg("op"), py::arg("image"));
+  hooks.def(
+      "mask_affine",
+      [](py::array mask, std::vector<double> matrix, int fill) {
+        if (mask.ndim() != 2 || matrix.size() != 6) throw py::value_error("mask_affine: an HxW mask and 6 values");
+        const bool wide = mask.dtype().itemsize() == 2;
+        py::array src = py::array::ensure(mask, py::array::c_style);
+        const int h = static_cast<int>(src.shape(0)), w = static_cast<int>(src.shape(1));
+        detail::MaskView view{static_cast<const std::uint8_t*>(src.data()), w, h,
+                              static_cast<std::ptrdiff_t>(w) * (wide ? 2 : 1), wide ? 2 : 1};
+        detail::MaskBuffer out;
+        detail::pil_affine_mask(view, &out, matrix.data(), fill);
+        py::array result = wide ? py::array(py::dtype::of<std::uint16_t>(), {h, w}) : py::array(py::dtype::of<std::uint8_t>(), {h, w});
+        std::memcpy(result.mutable_data(), out.pixels.data(), static_cast<std::size_t>(out.stride) * h);
+        return result;
+      },
+      py::arg("mask"), py::arg("matrix"), py::arg("fill"));
+  hooks.def(
+      "affine_matrix",
+      [](int width, int height, double angle, std::array<double, 2> translate, double scale, std::array<double, 2> shear,
+         std::optional<std::array<double, 2>> center) {
+        double out[6];
+        detail::torchvision_affine_matrix(width, height, center ? center->data() : nullptr, angle, translate[0],
+                                          translate[1], scale, shear[0], shear[1], out);
+        return matrix6(out);
+      },
+      py::arg("width"), py::arg("height"), py::arg("angle"), py::arg("translate"), py::arg("scale"), py::arg("shear"),
+      py::arg("center") = py::none());
+  hooks.def(
+      "rotate_matrix",
+      [](int width, int height, double angle, std::optional<std::array<double, 2>> center) {
+        double out[6];
+        detail::pil_rotate_matrix(width, height, angle, center ? center->data() : nullptr, out);
+        return matrix6(out);
+      },
+      py::arg("width"), py::arg("height"), py::arg("angle"), py::arg("center") = py::none());
+  // Test hook: entry `bin` of a policy's magnitude table ("wide" or "rand"),
+  // and whether the op is signed.
+  hooks.def(
+      "policy_magnitude",
+      [](const std::string& space, const std::string& op, int num_bins, int bin, int width, int height) {
+        bool is_signed = false;
+        const double v = detail::policy_magnitude(space.c_str(), op, num_bins, bin, width, height, &is_signed);
+        return py::make_tuple(v, is_signed);
+      },
+      py::arg("space"), py::arg("op"), py::arg("num_bins"), py::arg("bin"), py::arg("width"), py::arg("height"));
+  // Test hook: the image-stage ops a policy op (torchvision's _apply_op)
+  // becomes on a width x height image.
+  hooks.def(
+      "policy_op",
+      [](const std::string& name, double magnitude, Interpolation interpolation, std::array<int, 3> fill, int width,
+         int height) {
+        detail::SamplePlan plan;
+        detail::Rng rng(0);
+        detail::PlanState s{width, height, &plan, &rng, 0};
+        detail::add_policy_op(name, magnitude, interpolation, fill, &s);
+        py::list ops;
+        for (const auto& op : plan.image_ops) ops.append(image_op_dict(op));
+        return ops;
+      },
+      py::arg("name"), py::arg("magnitude"), py::arg("interpolation"), py::arg("fill"), py::arg("width"),
+      py::arg("height"));
 
   // Test hook: a mask decoded as stored (PNG gray/palette/16-bit, .npy
   // uint8/uint16): an HxW uint8 or uint16 array.
@@ -151,6 +304,14 @@ void bind_testing(py::module_& m) {
           if (op.kind == detail::SamplePlan::Photometric::kGrayscale) photometric.append("grayscale");
         }
         d["photometric"] = photometric;
+        py::list ops;
+        for (const auto& op : plan.image_ops) ops.append(image_op_dict(op));
+        d["image_ops"] = ops;
+        py::list erase;
+        for (const auto& e : plan.erase) {
+          erase.append(py::make_tuple(e.box.y, e.box.x, e.box.height, e.box.width));  // F.erase's i, j, h, w
+        }
+        d["erase"] = erase;
         return d;
       },
       py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"),

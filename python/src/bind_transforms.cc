@@ -304,6 +304,8 @@ void bind_transforms(py::module_& m) {
       .def_readonly("std", &Normalize::std, "The channels' standard deviations (1 or 3 values).")
       .def("__repr__", repr<Normalize>);
 
+  bind_augment(m);
+
   // Every transform class, in the variant's order (from the variant itself):
   // what stoker.Loader accepts in transforms=.
   m.attr("_transform_types") = transform_types(static_cast<Transform*>(nullptr));

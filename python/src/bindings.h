@@ -5,6 +5,8 @@
 
 namespace stoker::python {
 void bind_transforms(pybind11::module_& m);
+// Called by bind_transforms before it lists the transform types.
+void bind_augment(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
 void bind_masks(pybind11::module_& m);

@@ -20,6 +20,24 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Literal, 
 from stoker._stoker import (  # noqa: F401
     CenterCrop,
     Normalize,
+    AutoAugment,
+    AutoAugmentPolicy,
+    ColorJitter,
+    GaussianBlur,
+    Grayscale,
+    InterpolationMode,
+    RandAugment,
+    RandomAdjustSharpness,
+    RandomAffine,
+    RandomApply,
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomErasing,
+    RandomInvert,
+    RandomPosterize,
+    RandomRotation,
+    RandomSolarize,
+    TrivialAugmentWide,
     RandomGrayscale,
     RandomHorizontalFlip,
     RandomResizedCrop,
@@ -33,11 +51,13 @@ from stoker import _profiling
 from stoker import _staging
 from stoker.fields import Boxes, Image, Label, Mask, Tensor, FIELD_TYPES as _FIELD_TYPES
 from stoker.mixture import Mix
+from stoker.batch_transforms import CutMix, MixUp, RandomChoice
+from stoker import batch_transforms as _batch_transforms
 from stoker._profiling import profile  # noqa: F401
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
-           "Boxes", "Label", "Tensor", "Mix"]
+           "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale", "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "InterpolationMode", "RandomErasing", "RandomApply"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -47,10 +67,24 @@ if TYPE_CHECKING:
 _Path = Union[str, os.PathLike]
 _Source = Union[_Path, List[_Path], Tuple[_Path, ...], Mix]
 _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
-                   Normalize]
+                   Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize, RandomPosterize, RandomAutocontrast,
+                   RandomEqualize, RandomAdjustSharpness, RandomInvert, RandomRotation, RandomAffine,
+                   TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply]
 _FieldType = Union[Image, Mask, Boxes, Label, Tensor]
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
+
+
+def _mix_keys(fields):
+    """(image key, label key) of the batches MixUp/CutMix act on: (None, None) for (images, labels) tuples."""
+    if fields is None:
+        return None, None
+    images = [f.name for f in fields if isinstance(f, Image)]
+    labels = [f.name for f in fields if isinstance(f, Label)]
+    if len(images) != 1 or not labels:
+        raise ValueError("batch_transforms: MixUp/CutMix need a schema with one stoker.Image and a stoker.Label, got "
+                         f"{[f.name for f in fields]}")
+    return images[0], labels[0]
 
 
 def _resolve_distributed(rank, world_size):
@@ -327,7 +361,8 @@ class Loader:
                  max_threads: int = 0, trace: bool = False, stage_timing: bool = True, preload: bool = True,
                  cache_rewrite: bool = True,
                  progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
-                 fields: Optional[Iterable[_FieldType]] = None) -> None:
+                 fields: Optional[Iterable[_FieldType]] = None,
+                 batch_transforms: Iterable[Union[MixUp, CutMix, RandomChoice]] = ()) -> None:
         mixture = None
         if isinstance(source, Mix):
             mixture = source._json()
@@ -387,6 +422,10 @@ class Loader:
         self._h2d_bytes = 0
         self.rank, self.world_size = rank, world_size
         self.transforms = transforms
+        self.batch_transforms = _batch_transforms.BatchTransforms(list(batch_transforms), layout, dtype)
+        if self.batch_transforms:
+            self._mix_keys = _mix_keys(fields)
+        self._seed = seed
 
     def __len__(self) -> int:
         """Batches per epoch on this rank.
@@ -605,12 +644,16 @@ class _Iterator:
         self._loader = loader
         self._impl = loader._impl
         self._done = False
+        self._epoch = self._impl.epoch  # the epoch start_epoch() runs (the batch transforms' draws)
         self._impl.start_epoch()
         if loader.output == "torch":
             import torch
             self._convert = torch.from_numpy
+            self._xp = _batch_transforms._Torch(torch)
         else:
             self._convert = None
+            self._xp = _batch_transforms._Numpy()
+        self._mix = loader.batch_transforms
         self._device = loader.device if loader.device is not None and loader.device.type == "cuda" else None
         self._pin = loader.pin_memory
         self._stager = None
@@ -631,15 +674,32 @@ class _Iterator:
         if self._done:
             return None
         try:
-            batch = self._impl.next()
+            batch, index = self._impl.next_indexed()
         except Exception as e:  # raised in order, when its batch is due
             return e
         if batch is None:
             self._done = True
             return None
         if self._convert is not None:
-            return _staging.rebuild(batch, [self._convert(x) for x in _staging.leaves(batch)])
+            batch = _staging.rebuild(batch, [self._convert(x) for x in _staging.leaves(batch)])
+        if self._mix:
+            try:
+                batch = self._mixed(batch, index)
+            except Exception as e:
+                return e
         return batch
+
+    def _mixed(self, batch, index):
+        """The batch after the loader's batch_transforms (MixUp/CutMix)."""
+        image_key, label_key = self._loader._mix_keys
+        if image_key is None:
+            images, labels = self._mix.apply(batch[0], batch[1], self._loader._seed, self._epoch, index, self._xp)
+            return images, labels
+        images, labels = self._mix.apply(batch[image_key], batch[label_key], self._loader._seed, self._epoch, index,
+                                         self._xp)
+        out = dict(batch)
+        out[image_key], out[label_key] = images, labels
+        return out
 
     def _start(self, item):
         """Starts the batch's copy to the device on the side stream."""

@@ -3,6 +3,7 @@
 // do not depend on the thread count or on which thread made the sample.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace stoker::detail {
@@ -49,6 +50,12 @@ class Rng {
       }
     }
     return static_cast<std::uint64_t>(m >> 64);
+  }
+  // Standard normal (Box-Muller, one value per two uniforms).
+  double normal() {
+    const double u1 = 1.0 - uniform01();  // (0, 1]
+    const double u2 = uniform01();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
 
  private:

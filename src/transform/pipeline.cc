@@ -15,22 +15,44 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
     : transforms_(transforms), dtype_(dtype), layout_(layout) {
   OutputSize size;
   const Normalize* normalize = nullptr;
-  const char* photometric = nullptr;  // the first photometric transform so far
+  const char* photometric = nullptr;  // the first photometric or image-stage transform so far
+  const char* image_stage = nullptr;  // the first image-stage transform so far
+  const char* on_tensor = nullptr;    // the first transform on the output tensor so far
   for (const Transform& t : transforms_) {
-    if (normalize) invalid("Normalize must be the last transform (it acts on the tensor after ToTensor)");
     check_transform(t);
+    const TransformTraits traits = transform_traits(t);
+    if (normalize && !traits.on_tensor) {
+      invalid(std::string("Normalize must be the last transform (it acts on the tensor after ToTensor); only "
+                          "RandomErasing may follow it, not ") +
+              transform_name(t));
+    }
+    if (on_tensor && !traits.on_tensor && !std::holds_alternative<Normalize>(t)) {
+      invalid(std::string(transform_name(t)) + " after " + on_tensor +
+              ": RandomErasing acts on the output tensor, so only Normalize or RandomErasing may follow it");
+    }
     // NOTE: the photometric stage runs on the output rows, after every
     // resize; a resize listed after it would see other pixels than
-    // torchvision's (crops and flips commute with it exactly).
-    if (photometric && transform_traits(t).resamples) {
+    // torchvision's (crops and flips commute with it exactly). The image
+    // stage runs on the final image: no crop or flip may follow it either.
+    if (photometric && traits.resamples) {
       invalid(std::string(transform_name(t)) + " after " + photometric +
               ": photometric transforms apply to the output, so they must follow every resize");
     }
-    if (!photometric && transform_traits(t).photometric) photometric = transform_name(t);
+    if (image_stage && traits.geometric) {
+      invalid(std::string(transform_name(t)) + " after " + image_stage + ": " + image_stage +
+              " applies to the final image, so crops, resizes and flips must come before it");
+    }
+    if (!photometric && (traits.photometric || traits.image_stage)) photometric = transform_name(t);
+    if (!image_stage && traits.image_stage) image_stage = transform_name(t);
+    if (!on_tensor && traits.on_tensor) on_tensor = transform_name(t);
+    if (traits.image_stage) has_image_stage_ = true;
     size = output_size(t, size);
     if (const auto* n = std::get_if<Normalize>(&t)) {
       if (dtype_ != DType::kFloat32) invalid("Normalize requires dtype float32 (got uint8)");
       normalize = n;
+    }
+    if (const auto* e = std::get_if<RandomErasing>(&t); e && e->random_values && dtype_ != DType::kFloat32) {
+      invalid("RandomErasing: value='random' requires dtype float32 (normal values do not fit uint8)");
     }
   }
   out_h_ = size.height;
@@ -60,12 +82,27 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allo
 void Pipeline::plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) const {
   plan->steps.clear();
   plan->photometric.clear();
+  plan->image_ops.clear();
+  plan->erase.clear();
   plan->mirror = false;
   plan->vflip = false;
   plan->scale_eighths = 8;
   plan->decode_region = {0, 0, width, height};
-  PlanState state{width, height, plan, rng};
-  for (const Transform& t : transforms_) plan_transform(t, &state);
+  PlanState state{width, height, plan, rng, 0};
+  for (const Transform& t : transforms_) {
+    plan_transform(t, &state);
+    ++state.index;
+  }
+  // An image stage of grayscale conversions alone runs on the output rows
+  // (per pixel, commutes with the flips): no whole image is built for it.
+  const bool rows_only = std::all_of(plan->image_ops.begin(), plan->image_ops.end(),
+                                     [](const ImageOp& op) { return op.kind == ImageOp::kGrayscale; });
+  if (rows_only) {
+    for (std::size_t i = 0; i < plan->image_ops.size(); ++i) {
+      plan->photometric.push_back({SamplePlan::Photometric::kGrayscale});
+    }
+    plan->image_ops.clear();
+  }
 }
 
 void plan_image_read(int width, int height, SamplePlan* plan, bool allow_scale) {
@@ -131,8 +168,15 @@ void plan_image_read(int width, int height, SamplePlan* plan, bool allow_scale) 
 // last resize hands it each row while the row is hot.
 class Pipeline::OutputWriter final : public RowSink {
  public:
-  OutputWriter(const Pipeline& p, const SamplePlan& plan, Workspace* ws, void* out, int width, int height)
-      : p_(p), plan_(plan), mirror_(plan.mirror), vflip_(plan.vflip), out_(out), width_(width), height_(height) {
+  OutputWriter(const Pipeline& p, const SamplePlan& plan, Workspace* ws, void* out, int width, int height,
+               bool flips = true)
+      : p_(p),
+        plan_(plan),
+        mirror_(flips && plan.mirror),
+        vflip_(flips && plan.vflip),
+        out_(out),
+        width_(width),
+        height_(height) {
     const std::size_t need = kRowPad + 3 * static_cast<std::size_t>(width) + kRowPad;
     if (ws->row.size() < need) ws->row.resize(need);
     row_ = ws->row.data() + kRowPad;
@@ -160,7 +204,31 @@ class Pipeline::OutputWriter final : public RowSink {
   std::uint8_t* row_;
 };
 
+namespace {
+
+// `src` into `dst` with the plan's flips applied: the image stage's ops see
+// the image as torchvision's do (after RandomHorizontalFlip/VerticalFlip).
+void copy_flipped(const ImageView& src, bool mirror, bool vflip, ImageBuffer* dst) {
+  dst->reset(src.width, src.height);
+  for (int y = 0; y < src.height; ++y) {
+    const std::uint8_t* in = src.row(vflip ? src.height - 1 - y : y);
+    std::uint8_t* o = dst->row(y);
+    if (!mirror) {
+      std::memcpy(o, in, 3 * static_cast<std::size_t>(src.width));
+      continue;
+    }
+    for (int x = 0, r = src.width - 1; x < src.width; ++x, --r) {
+      o[3 * x] = in[3 * r];
+      o[3 * x + 1] = in[3 * r + 1];
+      o[3 * x + 2] = in[3 * r + 2];
+    }
+  }
+}
+
+}  // namespace
+
 void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const {
+  const bool stage = !plan.image_ops.empty();
   ImageView view = decoded;
   const ImageBuffer* current = nullptr;  // the buffer `view` lives in, if one of ws's
   auto spare = [&]() -> ImageBuffer* {
@@ -169,6 +237,7 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
     }
     return nullptr;
   };
+  bool written = false;
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
     if (s.kind == Step::kCrop) {
@@ -187,10 +256,11 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
       }
       view = dst->view();
       current = dst;
-    } else if (i + 1 == plan.steps.size()) {  // the last step: its rows go straight to the output
+    } else if (i + 1 == plan.steps.size() && !stage) {  // the last step: its rows go straight to the output
       OutputWriter writer(*this, plan, ws, out, s.width, s.height);
       resize_bilinear(view, s.width, s.height, &ws->resize, &writer, Simd::kAvx512, s.has_src_box ? s.src_box : nullptr);
-      return;
+      written = true;
+      break;
     } else {
       ImageBuffer* dst = spare();
       resize_bilinear(view, s.width, s.height, &ws->resize, dst, Simd::kAvx512, s.has_src_box ? s.src_box : nullptr);
@@ -198,8 +268,44 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
       current = dst;
     }
   }
-  OutputWriter writer(*this, plan, ws, out, view.width, view.height);
-  for (int y = 0; y < view.height; ++y) writer.write(view.row(y), y);
+  if (!written && !stage) {
+    OutputWriter writer(*this, plan, ws, out, view.width, view.height);
+    for (int y = 0; y < view.height; ++y) writer.write(view.row(y), y);
+  } else if (stage) {
+    // The image stage: the final image, flipped, then each op in order.
+    copy_flipped(view, plan.mirror, plan.vflip, &ws->stage);
+    for (const ImageOp& op : plan.image_ops) apply_image_op(op, &ws->stage, &ws->ops);
+    OutputWriter writer(*this, plan, ws, out, ws->stage.width, ws->stage.height, /*flips=*/false);
+    for (int y = 0; y < ws->stage.height; ++y) writer.write(ws->stage.row(y), y);
+  }
+  if (!plan.erase.empty()) erase(plan, out);
+}
+
+void Pipeline::erase(const SamplePlan& plan, void* out) const {
+  // F.erase(img, i, j, h, w, v): img[..., i:i+h, j:j+w] = v, on the output
+  // tensor in its dtype and layout.
+  const int H = out_h_, W = out_w_;
+  const bool nchw = layout_ == Layout::kNCHW;
+  for (const SamplePlan::Erase& e : plan.erase) {
+    const auto& t = std::get<RandomErasing>(transforms_[static_cast<std::size_t>(e.transform)]);
+    Rng normal(e.seed);
+    for (int c = 0; c < 3; ++c) {
+      for (int y = e.box.y; y < e.box.y + e.box.height; ++y) {
+        for (int x = e.box.x; x < e.box.x + e.box.width; ++x) {
+          // torch's normal_() over [3, h, w] in that order; here stoker's generator (Box-Muller).
+          const float v = t.random_values ? static_cast<float>(normal.normal())
+                                          : t.value[t.value.size() == 1 ? 0 : static_cast<std::size_t>(c)];
+          const std::size_t at = nchw ? (static_cast<std::size_t>(c) * H + y) * W + x
+                                      : (static_cast<std::size_t>(y) * W + x) * 3 + c;
+          if (dtype_ == DType::kFloat32) {
+            static_cast<float*>(out)[at] = v;
+          } else {
+            static_cast<std::uint8_t*>(out)[at] = static_cast<std::uint8_t>(static_cast<int>(v));
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace stoker::detail

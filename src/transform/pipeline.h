@@ -10,6 +10,7 @@
 #include "order/rng.h"
 #include "stoker/options.h"
 #include "stoker/transforms.h"
+#include "transform/image_ops.h"
 #include "transform/output_rows.h"
 #include "transform/plan.h"
 #include "transform/transform_defs.h"
@@ -19,6 +20,8 @@ namespace stoker::detail {
 
 struct Workspace {
   ImageBuffer a, b, pad;
+  ImageBuffer stage;   // the image stage's image
+  ImageOpScratch ops;  // the image stage's kernels' memory
   ResizeScratch resize;
   std::vector<std::uint8_t> row;  // one output row, between the last resize and the output write
 };
@@ -54,7 +57,10 @@ class Pipeline {
 
  private:
   class OutputWriter;
+  // RandomErasing's boxes on the written sample.
+  void erase(const SamplePlan& plan, void* out) const;
   std::vector<Transform> transforms_;
+  bool has_image_stage_ = false;
   DType dtype_;
   Layout layout_;
   int out_h_ = 0, out_w_ = 0;

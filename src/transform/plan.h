@@ -5,7 +5,10 @@
 
 #include <vector>
 
+#include <cstdint>
+
 #include "decode/image.h"
+#include "transform/image_ops.h"
 
 namespace stoker::detail {
 
@@ -31,6 +34,17 @@ struct SamplePlan {
     enum Kind { kGrayscale } kind;
   };
   std::vector<Photometric> photometric;
+  // The image stage (image_ops.h): whole-image operations drawn for this
+  // sample, applied in order to the final RGB8 image (flips applied first).
+  std::vector<ImageOp> image_ops;
+  // RandomErasing on the written output: the box, and the drawn
+  // transform's index in the list (its value), or a seed for random values.
+  struct Erase {
+    Box box;
+    int transform = 0;
+    std::uint64_t seed = 0;
+  };
+  std::vector<Erase> erase;
 };
 
 }  // namespace stoker::detail

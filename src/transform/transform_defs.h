@@ -41,6 +41,7 @@ struct PlanState {
   int width = 0, height = 0;
   SamplePlan* plan = nullptr;
   Rng* rng = nullptr;
+  int index = 0;  // the transform's position in the list
 };
 // Appends the transform's steps for this sample (drawing its randomness).
 void plan_transform(const Transform& t, PlanState* s);
@@ -49,6 +50,10 @@ void plan_transform(const Transform& t, PlanState* s);
 struct TransformTraits {
   bool photometric = false;  // per-pixel, applied to the output rows: no resize may follow it
   bool resamples = false;    // resizes the image
+  bool geometric = false;    // crops, resizes or flips (plans steps or flips)
+  bool image_stage = false;  // a whole-image op after the geometry (image_ops.h): no geometric transform may follow
+  bool on_tensor = false;    // acts on the output tensor (RandomErasing): may follow Normalize
+  bool warps = false;        // may move pixels (rotation, affine, policies): refused with masks and boxes
 };
 TransformTraits transform_traits(const Transform& t);
 

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <type_traits>
 
+#include "transform/augment.h"
 #include "transform/resize.h"
 #include "util/util.h"
 
@@ -131,6 +133,7 @@ template <>
 struct Def<RandomResizedCrop> {
   static constexpr const char* kName = "RandomResizedCrop";
   static constexpr bool kResamples = true;
+  static constexpr bool kGeometric = true;
   static void check(const RandomResizedCrop& x) {
     check_size(kName, x.height, x.width);
     if (!(x.scale[0] > 0 && x.scale[0] <= x.scale[1] && x.scale[1] <= 1.0)) {
@@ -166,6 +169,7 @@ template <>
 struct Def<Resize> {
   static constexpr const char* kName = "Resize";
   static constexpr bool kResamples = true;
+  static constexpr bool kGeometric = true;
   static void check(const Resize& x) {
     if (x.max_size < 0) invalid("Resize: max_size must be positive (or none), got " + std::to_string(x.max_size));
     if (x.width > 0) {
@@ -205,6 +209,7 @@ struct Def<Resize> {
 template <>
 struct Def<CenterCrop> {
   static constexpr const char* kName = "CenterCrop";
+  static constexpr bool kGeometric = true;
   static void check(const CenterCrop& x) { check_size(kName, x.height, x.width); }
   static OutputSize size(const CenterCrop& x, OutputSize) { return {true, x.height, x.width}; }
   static void plan(const CenterCrop& x, PlanState* s) {
@@ -241,6 +246,7 @@ struct ProbabilityDef {
 // in unflipped coordinates (add_crop).
 template <typename D, typename T, bool SamplePlan::*Flag>
 struct FlipDef : ProbabilityDef<D, T> {
+  static constexpr bool kGeometric = true;
   static void plan(const T& x, PlanState* s) {
     if (s->rng->uniform01() < x.p) s->plan->*Flag = !(s->plan->*Flag);
   }
@@ -263,7 +269,9 @@ struct Def<RandomGrayscale> : ProbabilityDef<Def<RandomGrayscale>, RandomGraysca
   static constexpr const char* kName = "RandomGrayscale";
   static constexpr bool kPhotometric = true;
   static void plan(const RandomGrayscale& x, PlanState* s) {
-    if (s->rng->uniform01() < x.p) s->plan->photometric.push_back({SamplePlan::Photometric::kGrayscale});
+    // Into the image stage; Pipeline::plan_geometry moves a stage of
+    // grayscale alone to the output rows.
+    if (s->rng->uniform01() < x.p) s->plan->image_ops.push_back({ImageOp::kGrayscale});
   }
 };
 
@@ -293,6 +301,506 @@ struct Def<Normalize> {
   }
 };
 
+// --- The image stage (augment.cc draws, image_ops.h applies).
+
+const char* interpolation_name(Interpolation i) { return i == Interpolation::kBilinear ? "bilinear" : "nearest"; }
+Interpolation interpolation_from(const json& j) {
+  const std::string v = j.value("interpolation", "nearest");
+  if (v == "nearest") return Interpolation::kNearest;
+  if (v == "bilinear") return Interpolation::kBilinear;
+  invalid("transforms: interpolation must be 'nearest' or 'bilinear', got '" + v + "'");
+}
+std::string fill3(const std::array<int, 3>& f) {
+  std::ostringstream o;
+  o << '[' << f[0] << ", " << f[1] << ", " << f[2] << ']';
+  return o.str();
+}
+void check_probability(const char* name, double p) {
+  if (!(p >= 0.0 && p <= 1.0)) invalid(std::string(name) + ": p must be in [0, 1], got " + std::to_string(p));
+}
+// torchvision's _setup_angle range, as (min, max).
+void check_angle_range(const char* name, const char* what, const std::array<double, 2>& r) {
+  if (!(r[0] <= r[1])) {
+    invalid(std::string(name) + ": " + what + " must be (min, max) with min <= max, got " + pair(r));
+  }
+}
+// The base of every image-stage Def.
+struct ImageStageDef {
+  static constexpr bool kImageStage = true;
+  static OutputSize size(const auto&, OutputSize before) { return before; }
+};
+
+template <>
+struct Def<ColorJitter> : ImageStageDef {
+  static constexpr const char* kName = "ColorJitter";
+  static void check(const ColorJitter& x) {
+    auto range = [](const char* name, const std::array<double, 2>& r, double lo, double hi, const char* bound) {
+      if (!(lo <= r[0] && r[0] <= r[1] && r[1] <= hi)) {
+        invalid(std::string("ColorJitter: ") + name + " values should be between " + bound + ", got " + pair(r));
+      }
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    range("brightness", x.brightness, 0, inf, "(0, inf)");
+    range("contrast", x.contrast, 0, inf, "(0, inf)");
+    range("saturation", x.saturation, 0, inf, "(0, inf)");
+    range("hue", x.hue, -0.5, 0.5, "(-0.5, 0.5)");
+  }
+  static void plan(const ColorJitter& x, PlanState* s) { plan_color_jitter(x, s); }
+  static json to_json(const ColorJitter& x) {
+    return {{"brightness", x.brightness}, {"contrast", x.contrast}, {"saturation", x.saturation}, {"hue", x.hue}};
+  }
+  static ColorJitter from_json(const json& j) {
+    ColorJitter x;
+    x.brightness = j.value("brightness", x.brightness);
+    x.contrast = j.value("contrast", x.contrast);
+    x.saturation = j.value("saturation", x.saturation);
+    x.hue = j.value("hue", x.hue);
+    return x;
+  }
+  static std::string repr(const ColorJitter& x) {
+    std::ostringstream o;
+    o << "ColorJitter(brightness=" << pair(x.brightness) << ", contrast=" << pair(x.contrast)
+      << ", saturation=" << pair(x.saturation) << ", hue=" << pair(x.hue) << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<Grayscale> : ImageStageDef {
+  static constexpr const char* kName = "Grayscale";
+  static void check(const Grayscale& x) {
+    if (x.num_output_channels != 3) {
+      invalid("Grayscale: num_output_channels must be 3 (batches keep 3 channels), got " +
+              std::to_string(x.num_output_channels));
+    }
+  }
+  static void plan(const Grayscale&, PlanState* s) { s->plan->image_ops.push_back({ImageOp::kGrayscale}); }
+  static json to_json(const Grayscale& x) { return {{"num_output_channels", x.num_output_channels}}; }
+  static Grayscale from_json(const json& j) { return {j.value("num_output_channels", 3)}; }
+  static std::string repr(const Grayscale& x) {
+    return "Grayscale(num_output_channels=" + std::to_string(x.num_output_channels) + ")";
+  }
+};
+
+template <>
+struct Def<GaussianBlur> : ImageStageDef {
+  static constexpr const char* kName = "GaussianBlur";
+  static void check(const GaussianBlur& x) {
+    for (int k : {x.kernel_w, x.kernel_h}) {
+      if (k <= 0 || k % 2 == 0) invalid("GaussianBlur: Kernel size value should be an odd and positive number.");
+    }
+    if (!(0 < x.sigma[0] && x.sigma[0] <= x.sigma[1])) {
+      invalid("GaussianBlur: sigma values should be positive and of the form (min, max).");
+    }
+  }
+  static void plan(const GaussianBlur& x, PlanState* s) {
+    // NOTE: torch's reflect padding needs padding < the image side.
+    if (x.kernel_w / 2 >= s->width || x.kernel_h / 2 >= s->height) {
+      invalid("GaussianBlur: kernel_size " + size2(x.kernel_w, x.kernel_h) + " is too large for a " +
+              std::to_string(s->width) + "x" + std::to_string(s->height) +
+              " image (reflect padding needs kernel_size // 2 < the side)");
+    }
+    plan_gaussian_blur(x, s);
+  }
+  static json to_json(const GaussianBlur& x) { return {{"kernel_size", {x.kernel_w, x.kernel_h}}, {"sigma", x.sigma}}; }
+  static GaussianBlur from_json(const json& j) {
+    return {j.at("kernel_size").at(0), j.at("kernel_size").at(1), j.value("sigma", GaussianBlur{}.sigma)};
+  }
+  static std::string repr(const GaussianBlur& x) {
+    return "GaussianBlur(kernel_size=" + size2(x.kernel_w, x.kernel_h) + ", sigma=" + pair(x.sigma) + ")";
+  }
+};
+
+// An image-stage op applied with probability p.
+template <typename D, typename T>
+struct RandomOpDef : ImageStageDef {
+  static void plan(const T& x, PlanState* s) {
+    if (s->rng->uniform01() < x.p) s->plan->image_ops.push_back(D::op(x));
+  }
+};
+
+template <>
+struct Def<RandomSolarize> : RandomOpDef<Def<RandomSolarize>, RandomSolarize> {
+  static constexpr const char* kName = "RandomSolarize";
+  static void check(const RandomSolarize& x) { check_probability(kName, x.p); }
+  static ImageOp op(const RandomSolarize& x) {
+    ImageOp o{ImageOp::kSolarize};
+    o.factor = std::clamp(std::ceil(x.threshold), 0.0, 256.0);  // pixels i >= threshold, i an integer
+    return o;
+  }
+  static json to_json(const RandomSolarize& x) { return {{"threshold", x.threshold}, {"p", x.p}}; }
+  static RandomSolarize from_json(const json& j) { return {j.at("threshold"), j.value("p", 0.5)}; }
+  static std::string repr(const RandomSolarize& x) {
+    std::ostringstream o;
+    o << "RandomSolarize(threshold=" << x.threshold << ", p=" << x.p << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomPosterize> : RandomOpDef<Def<RandomPosterize>, RandomPosterize> {
+  static constexpr const char* kName = "RandomPosterize";
+  static void check(const RandomPosterize& x) {
+    check_probability(kName, x.p);
+    if (x.bits < 0 || x.bits > 8) {
+      invalid("RandomPosterize: The number if bits should be between 0 and 8. Got " + std::to_string(x.bits));
+    }
+  }
+  static ImageOp op(const RandomPosterize& x) {
+    ImageOp o{ImageOp::kPosterize};
+    o.factor = x.bits;
+    return o;
+  }
+  static json to_json(const RandomPosterize& x) { return {{"bits", x.bits}, {"p", x.p}}; }
+  static RandomPosterize from_json(const json& j) { return {j.at("bits"), j.value("p", 0.5)}; }
+  static std::string repr(const RandomPosterize& x) {
+    std::ostringstream o;
+    o << "RandomPosterize(bits=" << x.bits << ", p=" << x.p << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomAdjustSharpness> : RandomOpDef<Def<RandomAdjustSharpness>, RandomAdjustSharpness> {
+  static constexpr const char* kName = "RandomAdjustSharpness";
+  static void check(const RandomAdjustSharpness& x) {
+    check_probability(kName, x.p);
+    if (!(x.sharpness_factor >= 0)) {
+      std::ostringstream o;
+      o << "RandomAdjustSharpness: sharpness_factor (" << x.sharpness_factor << ") is not non-negative.";
+      invalid(o.str());
+    }
+  }
+  static ImageOp op(const RandomAdjustSharpness& x) {
+    ImageOp o{ImageOp::kSharpness};
+    o.factor = x.sharpness_factor;
+    return o;
+  }
+  static json to_json(const RandomAdjustSharpness& x) { return {{"sharpness_factor", x.sharpness_factor}, {"p", x.p}}; }
+  static RandomAdjustSharpness from_json(const json& j) { return {j.at("sharpness_factor"), j.value("p", 0.5)}; }
+  static std::string repr(const RandomAdjustSharpness& x) {
+    std::ostringstream o;
+    o << "RandomAdjustSharpness(sharpness_factor=" << x.sharpness_factor << ", p=" << x.p << ')';
+    return o.str();
+  }
+};
+
+// The image-stage ops whose one parameter is p.
+template <typename D, typename T, ImageOp::Kind K>
+struct PlainOpDef : RandomOpDef<D, T> {
+  static void check(const T& x) { check_probability(D::kName, x.p); }
+  static ImageOp op(const T&) { return {K}; }
+  static json to_json(const T& x) { return {{"p", x.p}}; }
+  static T from_json(const json& j) { return {j.value("p", 0.5)}; }
+  static std::string repr(const T& x) {
+    std::ostringstream o;
+    o << D::kName << "(p=" << x.p << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomAutocontrast> : PlainOpDef<Def<RandomAutocontrast>, RandomAutocontrast, ImageOp::kAutocontrast> {
+  static constexpr const char* kName = "RandomAutocontrast";
+};
+template <>
+struct Def<RandomEqualize> : PlainOpDef<Def<RandomEqualize>, RandomEqualize, ImageOp::kEqualize> {
+  static constexpr const char* kName = "RandomEqualize";
+};
+template <>
+struct Def<RandomInvert> : PlainOpDef<Def<RandomInvert>, RandomInvert, ImageOp::kInvert> {
+  static constexpr const char* kName = "RandomInvert";
+};
+
+// JSON of the warps' shared parameters.
+json warp_json(Interpolation i, const std::array<int, 3>& fill) {
+  return {{"interpolation", interpolation_name(i)}, {"fill", fill}};
+}
+std::array<int, 3> fill_from(const json& j) { return j.value("fill", std::array<int, 3>{0, 0, 0}); }
+
+template <>
+struct Def<RandomRotation> : ImageStageDef {
+  static constexpr const char* kName = "RandomRotation";
+  static constexpr bool kWarps = true;
+  static void check(const RandomRotation& x) { check_angle_range(kName, "degrees", x.degrees); }
+  static void plan(const RandomRotation& x, PlanState* s) { plan_rotation(x, s); }
+  static json to_json(const RandomRotation& x) {
+    json j = warp_json(x.interpolation, x.fill);
+    j["degrees"] = x.degrees;
+    if (x.has_center) j["center"] = x.center;
+    return j;
+  }
+  static RandomRotation from_json(const json& j) {
+    RandomRotation x;
+    x.degrees = j.at("degrees").get<std::array<double, 2>>();
+    x.interpolation = interpolation_from(j);
+    x.fill = fill_from(j);
+    if (j.contains("center")) {
+      x.has_center = true;
+      x.center = j.at("center").get<std::array<double, 2>>();
+    }
+    return x;
+  }
+  static std::string repr(const RandomRotation& x) {
+    std::ostringstream o;
+    o << "RandomRotation(degrees=" << pair(x.degrees) << ", interpolation=" << interpolation_name(x.interpolation);
+    if (x.has_center) o << ", center=" << pair(x.center);
+    o << ", fill=" << fill3(x.fill) << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomAffine> : ImageStageDef {
+  static constexpr const char* kName = "RandomAffine";
+  static constexpr bool kWarps = true;
+  static void check(const RandomAffine& x) {
+    check_angle_range(kName, "degrees", x.degrees);
+    for (double t : x.translate) {
+      if (!(0.0 <= t && t <= 1.0)) invalid("RandomAffine: translation values should be between 0 and 1");
+    }
+    for (double v : x.scale) {
+      if (!(v > 0)) invalid("RandomAffine: scale values should be positive");
+    }
+    if (!(x.scale[0] <= x.scale[1])) invalid("RandomAffine: scale must be (min, max) with min <= max");
+    check_angle_range(kName, "shear", {x.shear[0], x.shear[1]});
+    check_angle_range(kName, "shear", {x.shear[2], x.shear[3]});
+  }
+  static void plan(const RandomAffine& x, PlanState* s) { plan_affine(x, s); }
+  static json to_json(const RandomAffine& x) {
+    json j = warp_json(x.interpolation, x.fill);
+    j["degrees"] = x.degrees;
+    j["translate"] = x.translate;
+    j["scale"] = x.scale;
+    j["shear"] = x.shear;
+    if (x.has_center) j["center"] = x.center;
+    return j;
+  }
+  static RandomAffine from_json(const json& j) {
+    RandomAffine x;
+    x.degrees = j.at("degrees").get<std::array<double, 2>>();
+    x.translate = j.value("translate", x.translate);
+    x.scale = j.value("scale", x.scale);
+    x.shear = j.value("shear", x.shear);
+    x.interpolation = interpolation_from(j);
+    x.fill = fill_from(j);
+    if (j.contains("center")) {
+      x.has_center = true;
+      x.center = j.at("center").get<std::array<double, 2>>();
+    }
+    return x;
+  }
+  static std::string repr(const RandomAffine& x) {
+    std::ostringstream o;
+    o << "RandomAffine(degrees=" << pair(x.degrees) << ", translate=" << pair(x.translate)
+      << ", scale=" << pair(x.scale) << ", shear=(" << x.shear[0] << ", " << x.shear[1] << ", " << x.shear[2] << ", "
+      << x.shear[3] << "), interpolation=" << interpolation_name(x.interpolation);
+    if (x.has_center) o << ", center=" << pair(x.center);
+    o << ", fill=" << fill3(x.fill) << ')';
+    return o.str();
+  }
+};
+
+void check_bins(const char* name, int bins) {
+  if (bins < 2) invalid(std::string(name) + ": num_magnitude_bins must be at least 2, got " + std::to_string(bins));
+}
+
+template <>
+struct Def<TrivialAugmentWide> : ImageStageDef {
+  static constexpr const char* kName = "TrivialAugmentWide";
+  static constexpr bool kWarps = true;
+  static void check(const TrivialAugmentWide& x) { check_bins(kName, x.num_magnitude_bins); }
+  static void plan(const TrivialAugmentWide& x, PlanState* s) { plan_trivial_augment(x, s); }
+  static json to_json(const TrivialAugmentWide& x) {
+    json j = warp_json(x.interpolation, x.fill);
+    j["num_magnitude_bins"] = x.num_magnitude_bins;
+    return j;
+  }
+  static TrivialAugmentWide from_json(const json& j) {
+    return {j.value("num_magnitude_bins", 31), interpolation_from(j), fill_from(j)};
+  }
+  static std::string repr(const TrivialAugmentWide& x) {
+    std::ostringstream o;
+    o << "TrivialAugmentWide(num_magnitude_bins=" << x.num_magnitude_bins
+      << ", interpolation=" << interpolation_name(x.interpolation) << ", fill=" << fill3(x.fill) << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandAugment> : ImageStageDef {
+  static constexpr const char* kName = "RandAugment";
+  static constexpr bool kWarps = true;
+  static void check(const RandAugment& x) {
+    check_bins(kName, x.num_magnitude_bins);
+    if (x.num_ops < 0) invalid("RandAugment: num_ops must be >= 0, got " + std::to_string(x.num_ops));
+    if (x.magnitude < 0 || x.magnitude >= x.num_magnitude_bins) {
+      invalid("RandAugment: magnitude must be in [0, num_magnitude_bins), got " + std::to_string(x.magnitude));
+    }
+  }
+  static void plan(const RandAugment& x, PlanState* s) { plan_rand_augment(x, s); }
+  static json to_json(const RandAugment& x) {
+    json j = warp_json(x.interpolation, x.fill);
+    j["num_ops"] = x.num_ops;
+    j["magnitude"] = x.magnitude;
+    j["num_magnitude_bins"] = x.num_magnitude_bins;
+    return j;
+  }
+  static RandAugment from_json(const json& j) {
+    return {j.value("num_ops", 2), j.value("magnitude", 9), j.value("num_magnitude_bins", 31), interpolation_from(j),
+            fill_from(j)};
+  }
+  static std::string repr(const RandAugment& x) {
+    std::ostringstream o;
+    o << "RandAugment(num_ops=" << x.num_ops << ", magnitude=" << x.magnitude
+      << ", num_magnitude_bins=" << x.num_magnitude_bins << ", interpolation=" << interpolation_name(x.interpolation)
+      << ", fill=" << fill3(x.fill) << ')';
+    return o.str();
+  }
+};
+
+const char* policy_name(AutoAugmentPolicy p) {
+  switch (p) {
+    case AutoAugmentPolicy::kCifar10:
+      return "cifar10";
+    case AutoAugmentPolicy::kSvhn:
+      return "svhn";
+    default:
+      return "imagenet";
+  }
+}
+
+template <>
+struct Def<AutoAugment> : ImageStageDef {
+  static constexpr const char* kName = "AutoAugment";
+  static constexpr bool kWarps = true;
+  static void check(const AutoAugment&) {}
+  static void plan(const AutoAugment& x, PlanState* s) { plan_auto_augment(x, s); }
+  static json to_json(const AutoAugment& x) {
+    json j = warp_json(x.interpolation, x.fill);
+    j["policy"] = policy_name(x.policy);
+    return j;
+  }
+  static AutoAugment from_json(const json& j) {
+    const std::string p = j.value("policy", "imagenet");
+    AutoAugment x;
+    if (p == "cifar10") {
+      x.policy = AutoAugmentPolicy::kCifar10;
+    } else if (p == "svhn") {
+      x.policy = AutoAugmentPolicy::kSvhn;
+    } else if (p != "imagenet") {
+      invalid("AutoAugment: policy must be 'imagenet', 'cifar10' or 'svhn', got '" + p + "'");
+    }
+    x.interpolation = interpolation_from(j);
+    x.fill = fill_from(j);
+    return x;
+  }
+  static std::string repr(const AutoAugment& x) {
+    std::ostringstream o;
+    o << "AutoAugment(policy=" << policy_name(x.policy) << ", interpolation=" << interpolation_name(x.interpolation)
+      << ", fill=" << fill3(x.fill) << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomErasing> {
+  static constexpr const char* kName = "RandomErasing";
+  static constexpr bool kOnTensor = true;
+  static void check(const RandomErasing& x) {
+    if (!(x.scale[0] >= 0 && x.scale[1] <= 1)) invalid("RandomErasing: Scale should be between 0 and 1");
+    if (!(x.p >= 0 && x.p <= 1)) invalid("RandomErasing: Random erasing probability should be between 0 and 1");
+    if (!(x.scale[0] <= x.scale[1] && x.ratio[0] <= x.ratio[1])) {
+      invalid("RandomErasing: Scale and ratio should be of kind (min, max)");
+    }
+    if (!(x.ratio[0] > 0)) invalid("RandomErasing: ratio values should be positive");
+    if (!x.random_values && x.value.size() != 1 && x.value.size() != 3) {
+      invalid("RandomErasing: If value is a sequence, it should have either a single value or 3, got " +
+              std::to_string(x.value.size()));
+    }
+  }
+  static OutputSize size(const RandomErasing&, OutputSize before) { return before; }
+  static void plan(const RandomErasing& x, PlanState* s) { plan_erasing(x, s); }
+  static json to_json(const RandomErasing& x) {
+    json j = {{"p", x.p}, {"scale", x.scale}, {"ratio", x.ratio}};
+    if (x.random_values) {
+      j["value"] = "random";
+    } else {
+      j["value"] = x.value;
+    }
+    return j;
+  }
+  static RandomErasing from_json(const json& j) {
+    RandomErasing x;
+    x.p = j.value("p", x.p);
+    x.scale = j.value("scale", x.scale);
+    x.ratio = j.value("ratio", x.ratio);
+    if (j.contains("value") && j.at("value").is_string()) {
+      if (j.at("value").get<std::string>() != "random") invalid("RandomErasing: If value is str, it should be 'random'");
+      x.random_values = true;
+      x.value.clear();
+    } else {
+      x.value = j.value("value", x.value);
+    }
+    return x;
+  }
+  static std::string repr(const RandomErasing& x) {
+    std::ostringstream o;
+    o << "RandomErasing(p=" << x.p << ", scale=" << pair(x.scale) << ", ratio=" << pair(x.ratio)
+      << ", value=" << (x.random_values ? std::string("random") : list(x.value)) << ')';
+    return o.str();
+  }
+};
+
+template <typename F>
+decltype(auto) with_def(const Transform& t, F&& f);
+template <std::size_t I = 0>
+Transform from_named(const std::string& name, const json& j);
+
+template <>
+struct Def<RandomApply> : ImageStageDef {
+  static constexpr const char* kName = "RandomApply";
+  static void check(const RandomApply& x) {
+    check_probability(kName, x.p);
+    for (const Transform& t : x.transforms) {
+      check_transform(t);
+      if (!transform_traits(t).image_stage) {
+        invalid(std::string("RandomApply: ") + transform_name(t) +
+                " is not an image-stage transform (ColorJitter, GaussianBlur, Grayscale, RandomSolarize, ...)");
+      }
+    }
+  }
+  // Warps when one of its transforms does.
+  static TransformTraits traits(const RandomApply& x) {
+    TransformTraits r;
+    r.image_stage = true;
+    for (const Transform& t : x.transforms) r.warps = r.warps || transform_traits(t).warps;
+    return r;
+  }
+  static void plan(const RandomApply& x, PlanState* s) {
+    if (!(s->rng->uniform01() < x.p)) return;
+    for (const Transform& t : x.transforms) plan_transform(t, s);
+  }
+  static json to_json(const RandomApply& x) {
+    json list = json::array();
+    for (const Transform& t : x.transforms) list.push_back(json::parse(transform_to_json(t)));
+    return {{"transforms", list}, {"p", x.p}};
+  }
+  static RandomApply from_json(const json& j) {
+    RandomApply x;
+    for (const json& t : j.at("transforms")) x.transforms.push_back(from_named(t.value("name", ""), t));
+    x.p = j.value("p", 0.5);
+    return x;
+  }
+  static std::string repr(const RandomApply& x) {
+    std::string r = "RandomApply(transforms=[";
+    for (std::size_t i = 0; i < x.transforms.size(); ++i) r += (i ? ", " : "") + transform_repr(x.transforms[i]);
+    std::ostringstream o;
+    o << "], p=" << x.p << ')';
+    return r + o.str();
+  }
+};
+
 template <typename F>
 decltype(auto) with_def(const Transform& t, F&& f) {
   return std::visit([&](const auto& x) -> decltype(auto) { return f(x, Def<std::decay_t<decltype(x)>>{}); }, t);
@@ -300,7 +808,7 @@ decltype(auto) with_def(const Transform& t, F&& f) {
 
 // Every alternative by name, for from_json: from the variant itself, so a
 // transform added to it is found here without another list.
-template <std::size_t I = 0>
+template <std::size_t I>
 Transform from_named(const std::string& name, const json& j) {
   if constexpr (I < std::variant_size_v<Transform>) {
     using T = std::variant_alternative_t<I, Transform>;
@@ -327,11 +835,16 @@ void plan_transform(const Transform& t, PlanState* s) {
 }
 
 TransformTraits transform_traits(const Transform& t) {
-  return with_def(t, [](const auto&, auto def) {
+  return with_def(t, [](const auto& x, auto def) {
     using D = decltype(def);
+    if constexpr (requires { D::traits(x); }) return D::traits(x);
     TransformTraits r;
     if constexpr (requires { D::kPhotometric; }) r.photometric = D::kPhotometric;
     if constexpr (requires { D::kResamples; }) r.resamples = D::kResamples;
+    if constexpr (requires { D::kGeometric; }) r.geometric = D::kGeometric;
+    if constexpr (requires { D::kImageStage; }) r.image_stage = D::kImageStage;
+    if constexpr (requires { D::kOnTensor; }) r.on_tensor = D::kOnTensor;
+    if constexpr (requires { D::kWarps; }) r.warps = D::kWarps;
     return r;
   });
 }

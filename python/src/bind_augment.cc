@@ -1,0 +1,396 @@
+// The image stage's transforms and RandomErasing/RandomApply, with
+// torchvision 0.14's constructor signatures and argument errors.
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "stoker/transforms.h"
+#include "transform/transform_defs.h"
+
+namespace py = pybind11;
+
+namespace stoker::python {
+namespace {
+
+template <typename T>
+T checked(T x) {
+  detail::check_transform(Transform{x});
+  return x;
+}
+template <typename T>
+std::string repr(const T& t) {
+  return detail::transform_repr(Transform{t});
+}
+
+bool is_number(const py::handle& v) {
+  return (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) && !py::isinstance<py::bool_>(v);
+}
+
+std::vector<double> numbers(const char* who, const char* name, const py::handle& v) {
+  std::vector<double> out;
+  if (py::isinstance<py::str>(v) || !py::isinstance<py::sequence>(v)) {
+    throw py::type_error(std::string(who) + ": " + name + " should be a number or a sequence of numbers");
+  }
+  for (const py::handle& e : v.cast<py::sequence>()) {
+    if (!is_number(e)) throw py::type_error(std::string(who) + ": " + name + " should be a sequence of numbers");
+    out.push_back(e.cast<double>());
+  }
+  return out;
+}
+
+// ColorJitter._check_input: a number v gives [center - v, center + v]
+// (clipped at 0 for the factors), a pair is kept as given.
+std::array<double, 2> jitter_range(const py::object& v, const char* name, double center, bool clip) {
+  if (is_number(v)) {
+    const double x = v.cast<double>();
+    if (x < 0) throw py::value_error(std::string("If ") + name + " is a single number, it must be non negative.");
+    return {clip ? std::max(center - x, 0.0) : center - x, center + x};
+  }
+  if ((py::isinstance<py::tuple>(v) || py::isinstance<py::list>(v)) && py::len(v) == 2) {
+    const auto r = numbers("ColorJitter", name, v);
+    return {r[0], r[1]};
+  }
+  throw py::type_error(std::string(name) + " should be a single number or a list/tuple with length 2.");
+}
+
+// torchvision's _setup_angle: a number d gives (-d, d), d >= 0; else a
+// sequence of the allowed lengths.
+std::vector<double> angle_range(const py::object& v, const char* name, std::initializer_list<std::size_t> sizes) {
+  if (is_number(v)) {
+    const double d = v.cast<double>();
+    if (d < 0) throw py::value_error(std::string("If ") + name + " is a single number, it must be positive.");
+    return {-d, d};
+  }
+  auto r = numbers(name, name, v);
+  for (std::size_t n : sizes) {
+    if (r.size() == n) return r;
+  }
+  std::string msg;
+  for (std::size_t n : sizes) msg += (msg.empty() ? "" : " or ") + std::to_string(n);
+  throw py::value_error(std::string(name) + " should be a sequence of length " + msg + ".");
+}
+
+// InterpolationMode.NEAREST / BILINEAR: stoker's enum, torchvision's (by its
+// value) or the strings "nearest" and "bilinear".
+Interpolation interpolation_arg(const char* who, const py::object& v) {
+  if (py::isinstance<Interpolation>(v)) return v.cast<Interpolation>();
+  std::string s;
+  if (py::isinstance<py::str>(v)) {
+    s = v.cast<std::string>();
+  } else if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
+    s = v.attr("value").cast<std::string>();
+  }
+  if (s == "nearest") return Interpolation::kNearest;
+  if (s == "bilinear") return Interpolation::kBilinear;
+  throw py::value_error(std::string(who) + ": interpolation must be InterpolationMode.NEAREST or BILINEAR, got " +
+                        py::repr(v).cast<std::string>());
+}
+
+// fill: None (0), a number or a sequence of 1 or 3; F_pil's _parse_fill
+// makes them ints.
+std::array<int, 3> fill_arg(const char* who, const py::object& v) {
+  if (v.is_none()) return {0, 0, 0};
+  if (is_number(v)) {
+    const int f = static_cast<int>(v.cast<double>());
+    return {f, f, f};
+  }
+  if (py::isinstance<py::str>(v) || !py::isinstance<py::sequence>(v)) {
+    throw py::type_error("Fill should be either a sequence or a number.");
+  }
+  const auto r = numbers(who, "fill", v);
+  if (r.size() == 1) return {static_cast<int>(r[0]), static_cast<int>(r[0]), static_cast<int>(r[0])};
+  if (r.size() == 3) return {static_cast<int>(r[0]), static_cast<int>(r[1]), static_cast<int>(r[2])};
+  throw py::value_error(std::string(who) + ": The number of elements in 'fill' does not match the number of channels "
+                        "of the image (" + std::to_string(r.size()) + " != 3)");
+}
+
+std::array<double, 2> center_arg(const py::object& v, bool* has) {
+  *has = !v.is_none();
+  if (!*has) return {0, 0};
+  const auto r = numbers("center", "center", v);
+  if (r.size() != 2) throw py::value_error("center should be a sequence of length 2.");
+  return {r[0], r[1]};
+}
+
+std::array<double, 2> pair_arg(const char* who, const char* name, const py::object& v) {
+  const auto r = numbers(who, name, v);
+  if (r.size() != 2) throw py::value_error(std::string(name) + " should be a sequence of length 2.");
+  return {r[0], r[1]};
+}
+
+AutoAugmentPolicy policy_arg(const py::object& v) {
+  if (py::isinstance<AutoAugmentPolicy>(v)) return v.cast<AutoAugmentPolicy>();
+  std::string s;
+  if (py::isinstance<py::str>(v)) {
+    s = v.cast<std::string>();
+  } else if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
+    s = v.attr("value").cast<std::string>();
+  }
+  if (s == "imagenet") return AutoAugmentPolicy::kImageNet;
+  if (s == "cifar10") return AutoAugmentPolicy::kCifar10;
+  if (s == "svhn") return AutoAugmentPolicy::kSvhn;
+  throw py::value_error("The provided policy " + py::repr(v).cast<std::string>() + " is not recognized.");
+}
+
+constexpr const char* kExact = R"doc(
+
+Exact: given the same drawn parameters, the output equals torchvision 0.14
+applied to the PIL image (see the transform table in src/transform/README.md
+for the float ops' stated bounds). The draws come from (seed, epoch, record),
+not from torch's generator.)doc";
+
+std::string doc(const char* text) { return std::string(text) + kExact; }
+
+}  // namespace
+
+void bind_augment(py::module_& m) {
+  py::enum_<Interpolation>(m, "InterpolationMode", "Resampling of the warps, as torchvision's InterpolationMode.")
+      .value("NEAREST", Interpolation::kNearest)
+      .value("BILINEAR", Interpolation::kBilinear);
+  py::enum_<AutoAugmentPolicy>(m, "AutoAugmentPolicy", "AutoAugment's learned policies, as torchvision's.")
+      .value("IMAGENET", AutoAugmentPolicy::kImageNet)
+      .value("CIFAR10", AutoAugmentPolicy::kCifar10)
+      .value("SVHN", AutoAugmentPolicy::kSvhn);
+
+  py::class_<ColorJitter>(m, "ColorJitter",
+                          doc("Randomly change brightness, contrast, saturation and hue, in a random order "
+                              "(torchvision.transforms.ColorJitter).")
+                              .c_str())
+      .def(py::init([](const py::object& brightness, const py::object& contrast, const py::object& saturation,
+                       const py::object& hue) {
+             ColorJitter x;
+             x.brightness = jitter_range(brightness, "brightness", 1.0, true);
+             x.contrast = jitter_range(contrast, "contrast", 1.0, true);
+             x.saturation = jitter_range(saturation, "saturation", 1.0, true);
+             x.hue = jitter_range(hue, "hue", 0.0, false);
+             return checked(x);
+           }),
+           py::arg("brightness") = 0, py::arg("contrast") = 0, py::arg("saturation") = 0, py::arg("hue") = 0)
+      .def("__repr__", repr<ColorJitter>);
+
+  py::class_<Grayscale>(m, "Grayscale",
+                        doc("Convert every image to grayscale, kept as 3 channels (torchvision.transforms."
+                            "Grayscale(num_output_channels=3); batches have 3 channels, so 1 is refused).")
+                            .c_str())
+      .def(py::init([](int n) { return checked(Grayscale{n}); }), py::arg("num_output_channels") = 3)
+      .def("__repr__", repr<Grayscale>);
+
+  py::class_<GaussianBlur>(m, "GaussianBlur",
+                           doc("Blur with a Gaussian kernel of kernel_size (int or (kx, ky)) and a sigma drawn "
+                               "uniformly from sigma (a number or (min, max)) (torchvision.transforms.GaussianBlur; "
+                               "float, within 1/255 of torchvision).")
+                               .c_str())
+      .def(py::init([](const py::object& kernel_size, const py::object& sigma) {
+             GaussianBlur x;
+             if (is_number(kernel_size)) {
+               x.kernel_w = x.kernel_h = kernel_size.cast<int>();
+             } else {
+               const auto k = numbers("GaussianBlur", "kernel_size", kernel_size);
+               if (k.size() != 2 && k.size() != 1) throw py::value_error("Kernel size should be a tuple/list of two integers");
+               x.kernel_w = static_cast<int>(k[0]);
+               x.kernel_h = static_cast<int>(k[k.size() - 1]);
+             }
+             if (x.kernel_w <= 0 || x.kernel_w % 2 == 0 || x.kernel_h <= 0 || x.kernel_h % 2 == 0) {
+               throw py::value_error("Kernel size value should be an odd and positive number.");
+             }
+             if (is_number(sigma)) {
+               const double s = sigma.cast<double>();
+               if (s <= 0) throw py::value_error("If sigma is a single number, it must be positive.");
+               x.sigma = {s, s};
+             } else if (py::isinstance<py::sequence>(sigma) && !py::isinstance<py::str>(sigma) && py::len(sigma) == 2) {
+               x.sigma = pair_arg("GaussianBlur", "sigma", sigma);
+               if (!(0 < x.sigma[0] && x.sigma[0] <= x.sigma[1])) {
+                 throw py::value_error("sigma values should be positive and of the form (min, max).");
+               }
+             } else {
+               throw py::value_error("sigma should be a single number or a list/tuple with length 2.");
+             }
+             return checked(x);
+           }),
+           py::arg("kernel_size"), py::arg("sigma") = py::make_tuple(0.1, 2.0))
+      .def("__repr__", repr<GaussianBlur>);
+
+  py::class_<RandomSolarize>(m, "RandomSolarize",
+                             doc("Invert the pixels >= threshold with probability p "
+                                 "(torchvision.transforms.RandomSolarize).")
+                                 .c_str())
+      .def(py::init([](double threshold, double p) { return checked(RandomSolarize{threshold, p}); }),
+           py::arg("threshold"), py::arg("p") = 0.5)
+      .def("__repr__", repr<RandomSolarize>);
+  py::class_<RandomPosterize>(m, "RandomPosterize",
+                              doc("Keep the top `bits` bits of each channel with probability p "
+                                  "(torchvision.transforms.RandomPosterize).")
+                                  .c_str())
+      .def(py::init([](int bits, double p) { return checked(RandomPosterize{bits, p}); }), py::arg("bits"),
+           py::arg("p") = 0.5)
+      .def("__repr__", repr<RandomPosterize>);
+  py::class_<RandomAdjustSharpness>(m, "RandomAdjustSharpness",
+                                    doc("Sharpen (factor > 1) or blur (< 1) with probability p "
+                                        "(torchvision.transforms.RandomAdjustSharpness, PIL's ImageEnhance).")
+                                        .c_str())
+      .def(py::init([](double f, double p) { return checked(RandomAdjustSharpness{f, p}); }),
+           py::arg("sharpness_factor"), py::arg("p") = 0.5)
+      .def("__repr__", repr<RandomAdjustSharpness>);
+  py::class_<RandomAutocontrast>(m, "RandomAutocontrast",
+                                 doc("Stretch each channel's range to [0, 255] with probability p "
+                                     "(torchvision.transforms.RandomAutocontrast).")
+                                     .c_str())
+      .def(py::init([](double p) { return checked(RandomAutocontrast{p}); }), py::arg("p") = 0.5)
+      .def("__repr__", repr<RandomAutocontrast>);
+  py::class_<RandomEqualize>(m, "RandomEqualize",
+                             doc("Equalize each channel's histogram with probability p "
+                                 "(torchvision.transforms.RandomEqualize).")
+                                 .c_str())
+      .def(py::init([](double p) { return checked(RandomEqualize{p}); }), py::arg("p") = 0.5)
+      .def("__repr__", repr<RandomEqualize>);
+  py::class_<RandomInvert>(m, "RandomInvert",
+                           doc("Invert the colours with probability p (torchvision.transforms.RandomInvert).").c_str())
+      .def(py::init([](double p) { return checked(RandomInvert{p}); }), py::arg("p") = 0.5)
+      .def("__repr__", repr<RandomInvert>);
+
+  py::class_<RandomRotation>(m, "RandomRotation",
+                             doc("Rotate by an angle drawn uniformly from degrees (a number d: (-d, d)) about the "
+                                 "centre or `center`, `fill` outside (torchvision.transforms.RandomRotation; "
+                                 "expand=True is refused: batches need one size). Images without masks or boxes.")
+                                 .c_str())
+      .def(py::init([](const py::object& degrees, const py::object& interpolation, bool expand,
+                       const py::object& center, const py::object& fill) {
+             if (expand) {
+               throw py::value_error("RandomRotation: expand=True gives every sample its own size; batches need one");
+             }
+             RandomRotation x;
+             const auto d = angle_range(degrees, "degrees", {2});
+             x.degrees = {d[0], d[1]};
+             x.interpolation = interpolation_arg("RandomRotation", interpolation);
+             x.center = center_arg(center, &x.has_center);
+             x.fill = fill_arg("RandomRotation", fill);
+             return checked(x);
+           }),
+           py::arg("degrees"), py::arg("interpolation") = Interpolation::kNearest, py::arg("expand") = false,
+           py::arg("center") = py::none(), py::arg("fill") = 0)
+      .def("__repr__", repr<RandomRotation>);
+
+  py::class_<RandomAffine>(m, "RandomAffine",
+                           doc("Rotate, translate, scale and shear by parameters drawn as torchvision's "
+                               "RandomAffine.get_params draws them (torchvision.transforms.RandomAffine). Images "
+                               "without masks or boxes.")
+                               .c_str())
+      .def(py::init([](const py::object& degrees, const py::object& translate, const py::object& scale,
+                       const py::object& shear, const py::object& interpolation, const py::object& fill,
+                       const py::object& center) {
+             RandomAffine x;
+             const auto d = angle_range(degrees, "degrees", {2});
+             x.degrees = {d[0], d[1]};
+             if (!translate.is_none()) {
+               x.translate = pair_arg("RandomAffine", "translate", translate);
+               for (double t : x.translate) {
+                 if (!(0.0 <= t && t <= 1.0)) throw py::value_error("translation values should be between 0 and 1");
+               }
+             }
+             if (!scale.is_none()) {
+               x.scale = pair_arg("RandomAffine", "scale", scale);
+               for (double s : x.scale) {
+                 if (s <= 0) throw py::value_error("scale values should be positive");
+               }
+             }
+             if (!shear.is_none()) {
+               const auto s = angle_range(shear, "shear", {2, 4});
+               x.shear = {s[0], s[1], s.size() == 4 ? s[2] : 0.0, s.size() == 4 ? s[3] : 0.0};
+             }
+             x.interpolation = interpolation_arg("RandomAffine", interpolation);
+             x.fill = fill_arg("RandomAffine", fill);
+             x.center = center_arg(center, &x.has_center);
+             return checked(x);
+           }),
+           py::arg("degrees"), py::arg("translate") = py::none(), py::arg("scale") = py::none(),
+           py::arg("shear") = py::none(), py::arg("interpolation") = Interpolation::kNearest, py::arg("fill") = 0,
+           py::arg("center") = py::none())
+      .def("__repr__", repr<RandomAffine>);
+
+  py::class_<TrivialAugmentWide>(m, "TrivialAugmentWide",
+                                 doc("One op of TrivialAugment Wide's table at a uniformly drawn magnitude "
+                                     "(torchvision.transforms.TrivialAugmentWide). Images without masks or boxes.")
+                                     .c_str())
+      .def(py::init([](int bins, const py::object& interpolation, const py::object& fill) {
+             return checked(TrivialAugmentWide{bins, interpolation_arg("TrivialAugmentWide", interpolation),
+                                               fill_arg("TrivialAugmentWide", fill)});
+           }),
+           py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = Interpolation::kNearest,
+           py::arg("fill") = py::none())
+      .def("__repr__", repr<TrivialAugmentWide>);
+
+  py::class_<RandAugment>(m, "RandAugment",
+                          doc("num_ops ops of RandAugment's table at one magnitude "
+                              "(torchvision.transforms.RandAugment). Images without masks or boxes.")
+                              .c_str())
+      .def(py::init([](int num_ops, int magnitude, int bins, const py::object& interpolation, const py::object& fill) {
+             return checked(RandAugment{num_ops, magnitude, bins, interpolation_arg("RandAugment", interpolation),
+                                        fill_arg("RandAugment", fill)});
+           }),
+           py::arg("num_ops") = 2, py::arg("magnitude") = 9, py::arg("num_magnitude_bins") = 31,
+           py::arg("interpolation") = Interpolation::kNearest, py::arg("fill") = py::none())
+      .def("__repr__", repr<RandAugment>);
+
+  py::class_<AutoAugment>(m, "AutoAugment",
+                          doc("A random sub-policy of AutoAugment's learned IMAGENET, CIFAR10 or SVHN policy "
+                              "(torchvision.transforms.AutoAugment). Images without masks or boxes.")
+                              .c_str())
+      .def(py::init([](const py::object& policy, const py::object& interpolation, const py::object& fill) {
+             return checked(AutoAugment{policy_arg(policy), interpolation_arg("AutoAugment", interpolation),
+                                        fill_arg("AutoAugment", fill)});
+           }),
+           py::arg("policy") = AutoAugmentPolicy::kImageNet, py::arg("interpolation") = Interpolation::kNearest,
+           py::arg("fill") = py::none())
+      .def("__repr__", repr<AutoAugment>);
+
+  py::class_<RandomErasing>(m, "RandomErasing",
+                            "Erase a random box of the output tensor with probability p "
+                            "(torchvision.transforms.RandomErasing, after Normalize): value 0, a number, 3 numbers, or "
+                            "'random' (standard normal values from stoker's generator, not torch's). The box is drawn "
+                            "from (seed, epoch, record). inplace is accepted and has no effect (stoker writes the "
+                            "batch in place).")
+      .def(py::init([](double p, const py::object& scale, const py::object& ratio, const py::object& value, bool) {
+             RandomErasing x;
+             x.p = p;
+             if (py::isinstance<py::str>(scale) || !py::isinstance<py::sequence>(scale)) {
+               throw py::type_error("Scale should be a sequence");
+             }
+             if (py::isinstance<py::str>(ratio) || !py::isinstance<py::sequence>(ratio)) {
+               throw py::type_error("Ratio should be a sequence");
+             }
+             x.scale = pair_arg("RandomErasing", "scale", scale);
+             x.ratio = pair_arg("RandomErasing", "ratio", ratio);
+             if (py::isinstance<py::str>(value)) {
+               if (value.cast<std::string>() != "random") throw py::value_error("If value is str, it should be 'random'");
+               x.random_values = true;
+               x.value.clear();
+             } else if (is_number(value)) {
+               x.value = {value.cast<float>()};
+             } else if (py::isinstance<py::sequence>(value)) {
+               x.value.clear();
+               for (double v : numbers("RandomErasing", "value", value)) x.value.push_back(static_cast<float>(v));
+             } else {
+               throw py::type_error("Argument value should be either a number or str or a sequence");
+             }
+             if (!(x.scale[0] >= 0 && x.scale[1] <= 1)) throw py::value_error("Scale should be between 0 and 1");
+             if (!(x.p >= 0 && x.p <= 1)) throw py::value_error("Random erasing probability should be between 0 and 1");
+             return checked(x);
+           }),
+           py::arg("p") = 0.5, py::arg("scale") = py::make_tuple(0.02, 0.33), py::arg("ratio") = py::make_tuple(0.3, 3.3),
+           py::arg("value") = 0, py::arg("inplace") = false)
+      .def("__repr__", repr<RandomErasing>);
+
+  py::class_<RandomApply>(m, "RandomApply",
+                          "Apply the listed image-stage transforms (ColorJitter, GaussianBlur, Grayscale, "
+                          "RandomSolarize, ...), all or none, with probability p (torchvision.transforms.RandomApply).")
+      .def(py::init([](std::vector<Transform> transforms, double p) {
+             return checked(RandomApply{std::move(transforms), p});
+           }),
+           py::arg("transforms"), py::arg("p") = 0.5)
+      .def("__repr__", repr<RandomApply>);
+}
+
+}  // namespace stoker::python

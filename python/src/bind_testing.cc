@@ -197,6 +197,10 @@ void bind_testing(py::module_& m) {
         return py::make_tuple(v, is_signed);
       },
       py::arg("space"), py::arg("op"), py::arg("num_bins"), py::arg("bin"), py::arg("width"), py::arg("height"));
+  hooks.def(
+      "policy_magnitude_linspace",
+      [](float start, float end, int steps, int i) { return static_cast<double>(detail::torch_linspace(start, end, steps, i)); },
+      py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("i"));
   // Test hook: the image-stage ops a policy op (torchvision's _apply_op)
   // becomes on a width x height image.
   hooks.def(

@@ -132,17 +132,28 @@ double magnitude_of(const SpaceOp& op, int num_bins, int bin, int width, int hei
 }  // namespace
 
 float torch_linspace(float start, float end, int steps, int i) {
-  // aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp: step in the scalar
-  // type; the first half counts up from start, the second down from end.
+  // torch 1.13's linspace_kernel (aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp)
+  // as its AVX2 build runs it (CPU capability AVX2, the Debian build on this
+  // machine class): step in float; blocks of 16 (two 8-lane vectors) take a
+  // base per vector, start + step * idx (or end - step * (steps - idx - 1)
+  // past halfway), compiled as one fused multiply-add, and the lanes
+  // base + j * step unfused (Vectorized<float>::arange); the rest one by one
+  // with the fused form. Matched against torch.linspace in test_augment.py.
+  // NOTE: torch's AVX-512 build (16 lanes) can differ in the last bit.
   if (steps == 1) return start;
   const float step = (end - start) / static_cast<float>(steps - 1);
   const int halfway = steps / 2;
-  if (i < halfway) {
-    const float t = step * static_cast<float>(i);
-    return start + t;
-  }
-  const float t = step * static_cast<float>(steps - i - 1);
-  return end - t;
+  auto fused = [&](int idx) {
+    return idx < halfway ? std::fma(step, static_cast<float>(idx), start)
+                         : std::fma(-step, static_cast<float>(steps - idx - 1), end);
+  };
+  const int vectorised = steps / 16 * 16;
+  if (i >= vectorised) return fused(i);
+  const int base_idx = i / 8 * 8;
+  const float base = fused(base_idx);
+  if (i == base_idx) return base;
+  const float lane = static_cast<float>(i - base_idx) * step;
+  return base + lane;
 }
 
 double policy_magnitude(const char* space, const std::string& name, int num_bins, int bin, int width, int height,

@@ -84,31 +84,25 @@ void blend_lut(int d, float alpha, Lut lut) {
   for (int v = 0; v < 256; ++v) lut[v] = blend_byte(d, v, alpha);
 }
 
-// Convert.c rgb2hsv_row (following colorsys.py), float/double exactly as there. fmod(x, 1.0) is x - 1.0 for the
-// x in [5/6, 2) that occur (exact by Sterbenz), x below 1.
-inline void rgb_to_hsv(int r, int g, int b, int* uh, int* us) {
-  const int maxc = std::max(r, std::max(g, b));
-  const int minc = std::min(r, std::min(g, b));
-  if (minc == maxc) {
-    *uh = 0;
-    *us = 0;
-    return;
-  }
+// Convert.c rgb2hsv_row (following colorsys.py) for a pixel that is not grey, float/double exactly as there; returns
+// the H and S bytes. Of Pillow's rc, gc, bc, the one of the smallest channel is cr / cr = 1.0f exactly, so one
+// division gives h: with q that of the middle channel, r max: h = bc - gc = (b min ? 1 - q : q - 1); g max:
+// h = 2.0 + rc - bc = (b min ? 1.0 + q : 3.0 - q); b max: h = 4.0 + gc - rc = (r min ? 3.0 + q : 5.0 - q), each
+// exact in double before h is rounded to float, as there. fmod(h / 6.0 + 1.0, 1.0) is a subtraction of 1.0 for the
+// values in [5/6, 2) that occur (exact by Sterbenz).
+inline void rgb_to_hsv(int r, int g, int b, int maxc, int minc, int* uh, int* us) {
   const float cr = static_cast<float>(maxc - minc);
   const float s = cr / static_cast<float>(maxc);
+  const int mid = r + g + b - maxc - minc;
+  const float q = static_cast<float>(maxc - mid) / cr;
+  const auto dq = static_cast<double>(q);
   float h;
   if (r == maxc) {
-    const float bc = static_cast<float>(maxc - b) / cr;
-    const float gc = static_cast<float>(maxc - g) / cr;
-    h = bc - gc;
+    h = b == minc ? 1.0f - q : q - 1.0f;
   } else if (g == maxc) {
-    const float rc = static_cast<float>(maxc - r) / cr;
-    const float bc = static_cast<float>(maxc - b) / cr;
-    h = static_cast<float>(2.0 + static_cast<double>(rc) - static_cast<double>(bc));
+    h = static_cast<float>(b == minc ? 1.0 + dq : 3.0 - dq);
   } else {
-    const float rc = static_cast<float>(maxc - r) / cr;
-    const float gc = static_cast<float>(maxc - g) / cr;
-    h = static_cast<float>(4.0 + static_cast<double>(gc) - static_cast<double>(rc));
+    h = static_cast<float>(r == minc ? 3.0 + dq : 5.0 - dq);
   }
   const double x = static_cast<double>(h) / 6.0 + 1.0;
   h = static_cast<float>(x >= 1.0 ? x - 1.0 : x);
@@ -159,15 +153,13 @@ inline void hsv_to_rgb(const HsvTerms& t, int h, int s, int v, std::uint8_t* p) 
   const auto up = static_cast<std::uint8_t>(round_nonnegative(dv * t.one_minus_fs[s]));
   const auto uq = static_cast<std::uint8_t>(round_nonnegative(dv * (1.0 - static_cast<double>(fs_f))));
   const auto ut = static_cast<std::uint8_t>(round_nonnegative(dv * (1.0 - fs_1f)));
-  const auto uv = static_cast<std::uint8_t>(v);
-  switch (t.sector[h]) {
-    case 0: p[0] = uv, p[1] = ut, p[2] = up; break;
-    case 1: p[0] = uq, p[1] = uv, p[2] = up; break;
-    case 2: p[0] = up, p[1] = uv, p[2] = ut; break;
-    case 3: p[0] = up, p[1] = uq, p[2] = uv; break;
-    case 4: p[0] = ut, p[1] = up, p[2] = uv; break;
-    default: p[0] = uv, p[1] = up, p[2] = uq; break;
-  }
+  // Pillow's switch (i % 6) as a table: which of (v, p, q, t) goes to R, G and B in each sector.
+  static constexpr std::uint8_t kOrder[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3}, {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+  const std::uint8_t vpqt[4] = {static_cast<std::uint8_t>(v), up, uq, ut};
+  const std::uint8_t* order = kOrder[t.sector[h]];
+  p[0] = vpqt[order[0]];
+  p[1] = vpqt[order[1]];
+  p[2] = vpqt[order[2]];
 }
 
 }  // namespace
@@ -216,7 +208,10 @@ void pil_saturation(ImageBuffer* img, double factor) {
     for (int x0 = 0; x0 < img->width; x0 += kChunk) {
       const int n = std::min(kChunk, img->width - x0);
       std::uint8_t* p = row + static_cast<std::ptrdiff_t>(x0) * 3;
-      for (int i = 0; i < n; ++i) grey[3 * i] = grey[3 * i + 1] = grey[3 * i + 2] = static_cast<std::uint8_t>(luma(p + 3 * i));
+      for (int i = 0; i < n; ++i) {
+        const auto l = static_cast<std::uint8_t>(luma(p + 3 * i));
+        grey[3 * i] = grey[3 * i + 1] = grey[3 * i + 2] = l;
+      }
       for (int i = 0; i < 3 * n; ++i) p[i] = blend_byte(grey[i], p[i], alpha);
     }
   }
@@ -272,14 +267,15 @@ void pil_hue(ImageBuffer* img, double hue_factor) {
   for (int y = 0; y < img->height; ++y) {
     std::uint8_t* p = img->row(y);
     for (int x = 0; x < img->width; ++x, p += 3) {
-      int h, s;
-      rgb_to_hsv(p[0], p[1], p[2], &h, &s);
+      const int r = p[0], g = p[1], b = p[2];
+      const int maxc = std::max(r, std::max(g, b)), minc = std::min(r, std::min(g, b));
+      int h = 0, s = 0;
+      if (maxc != minc) rgb_to_hsv(r, g, b, maxc, minc, &h, &s);
       if (s == 0) {  // grey, or a saturation that truncated to 0: hsv2rgb gives (v, v, v)
-        p[0] = p[1] = p[2] = std::max(p[0], std::max(p[1], p[2]));
+        p[0] = p[1] = p[2] = static_cast<std::uint8_t>(maxc);
         continue;
       }
-      const int v = std::max(p[0], std::max(p[1], p[2]));
-      hsv_to_rgb(terms, static_cast<int>((static_cast<unsigned>(h) + shift) & 0xFFu), s, v, p);
+      hsv_to_rgb(terms, static_cast<int>((static_cast<unsigned>(h) + shift) & 0xFFu), s, maxc, p);
     }
   }
 }

@@ -764,7 +764,8 @@ struct Def<RandomApply> : ImageStageDef {
     check_probability(kName, x.p);
     for (const Transform& t : x.transforms) {
       check_transform(t);
-      if (!transform_traits(t).image_stage) {
+      const TransformTraits traits = transform_traits(t);
+      if (!traits.image_stage && !traits.photometric) {
         invalid(std::string("RandomApply: ") + transform_name(t) +
                 " is not an image-stage transform (ColorJitter, GaussianBlur, Grayscale, RandomSolarize, ...)");
       }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "augment_docs.h"
 #include "bindings.h"
 #include "stoker/transforms.h"
 #include "transform/transform_defs.h"
@@ -73,10 +74,9 @@ std::vector<double> angle_range(const py::object& v, const char* name, std::init
   throw py::value_error(std::string(name) + " should be a sequence of length " + msg + ".");
 }
 
-// InterpolationMode.NEAREST / BILINEAR: stoker's enum, torchvision's (by its
-// value) or the strings "nearest" and "bilinear".
+// InterpolationMode.NEAREST / BILINEAR: stoker's or torchvision's enum (by
+// its value) or the strings "nearest" and "bilinear".
 Interpolation interpolation_arg(const char* who, const py::object& v) {
-  if (py::isinstance<Interpolation>(v)) return v.cast<Interpolation>();
   std::string s;
   if (py::isinstance<py::str>(v)) {
     s = v.cast<std::string>();
@@ -122,7 +122,6 @@ std::array<double, 2> pair_arg(const char* who, const char* name, const py::obje
 }
 
 AutoAugmentPolicy policy_arg(const py::object& v) {
-  if (py::isinstance<AutoAugmentPolicy>(v)) return v.cast<AutoAugmentPolicy>();
   std::string s;
   if (py::isinstance<py::str>(v)) {
     s = v.cast<std::string>();
@@ -135,30 +134,10 @@ AutoAugmentPolicy policy_arg(const py::object& v) {
   throw py::value_error("The provided policy " + py::repr(v).cast<std::string>() + " is not recognized.");
 }
 
-constexpr const char* kExact = R"doc(
-
-Exact: given the same drawn parameters, the output equals torchvision 0.14
-applied to the PIL image (see the transform table in src/transform/README.md
-for the float ops' stated bounds). The draws come from (seed, epoch, record),
-not from torch's generator.)doc";
-
-std::string doc(const char* text) { return std::string(text) + kExact; }
-
 }  // namespace
 
 void bind_augment(py::module_& m) {
-  py::enum_<Interpolation>(m, "InterpolationMode", "Resampling of the warps, as torchvision's InterpolationMode.")
-      .value("NEAREST", Interpolation::kNearest)
-      .value("BILINEAR", Interpolation::kBilinear);
-  py::enum_<AutoAugmentPolicy>(m, "AutoAugmentPolicy", "AutoAugment's learned policies, as torchvision's.")
-      .value("IMAGENET", AutoAugmentPolicy::kImageNet)
-      .value("CIFAR10", AutoAugmentPolicy::kCifar10)
-      .value("SVHN", AutoAugmentPolicy::kSvhn);
-
-  py::class_<ColorJitter>(m, "ColorJitter",
-                          doc("Randomly change brightness, contrast, saturation and hue, in a random order "
-                              "(torchvision.transforms.ColorJitter).")
-                              .c_str())
+  py::class_<ColorJitter>(m, "ColorJitter", docs::kColorJitter)
       .def(py::init([](const py::object& brightness, const py::object& contrast, const py::object& saturation,
                        const py::object& hue) {
              ColorJitter x;
@@ -171,18 +150,11 @@ void bind_augment(py::module_& m) {
            py::arg("brightness") = 0, py::arg("contrast") = 0, py::arg("saturation") = 0, py::arg("hue") = 0)
       .def("__repr__", repr<ColorJitter>);
 
-  py::class_<Grayscale>(m, "Grayscale",
-                        doc("Convert every image to grayscale, kept as 3 channels (torchvision.transforms."
-                            "Grayscale(num_output_channels=3); batches have 3 channels, so 1 is refused).")
-                            .c_str())
+  py::class_<Grayscale>(m, "Grayscale", docs::kGrayscale)
       .def(py::init([](int n) { return checked(Grayscale{n}); }), py::arg("num_output_channels") = 3)
       .def("__repr__", repr<Grayscale>);
 
-  py::class_<GaussianBlur>(m, "GaussianBlur",
-                           doc("Blur with a Gaussian kernel of kernel_size (int or (kx, ky)) and a sigma drawn "
-                               "uniformly from sigma (a number or (min, max)) (torchvision.transforms.GaussianBlur; "
-                               "float, within 1/255 of torchvision).")
-                               .c_str())
+  py::class_<GaussianBlur>(m, "GaussianBlur", docs::kGaussianBlur)
       .def(py::init([](const py::object& kernel_size, const py::object& sigma) {
              GaussianBlur x;
              if (is_number(kernel_size)) {
@@ -213,49 +185,29 @@ void bind_augment(py::module_& m) {
            py::arg("kernel_size"), py::arg("sigma") = py::make_tuple(0.1, 2.0))
       .def("__repr__", repr<GaussianBlur>);
 
-  py::class_<RandomSolarize>(m, "RandomSolarize",
-                             doc("Invert the pixels >= threshold with probability p "
-                                 "(torchvision.transforms.RandomSolarize).")
-                                 .c_str())
+  py::class_<RandomSolarize>(m, "RandomSolarize", docs::kRandomSolarize)
       .def(py::init([](double threshold, double p) { return checked(RandomSolarize{threshold, p}); }),
            py::arg("threshold"), py::arg("p") = 0.5)
       .def("__repr__", repr<RandomSolarize>);
-  py::class_<RandomPosterize>(m, "RandomPosterize",
-                              doc("Keep the top `bits` bits of each channel with probability p "
-                                  "(torchvision.transforms.RandomPosterize).")
-                                  .c_str())
+  py::class_<RandomPosterize>(m, "RandomPosterize", docs::kRandomPosterize)
       .def(py::init([](int bits, double p) { return checked(RandomPosterize{bits, p}); }), py::arg("bits"),
            py::arg("p") = 0.5)
       .def("__repr__", repr<RandomPosterize>);
-  py::class_<RandomAdjustSharpness>(m, "RandomAdjustSharpness",
-                                    doc("Sharpen (factor > 1) or blur (< 1) with probability p "
-                                        "(torchvision.transforms.RandomAdjustSharpness, PIL's ImageEnhance).")
-                                        .c_str())
+  py::class_<RandomAdjustSharpness>(m, "RandomAdjustSharpness", docs::kRandomAdjustSharpness)
       .def(py::init([](double f, double p) { return checked(RandomAdjustSharpness{f, p}); }),
            py::arg("sharpness_factor"), py::arg("p") = 0.5)
       .def("__repr__", repr<RandomAdjustSharpness>);
-  py::class_<RandomAutocontrast>(m, "RandomAutocontrast",
-                                 doc("Stretch each channel's range to [0, 255] with probability p "
-                                     "(torchvision.transforms.RandomAutocontrast).")
-                                     .c_str())
+  py::class_<RandomAutocontrast>(m, "RandomAutocontrast", docs::kRandomAutocontrast)
       .def(py::init([](double p) { return checked(RandomAutocontrast{p}); }), py::arg("p") = 0.5)
       .def("__repr__", repr<RandomAutocontrast>);
-  py::class_<RandomEqualize>(m, "RandomEqualize",
-                             doc("Equalize each channel's histogram with probability p "
-                                 "(torchvision.transforms.RandomEqualize).")
-                                 .c_str())
+  py::class_<RandomEqualize>(m, "RandomEqualize", docs::kRandomEqualize)
       .def(py::init([](double p) { return checked(RandomEqualize{p}); }), py::arg("p") = 0.5)
       .def("__repr__", repr<RandomEqualize>);
-  py::class_<RandomInvert>(m, "RandomInvert",
-                           doc("Invert the colours with probability p (torchvision.transforms.RandomInvert).").c_str())
+  py::class_<RandomInvert>(m, "RandomInvert", docs::kRandomInvert)
       .def(py::init([](double p) { return checked(RandomInvert{p}); }), py::arg("p") = 0.5)
       .def("__repr__", repr<RandomInvert>);
 
-  py::class_<RandomRotation>(m, "RandomRotation",
-                             doc("Rotate by an angle drawn uniformly from degrees (a number d: (-d, d)) about the "
-                                 "centre or `center`, `fill` outside (torchvision.transforms.RandomRotation; "
-                                 "expand=True is refused: batches need one size). Images without masks or boxes.")
-                                 .c_str())
+  py::class_<RandomRotation>(m, "RandomRotation", docs::kRandomRotation)
       .def(py::init([](const py::object& degrees, const py::object& interpolation, bool expand,
                        const py::object& center, const py::object& fill) {
              if (expand) {
@@ -269,15 +221,11 @@ void bind_augment(py::module_& m) {
              x.fill = fill_arg("RandomRotation", fill);
              return checked(x);
            }),
-           py::arg("degrees"), py::arg("interpolation") = Interpolation::kNearest, py::arg("expand") = false,
+           py::arg("degrees"), py::arg("interpolation") = "nearest", py::arg("expand") = false,
            py::arg("center") = py::none(), py::arg("fill") = 0)
       .def("__repr__", repr<RandomRotation>);
 
-  py::class_<RandomAffine>(m, "RandomAffine",
-                           doc("Rotate, translate, scale and shear by parameters drawn as torchvision's "
-                               "RandomAffine.get_params draws them (torchvision.transforms.RandomAffine). Images "
-                               "without masks or boxes.")
-                               .c_str())
+  py::class_<RandomAffine>(m, "RandomAffine", docs::kRandomAffine)
       .def(py::init([](const py::object& degrees, const py::object& translate, const py::object& scale,
                        const py::object& shear, const py::object& interpolation, const py::object& fill,
                        const py::object& center) {
@@ -306,52 +254,38 @@ void bind_augment(py::module_& m) {
              return checked(x);
            }),
            py::arg("degrees"), py::arg("translate") = py::none(), py::arg("scale") = py::none(),
-           py::arg("shear") = py::none(), py::arg("interpolation") = Interpolation::kNearest, py::arg("fill") = 0,
+           py::arg("shear") = py::none(), py::arg("interpolation") = "nearest", py::arg("fill") = 0,
            py::arg("center") = py::none())
       .def("__repr__", repr<RandomAffine>);
 
-  py::class_<TrivialAugmentWide>(m, "TrivialAugmentWide",
-                                 doc("One op of TrivialAugment Wide's table at a uniformly drawn magnitude "
-                                     "(torchvision.transforms.TrivialAugmentWide). Images without masks or boxes.")
-                                     .c_str())
+  py::class_<TrivialAugmentWide>(m, "TrivialAugmentWide", docs::kTrivialAugmentWide)
       .def(py::init([](int bins, const py::object& interpolation, const py::object& fill) {
              return checked(TrivialAugmentWide{bins, interpolation_arg("TrivialAugmentWide", interpolation),
                                                fill_arg("TrivialAugmentWide", fill)});
            }),
-           py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = Interpolation::kNearest,
+           py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = "nearest",
            py::arg("fill") = py::none())
       .def("__repr__", repr<TrivialAugmentWide>);
 
-  py::class_<RandAugment>(m, "RandAugment",
-                          doc("num_ops ops of RandAugment's table at one magnitude "
-                              "(torchvision.transforms.RandAugment). Images without masks or boxes.")
-                              .c_str())
+  py::class_<RandAugment>(m, "RandAugment", docs::kRandAugment)
       .def(py::init([](int num_ops, int magnitude, int bins, const py::object& interpolation, const py::object& fill) {
              return checked(RandAugment{num_ops, magnitude, bins, interpolation_arg("RandAugment", interpolation),
                                         fill_arg("RandAugment", fill)});
            }),
            py::arg("num_ops") = 2, py::arg("magnitude") = 9, py::arg("num_magnitude_bins") = 31,
-           py::arg("interpolation") = Interpolation::kNearest, py::arg("fill") = py::none())
+           py::arg("interpolation") = "nearest", py::arg("fill") = py::none())
       .def("__repr__", repr<RandAugment>);
 
-  py::class_<AutoAugment>(m, "AutoAugment",
-                          doc("A random sub-policy of AutoAugment's learned IMAGENET, CIFAR10 or SVHN policy "
-                              "(torchvision.transforms.AutoAugment). Images without masks or boxes.")
-                              .c_str())
+  py::class_<AutoAugment>(m, "AutoAugment", docs::kAutoAugment)
       .def(py::init([](const py::object& policy, const py::object& interpolation, const py::object& fill) {
              return checked(AutoAugment{policy_arg(policy), interpolation_arg("AutoAugment", interpolation),
                                         fill_arg("AutoAugment", fill)});
            }),
-           py::arg("policy") = AutoAugmentPolicy::kImageNet, py::arg("interpolation") = Interpolation::kNearest,
+           py::arg("policy") = "imagenet", py::arg("interpolation") = "nearest",
            py::arg("fill") = py::none())
       .def("__repr__", repr<AutoAugment>);
 
-  py::class_<RandomErasing>(m, "RandomErasing",
-                            "Erase a random box of the output tensor with probability p "
-                            "(torchvision.transforms.RandomErasing, after Normalize): value 0, a number, 3 numbers, or "
-                            "'random' (standard normal values from stoker's generator, not torch's). The box is drawn "
-                            "from (seed, epoch, record). inplace is accepted and has no effect (stoker writes the "
-                            "batch in place).")
+  py::class_<RandomErasing>(m, "RandomErasing", docs::kRandomErasing)
       .def(py::init([](double p, const py::object& scale, const py::object& ratio, const py::object& value, bool) {
              RandomErasing x;
              x.p = p;
@@ -383,9 +317,7 @@ void bind_augment(py::module_& m) {
            py::arg("value") = 0, py::arg("inplace") = false)
       .def("__repr__", repr<RandomErasing>);
 
-  py::class_<RandomApply>(m, "RandomApply",
-                          "Apply the listed image-stage transforms (ColorJitter, GaussianBlur, Grayscale, "
-                          "RandomSolarize, ...), all or none, with probability p (torchvision.transforms.RandomApply).")
+  py::class_<RandomApply>(m, "RandomApply", docs::kRandomApply)
       .def(py::init([](std::vector<Transform> transforms, double p) {
              return checked(RandomApply{std::move(transforms), p});
            }),

@@ -205,8 +205,8 @@ void bind_testing(py::module_& m) {
   // becomes on a width x height image.
   hooks.def(
       "policy_op",
-      [](const std::string& name, double magnitude, Interpolation interpolation, std::array<int, 3> fill, int width,
-         int height) {
+      [](const std::string& name, double magnitude, bool bilinear, std::array<int, 3> fill, int width, int height) {
+        const Interpolation interpolation = bilinear ? Interpolation::kBilinear : Interpolation::kNearest;
         detail::SamplePlan plan;
         detail::Rng rng(0);
         detail::PlanState s{width, height, &plan, &rng, 0};
@@ -215,7 +215,7 @@ void bind_testing(py::module_& m) {
         for (const auto& op : plan.image_ops) ops.append(image_op_dict(op));
         return ops;
       },
-      py::arg("name"), py::arg("magnitude"), py::arg("interpolation"), py::arg("fill"), py::arg("width"),
+      py::arg("name"), py::arg("magnitude"), py::arg("bilinear"), py::arg("fill"), py::arg("width"),
       py::arg("height"));
 
   // Test hook: a mask decoded as stored (PNG gray/palette/16-bit, .npy

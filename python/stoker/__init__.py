@@ -21,11 +21,9 @@ from stoker._stoker import (  # noqa: F401
     CenterCrop,
     Normalize,
     AutoAugment,
-    AutoAugmentPolicy,
     ColorJitter,
     GaussianBlur,
     Grayscale,
-    InterpolationMode,
     RandAugment,
     RandomAdjustSharpness,
     RandomAffine,
@@ -52,12 +50,13 @@ from stoker import _staging
 from stoker.fields import Boxes, Image, Label, Mask, Tensor, FIELD_TYPES as _FIELD_TYPES
 from stoker.mixture import Mix
 from stoker.batch_transforms import CutMix, MixUp, RandomChoice
+from stoker.enums import AutoAugmentPolicy, InterpolationMode
 from stoker import batch_transforms as _batch_transforms
 from stoker._profiling import profile  # noqa: F401
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
-           "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale", "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "AutoAugmentPolicy", "InterpolationMode", "RandomErasing", "RandomApply"]
+           "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale", "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "RandomErasing", "RandomApply"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -188,8 +187,13 @@ class Loader:
             partial, as DataLoader. Default False.
         transforms (sequence): stoker.RandomResizedCrop, Resize, CenterCrop,
             RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
-            Normalize, with torchvision's semantics on PIL images followed by
-            ToTensor. The result must have a fixed size, so images need a
+            Normalize, and the image stage (ColorJitter, Grayscale,
+            GaussianBlur, RandomSolarize, RandomPosterize,
+            RandomAutocontrast, RandomEqualize, RandomAdjustSharpness,
+            RandomInvert, RandomRotation, RandomAffine, TrivialAugmentWide,
+            RandAugment, AutoAugment, RandomApply: after every crop, resize
+            and flip) and RandomErasing (after Normalize), with torchvision's
+            semantics on PIL images followed by ToTensor. The result must have a fixed size, so images need a
             RandomResizedCrop, CenterCrop or Resize((h, w)) after any
             Resize(int); the default () suits only .npy arrays and schemas
             without an Image. Default ().
@@ -309,6 +313,11 @@ class Loader:
             and counted); a missing member or a mask of another size than its
             image is a sample error naming the record, under on_corrupt.
             Default None.
+        batch_transforms (sequence): stoker.MixUp, stoker.CutMix or
+            stoker.RandomChoice of them (torchvision v2's semantics), applied
+            to each batch as it is handed out; labels become float32
+            [B, num_classes]; draws from (seed, epoch, batch index), so resume
+            stays exact. Needs dtype "float32" and layout "NCHW". Default ().
 
     Yields:
         tuple or dict: per batch of the epoch, in order: ``(images,

@@ -27,9 +27,20 @@ _STREAM = 0x6D6978  # "mix": the batch transforms' own stream
 class MixUp:
     """torchvision.transforms.v2.MixUp(alpha=1.0, num_classes): blend each sample with the previous one.
 
+    For a Loader's ``batch_transforms``; images x.roll(1, 0) * (1 - lam) + x * lam
+    and the one-hot labels likewise, in float32 as v2 computes them.
+
     Args:
         alpha (float): the Beta(alpha, alpha) parameter of the mixing weight. Default 1.0.
         num_classes (int): the labels' classes (labels become float32 [B, num_classes]).
+
+    Raises:
+        ValueError: alpha not positive, num_classes not a positive int; when
+            applied, a label outside [0, num_classes).
+
+    Example:
+        >>> stoker.MixUp(alpha=0.2, num_classes=1000)
+        MixUp(alpha=0.2, num_classes=1000)
     """
 
     def __init__(self, *, alpha: float = 1.0, num_classes: int) -> None:
@@ -53,9 +64,20 @@ class MixUp:
 class CutMix:
     """torchvision.transforms.v2.CutMix(alpha=1.0, num_classes): paste a box of the previous sample.
 
+    For a Loader's ``batch_transforms``; the labels mixed by the box's
+    clipped area, as v2.
+
     Args:
         alpha (float): the Beta(alpha, alpha) parameter of lam (the box's side is sqrt(1 - lam)). Default 1.0.
         num_classes (int): the labels' classes (labels become float32 [B, num_classes]).
+
+    Raises:
+        ValueError: alpha not positive, num_classes not a positive int; when
+            applied, a label outside [0, num_classes).
+
+    Example:
+        >>> stoker.CutMix(num_classes=10)
+        CutMix(alpha=1.0, num_classes=10)
     """
 
     def __init__(self, *, alpha: float = 1.0, num_classes: int) -> None:
@@ -90,6 +112,15 @@ class RandomChoice:
     Args:
         transforms (sequence): MixUp and/or CutMix.
         p (sequence of float, optional): their weights (normalised); None: equal.
+
+    Raises:
+        TypeError: a transform that is not MixUp or CutMix.
+        ValueError: p of another length, negative weights, or transforms that
+            disagree on num_classes.
+
+    Example:
+        >>> stoker.RandomChoice([stoker.MixUp(alpha=0.2, num_classes=10), stoker.CutMix(num_classes=10)])
+        RandomChoice(transforms=[MixUp(alpha=0.2, num_classes=10), CutMix(alpha=1.0, num_classes=10)], p=[0.5, 0.5])
     """
 
     def __init__(self, transforms: Sequence, p: Optional[Sequence[float]] = None) -> None:

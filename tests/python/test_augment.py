@@ -88,6 +88,8 @@ CASES = {
     "RandomAffine": [stoker.RandomAffine(30, translate=(0.2, 0.1), scale=(0.7, 1.3), shear=(-10, 10, -5, 5),
                                          fill=128)],
     "RandomAffine-bilinear": [stoker.RandomAffine(15, shear=20, interpolation="bilinear")],
+    "RandAugment-stoker-enum": [stoker.RandAugment(interpolation=stoker.InterpolationMode.BILINEAR, fill=9)],
+    "AutoAugment-stoker-enum": [stoker.AutoAugment(stoker.AutoAugmentPolicy.SVHN)],
     "TrivialAugmentWide": [stoker.TrivialAugmentWide()],
     "RandAugment": [stoker.RandAugment(num_ops=3, magnitude=12)],
     "AutoAugment-imagenet": [stoker.AutoAugment()],
@@ -146,17 +148,16 @@ def test_policy_ops_equal_torchvision_apply_op(photo_files, op, interpolation):
                   "Solarize": [255.0, 127.5, 0.0], "AutoContrast": [0.0], "Equalize": [0.0], "Invert": [0.0],
                   "Identity": [0.0]}[op]
     fill = [7, 99, 201]
-    mode = stoker.InterpolationMode.BILINEAR if interpolation == T.InterpolationMode.BILINEAR else \
-        stoker.InterpolationMode.NEAREST
+    bilinear = interpolation == T.InterpolationMode.BILINEAR
     for m in magnitudes:
         want = tv_autoaugment._apply_op(img, op, m, interpolation=interpolation, fill=fill)
         got = img
-        for o in _stoker._testing.policy_op(op, m, mode, fill, img.width, img.height):
+        for o in _stoker._testing.policy_op(op, m, bilinear, fill, img.width, img.height):
             got = apply_op(got, o)
         assert np.array_equal(np.asarray(got), np.asarray(want)), (op, m)
         # and the kernels themselves (not PIL) give the same
         arr = np.asarray(img).copy()
-        for o in _stoker._testing.policy_op(op, m, mode, fill, img.width, img.height):
+        for o in _stoker._testing.policy_op(op, m, bilinear, fill, img.width, img.height):
             arr = _stoker._testing.image_op(o, arr)
         assert np.array_equal(arr, np.asarray(want)), (op, m)
 

@@ -252,16 +252,16 @@ void validate_fields(const LoaderOptions& o) {
   if (images == 0 && !o.transforms.empty()) {
     detail::invalid("transforms apply to an image field, and the schema has none: pass transforms=[]");
   }
-  // NOTE: the warps of the image stage (rotation, affine, the policies) move
-  // only the image's pixels; as torchvision v2's policies, they refuse masks
-  // and boxes rather than misalign them.
+  // NOTE: the policies (TrivialAugmentWide, RandAugment, AutoAugment) act on
+  // the image alone; as torchvision v2's, they refuse masks and boxes rather
+  // than misalign them. RandomRotation and RandomAffine move every field.
   for (const Field& f : o.fields) {
     if (f.kind != FieldKind::kMask && f.kind != FieldKind::kBoxes) continue;
     for (const Transform& t : o.transforms) {
-      if (detail::transform_traits(t).warps) {
-        detail::invalid(std::string(detail::transform_name(t)) + " moves the image's pixels, and field '" + f.name +
-                        "' (" + name_of(kFieldKind, f.kind) + ") cannot follow it yet: use it on schemas of an "
-                        "image without masks or boxes");
+      if (detail::transform_traits(t).image_only) {
+        detail::invalid(std::string(detail::transform_name(t)) + " applies to the image alone, and field '" + f.name +
+                        "' (" + name_of(kFieldKind, f.kind) + ") would no longer match it: use RandomRotation or "
+                        "RandomAffine (they move masks and boxes too), or a schema without them");
       }
     }
   }

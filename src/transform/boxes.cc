@@ -344,6 +344,29 @@ std::size_t transform_boxes(const SamplePlan& plan, int width, int height, std::
     if (plan.mirror) b = {W - b.x1, b.y0, W - b.x0, b.y1, b.label};
     if (plan.vflip) b = {b.x0, H - b.y1, b.x1, H - b.y0, b.label};
   }
+  // The image stage's warps, as v2's affine on BoundingBoxes: the four
+  // corners through the forward matrix (the inverse of the one PIL samples
+  // the image with), their bounding box, clamped to the canvas.
+  for (const ImageOp& op : plan.image_ops) {
+    if (op.kind != ImageOp::kAffine) continue;
+    const double* m = op.matrix;  // output -> input: x_in = m0 x + m1 y + m2, y_in = m3 x + m4 y + m5
+    const double det = m[0] * m[4] - m[1] * m[3];
+    const double f0 = m[4] / det, f1 = -m[1] / det, f3 = -m[3] / det, f4 = m[0] / det;
+    const double f2 = -(f0 * m[2] + f1 * m[5]), f5 = -(f3 * m[2] + f4 * m[5]);
+    for (BoxRow& b : *boxes) {
+      const double xs[4] = {b.x0, b.x1, b.x1, b.x0}, ys[4] = {b.y0, b.y0, b.y1, b.y1};
+      double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+      for (int k = 0; k < 4; ++k) {
+        const double x = f0 * xs[k] + f1 * ys[k] + f2, y = f3 * xs[k] + f4 * ys[k] + f5;
+        x0 = k ? std::min(x0, x) : x;
+        x1 = k ? std::max(x1, x) : x;
+        y0 = k ? std::min(y0, y) : y;
+        y1 = k ? std::max(y1, y) : y;
+      }
+      b = {std::clamp(x0, 0.0, static_cast<double>(W)), std::clamp(y0, 0.0, static_cast<double>(H)),
+           std::clamp(x1, 0.0, static_cast<double>(W)), std::clamp(y1, 0.0, static_cast<double>(H)), b.label};
+    }
+  }
   if (out_w != nullptr) *out_w = W;
   if (out_h != nullptr) *out_h = H;
   // SanitizeBoundingBoxes(min_size=1); written as "not kept" so that a NaN is dropped too.

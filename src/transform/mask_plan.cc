@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transform/image_ops.h"
 #include "transform/nearest.h"
 
 namespace stoker::detail {
@@ -63,20 +64,49 @@ void run_mask_plan(const SamplePlan& geo, const MaskView& src, int fill, MaskWor
       current = dst;
     }
   }
+  bool mirror = geo.mirror, vflip = geo.vflip;
+  // The image stage's warps (RandomRotation, RandomAffine), after the flips
+  // as for the image: PIL's nearest warp with the mask's fill (as v2 warps
+  // masks, whatever the image's interpolation).
+  const bool warps = std::any_of(geo.image_ops.begin(), geo.image_ops.end(),
+                                 [](const ImageOp& op) { return op.kind == ImageOp::kAffine; });
+  if (warps) {
+    MaskBuffer* dst = spare();
+    const int bpp = view.bytes_per_pixel;
+    dst->reset(view.width, view.height, bpp);
+    for (int y = 0; y < view.height; ++y) {
+      const std::uint8_t* in = view.row(vflip ? view.height - 1 - y : y);
+      std::uint8_t* o = dst->row(y);
+      for (int x = 0; x < view.width; ++x) {
+        std::memcpy(o + static_cast<std::ptrdiff_t>(x) * bpp,
+                    in + static_cast<std::ptrdiff_t>(mirror ? view.width - 1 - x : x) * bpp, static_cast<std::size_t>(bpp));
+      }
+    }
+    view = dst->view();
+    current = dst;
+    mirror = vflip = false;
+    for (const ImageOp& op : geo.image_ops) {
+      if (op.kind != ImageOp::kAffine) continue;
+      MaskBuffer* next = spare();
+      pil_affine_mask(view, next, op.matrix, fill);
+      view = next->view();
+      current = next;
+    }
+  }
   const int w = view.width, h = view.height;
   for (int y = 0; y < h; ++y) {
-    const int sy = geo.vflip ? h - 1 - y : y;
+    const int sy = vflip ? h - 1 - y : y;
     if (out_bytes_per_pixel == 1) {
       auto* o = static_cast<std::uint8_t*>(out) + static_cast<std::ptrdiff_t>(y) * w;
       const std::uint8_t* in = view.row(sy);
-      if (!geo.mirror) {
+      if (!mirror) {
         std::memcpy(o, in, static_cast<std::size_t>(w));
       } else {
         for (int x = 0; x < w; ++x) o[x] = in[w - 1 - x];
       }
     } else {
       auto* o = static_cast<std::int32_t*>(out) + static_cast<std::ptrdiff_t>(y) * w;
-      for (int x = 0; x < w; ++x) o[x] = static_cast<std::int32_t>(pixel_at(view, geo.mirror ? w - 1 - x : x, sy));
+      for (int x = 0; x < w; ++x) o[x] = static_cast<std::int32_t>(pixel_at(view, mirror ? w - 1 - x : x, sy));
     }
   }
 }

@@ -53,7 +53,7 @@ struct TransformTraits {
   bool geometric = false;    // crops, resizes or flips (plans steps or flips)
   bool image_stage = false;  // a whole-image op after the geometry (image_ops.h): no geometric transform may follow
   bool on_tensor = false;    // acts on the output tensor (RandomErasing): may follow Normalize
-  bool warps = false;        // may move pixels (rotation, affine, policies): refused with masks and boxes
+  bool image_only = false;   // the policies: apply to the image alone, so refused with masks and boxes (as v2)
 };
 TransformTraits transform_traits(const Transform& t);
 

@@ -521,7 +521,6 @@ std::array<int, 3> fill_from(const json& j) { return j.value("fill", std::array<
 template <>
 struct Def<RandomRotation> : ImageStageDef {
   static constexpr const char* kName = "RandomRotation";
-  static constexpr bool kWarps = true;
   static void check(const RandomRotation& x) { check_angle_range(kName, "degrees", x.degrees); }
   static void plan(const RandomRotation& x, PlanState* s) { plan_rotation(x, s); }
   static json to_json(const RandomRotation& x) {
@@ -553,7 +552,6 @@ struct Def<RandomRotation> : ImageStageDef {
 template <>
 struct Def<RandomAffine> : ImageStageDef {
   static constexpr const char* kName = "RandomAffine";
-  static constexpr bool kWarps = true;
   static void check(const RandomAffine& x) {
     check_angle_range(kName, "degrees", x.degrees);
     for (double t : x.translate) {
@@ -608,7 +606,7 @@ void check_bins(const char* name, int bins) {
 template <>
 struct Def<TrivialAugmentWide> : ImageStageDef {
   static constexpr const char* kName = "TrivialAugmentWide";
-  static constexpr bool kWarps = true;
+  static constexpr bool kImageOnly = true;
   static void check(const TrivialAugmentWide& x) { check_bins(kName, x.num_magnitude_bins); }
   static void plan(const TrivialAugmentWide& x, PlanState* s) { plan_trivial_augment(x, s); }
   static json to_json(const TrivialAugmentWide& x) {
@@ -630,7 +628,7 @@ struct Def<TrivialAugmentWide> : ImageStageDef {
 template <>
 struct Def<RandAugment> : ImageStageDef {
   static constexpr const char* kName = "RandAugment";
-  static constexpr bool kWarps = true;
+  static constexpr bool kImageOnly = true;
   static void check(const RandAugment& x) {
     check_bins(kName, x.num_magnitude_bins);
     if (x.num_ops < 0) invalid("RandAugment: num_ops must be >= 0, got " + std::to_string(x.num_ops));
@@ -673,7 +671,7 @@ const char* policy_name(AutoAugmentPolicy p) {
 template <>
 struct Def<AutoAugment> : ImageStageDef {
   static constexpr const char* kName = "AutoAugment";
-  static constexpr bool kWarps = true;
+  static constexpr bool kImageOnly = true;
   static void check(const AutoAugment&) {}
   static void plan(const AutoAugment& x, PlanState* s) { plan_auto_augment(x, s); }
   static json to_json(const AutoAugment& x) {
@@ -771,11 +769,11 @@ struct Def<RandomApply> : ImageStageDef {
       }
     }
   }
-  // Warps when one of its transforms does.
+  // Image-only when one of its transforms is.
   static TransformTraits traits(const RandomApply& x) {
     TransformTraits r;
     r.image_stage = true;
-    for (const Transform& t : x.transforms) r.warps = r.warps || transform_traits(t).warps;
+    for (const Transform& t : x.transforms) r.image_only = r.image_only || transform_traits(t).image_only;
     return r;
   }
   static void plan(const RandomApply& x, PlanState* s) {
@@ -845,7 +843,7 @@ TransformTraits transform_traits(const Transform& t) {
     if constexpr (requires { D::kGeometric; }) r.geometric = D::kGeometric;
     if constexpr (requires { D::kImageStage; }) r.image_stage = D::kImageStage;
     if constexpr (requires { D::kOnTensor; }) r.on_tensor = D::kOnTensor;
-    if constexpr (requires { D::kWarps; }) r.warps = D::kWarps;
+    if constexpr (requires { D::kImageOnly; }) r.image_only = D::kImageOnly;
     return r;
   });
 }

@@ -344,7 +344,7 @@ def test_warps_refuse_masks(tmp_path, photo_files):
         w = csv.writer(f)
         w.writerow(["image", "mask"])
         w.writerow([photo_files[0], str(mask)])
-    with pytest.raises(ValueError, match="TrivialAugmentWide moves the image's pixels, and field 'mask'"):
+    with pytest.raises(ValueError, match="TrivialAugmentWide applies to the image alone, and field 'mask'"):
         stoker.Loader(str(tmp_path / "list.csv"), fields=[stoker.Image("image"), stoker.Mask("mask")],
                       transforms=[stoker.CenterCrop(16), stoker.TrivialAugmentWide()])
     # colour ops keep masks aligned, so they are allowed

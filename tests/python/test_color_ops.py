@@ -67,7 +67,7 @@ def synthetic(name):
         img = rng.integers(0, 256, size=(31, 29, 3), dtype=np.uint8)
         img[..., 1] = 13
         return img
-    if name == "few_values":  # two values in red, two adjacent values in blue, mostly one value overall
+    if name == "few_values":  # red: 3 values, blue: 3 (two adjacent), most pixels black
         img = rng.integers(0, 256, size=(40, 50, 3), dtype=np.uint8)
         img[..., 0] = np.where(img[..., 0] > 128, 250, 3)
         img[..., 2] = np.where(img[..., 2] > 20, 255, 254)
@@ -83,9 +83,9 @@ def images(photo_files):
     """Name -> HxWx3 uint8 image: three photographs from different classes, then the synthetic cases."""
     out = {}
     per_class = len(photo_files) // 4
-    for i, name in enumerate(PHOTOS):
+    for i, name in enumerate(PHOTOS):  # class i, its i-th photograph
         with Image.open(photo_files[i * per_class + i]) as im:
-            out[name] = np.asarray(im.convert("RGB"))  # class i, its i-th photo
+            out[name] = np.array(im.convert("RGB"))
     for name in SYNTHETIC:
         out[name] = synthetic(name)
     return out

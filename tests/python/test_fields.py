@@ -221,7 +221,7 @@ def ref_mask(arr, mode, plan):
     return res.astype(np.int32) if mode == "I;16" else res.astype(np.uint8)
 
 
-def ref_boxes(xyxy, labels, plan, size, max_boxes, fmt="xyxy"):
+def ref_boxes(xyxy, labels, plan, size, max_boxes, fmt="xyxy", warps=()):
     """torchvision.transforms.v2's rules in numpy: clamp to the canvas; a crop shifts and
     clamps; a resize scales; flips mirror; SanitizeBoundingBoxes(min_size=1).
     Returns (boxes [max,4] in fmt, labels [max], count, dropped, truncated)."""
@@ -245,6 +245,13 @@ def ref_boxes(xyxy, labels, plan, size, max_boxes, fmt="xyxy"):
         b = np.stack([W - b[:, 2], b[:, 1], W - b[:, 0], b[:, 3]], 1)
     if plan["vflip"]:
         b = np.stack([b[:, 0], H - b[:, 3], b[:, 2], H - b[:, 1]], 1)
+    for m in warps:  # v2's affine on boxes: corners through the forward matrix, their bounding box, clamped
+        fwd = np.linalg.inv(np.array([m[0:3], m[3:6], [0, 0, 1]], np.float64))
+        corners = np.stack([b[:, [0, 1]], b[:, [2, 1]], b[:, [2, 3]], b[:, [0, 3]]], 1)  # [n, 4, 2]
+        pts = corners @ fwd[:2, :2].T + fwd[:2, 2]
+        b = np.concatenate([pts.min(1), pts.max(1)], 1)
+        b[:, 0::2] = b[:, 0::2].clip(0, W)
+        b[:, 1::2] = b[:, 1::2].clip(0, H)
     keep = (b[:, 2] - b[:, 0] >= 1) & (b[:, 3] - b[:, 1] >= 1)
     dropped = int((~keep).sum())
     b, labels = b[keep], labels[keep]
@@ -1043,3 +1050,45 @@ def test_two_ranks_cover_the_epoch_of_one_loader(data):
             assert_sample_equal(s, single[int(s["label"])], f"rank {rank} record {int(s['label'])}")
             seen.append(int(s["label"]))
     assert sorted(seen) == list(range(N_RECORDS)), "disjoint, and together the whole epoch"
+
+
+# ---------------------------------------------------------------- the warps move every field
+
+WARPS = {
+    "affine": [stoker.RandomAffine(25, translate=(0.15, 0.1), scale=(0.8, 1.2), shear=(-10, 10, -5, 5),
+                                   fill=(9, 8, 7))],
+    "rotation-bilinear": [stoker.RandomRotation(40, interpolation="bilinear")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(WARPS))
+def test_rotation_and_affine_move_masks_and_boxes_with_the_image(data, name):
+    """RandomAffine/RandomRotation after the crop and flips: the image by PIL's warp (its interpolation), each
+    mask by PIL's nearest warp with its fill, boxes by v2's rule (the corners' bounding box, clamped, degenerate
+    ones dropped)."""
+    from PIL import Image as P
+    transforms = TF + WARPS[name]
+    opts = options(ALL_FIELDS, dtype="uint8")
+    fills = {"seg": 0, "gray": 255, "deep": 0}
+    moved = 0
+    for i, rec in enumerate(data["recs"]):
+        got = _testing.make_sample([data["csv"]], opts, transforms, i, 0)
+        plan = plan_of(rec, SEED, 0, i, transforms)
+        ops = [op for op in plan["image_ops"] if op["kind"] == "affine"]
+        assert len(ops) == 1
+        moved += ops[0]["matrix"] != [1, 0, 0, 0, 1, 0]
+        img = apply_plan(P.open(rec["image"]).convert("RGB"), plan, InterpolationMode.BILINEAR)
+        for op in ops:
+            img = img.transform(img.size, P.AFFINE, op["matrix"], P.BILINEAR if op["bilinear"] else P.NEAREST,
+                                fillcolor=tuple(op["fill"]))
+        np.testing.assert_array_equal(got["image"], np.array(img).transpose(2, 0, 1), err_msg=f"record {i}")
+        for key, dt in (("seg", np.uint8), ("gray", np.uint8), ("deep", np.int32)):
+            arr, mode = rec["masks"][key]
+            m = apply_plan(mask_pil(arr, mode), plan, InterpolationMode.NEAREST)
+            for op in ops:
+                m = m.transform(m.size, P.AFFINE, op["matrix"], P.NEAREST, fillcolor=fills[key])
+            np.testing.assert_array_equal(got[key], np.array(m).astype(dt), err_msg=f"record {i} {key}")
+        b = rec["boxes"]
+        ref = ref_boxes(b[:, :4], b[:, 4], plan, rec["size"], 6, warps=[op["matrix"] for op in ops])
+        check_boxes(got, "boxes", ref)
+    assert moved > 0

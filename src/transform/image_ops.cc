@@ -1,5 +1,7 @@
 #include "transform/image_ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace stoker::detail {
@@ -25,7 +27,8 @@ void apply_image_op(const ImageOp& op, ImageBuffer* img, ImageOpScratch* scratch
       pil_hue(img, op.factor);
       return;
     case ImageOp::kSolarize:
-      pil_solarize(img, static_cast<int>(op.factor));
+      // pixels i >= threshold are inverted: for an integer i, i >= ceil(threshold)
+      pil_solarize(img, static_cast<int>(std::clamp(std::ceil(op.factor), -1.0, 256.0)));
       return;
     case ImageOp::kPosterize:
       pil_posterize(img, static_cast<int>(op.factor));

@@ -218,6 +218,19 @@ void bind_testing(py::module_& m) {
       py::arg("name"), py::arg("magnitude"), py::arg("bilinear"), py::arg("fill"), py::arg("width"),
       py::arg("height"));
 
+  // Test hook: each transform through the options' JSON codec (what the
+  // doctor's snapshot carries) and back: [(json, repr after the round trip)].
+  hooks.def(
+      "transforms_json",
+      [](const std::vector<Transform>& transforms) {
+        py::list out;
+        for (const Transform& t : transforms) {
+          const std::string j = detail::transform_to_json(t);
+          out.append(py::make_tuple(j, detail::transform_repr(detail::transform_from_json(j))));
+        }
+        return out;
+      },
+      py::arg("transforms"));
   // Test hook: a mask decoded as stored (PNG gray/palette/16-bit, .npy
   // uint8/uint16): an HxW uint8 or uint16 array.
   hooks.def(

@@ -352,3 +352,12 @@ def test_warps_refuse_masks(tmp_path, photo_files):
                            transforms=[stoker.CenterCrop(16), stoker.ColorJitter(0.5, 0.5)], progress=False)
     batch = next(iter(loader))
     assert batch["mask"].shape == (1, 16, 16)
+
+
+def test_every_transform_survives_the_options_json_codec():
+    """The doctor's snapshot and the C++ options carry transforms as JSON: a round trip keeps each one."""
+    ts = [t for case in CASES.values() for t in case] + [
+        stoker.RandomErasing(0.3, value="random"), stoker.RandomErasing(value=(1, 2, 3)),
+        stoker.RandomAffine(0, center=(3, 4)), stoker.RandAugment(fill=[1, 2, 3], interpolation="bilinear")]
+    for t, (j, r) in zip(ts, _stoker._testing.transforms_json(ts)):
+        assert r == repr(t), j

@@ -5,7 +5,7 @@ Two training recipes' input pipelines, the same on both sides, batch size 64,
 shuffle, --workers threads (stoker) = workers (DataLoader), on one ImageFolder:
 
   imagenet  torchvision's reference classification recipe:
-            RandomResizedCrop(176) + RandomHorizontalFlip + TrivialAugmentWide
+            RandomResizedCrop(176) + RandomHorizontalFlip + TrivialAugmentWide(BILINEAR)
             + PILToTensor/ConvertImageDtype(float) + Normalize + RandomErasing(0.1),
             then per batch MixUp(alpha=0.2) or CutMix(alpha=1.0) with equal odds
             (num_classes=1000; labels become float32 [B, 1000]).
@@ -21,7 +21,10 @@ shuffle, --workers threads (stoker) = workers (DataLoader), on one ImageFolder:
 As bench/loader_bench.py: each (pipeline, side) runs in a child process of
 this one, alternating (every other round in reverse order), a warm-up epoch and
 then --epochs timed epochs, --rounds times; the table shows the best round of
-each side and their ratio (and the median of the same-round ratios). Every
+each side and their ratio (and the median of the same-round ratios); stoker
+runs twice, with the default cache="mmap" (bit-exact) and with
+cache="decoded" (decoded images kept in RAM, those over cache_max_side=448
+stored resized: not bit-exact for them). Every
 batch is consumed the same way on both sides: iterate, and sum the images and
 the labels into a Python float (so the data is materialised).
 
@@ -50,7 +53,7 @@ PIPELINE_NAMES = {
     "imagenet": "ImageNet recipe (RRC 176, flip, TrivialAugmentWide, RandomErasing 0.1, MixUp/CutMix)",
     "simclr": "SimCLR view (RRC 224, flip, ColorJitter p=0.8, RandomGrayscale 0.2, GaussianBlur 23)",
 }
-SIDE_NAMES = {"dataloader": "DataLoader + torchvision + PIL", "stoker": "stoker"}
+SIDE_NAMES = {"dataloader": "DataLoader + torchvision + PIL", "stoker": "stoker", "stoker-decoded": "stoker cache=\"decoded\""}
 
 
 # ------------------------------------------------ DataLoader's MixUp / CutMix
@@ -102,7 +105,8 @@ def make_dataloader(pipeline, data, batch_size, workers, limit):
     import torchvision
     import torchvision.transforms as T
     if pipeline == "imagenet":
-        tf = T.Compose([T.RandomResizedCrop(176), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
+        tf = T.Compose([T.RandomResizedCrop(176), T.RandomHorizontalFlip(),
+                        T.TrivialAugmentWide(interpolation=T.InterpolationMode.BILINEAR),
                         T.PILToTensor(), T.ConvertImageDtype(torch.float), T.Normalize(MEAN, STD),
                         T.RandomErasing(0.1)])
         collate = MixUpCutMixCollate(NUM_CLASSES, mixup_alpha=0.2, cutmix_alpha=1.0)
@@ -120,11 +124,12 @@ def make_dataloader(pipeline, data, batch_size, workers, limit):
     return loader, size
 
 
-def make_stoker(pipeline, data, batch_size, workers):
+def make_stoker(pipeline, data, batch_size, workers, cache="mmap"):
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import stoker
     if pipeline == "imagenet":
-        transforms = [stoker.RandomResizedCrop(176), stoker.RandomHorizontalFlip(), stoker.TrivialAugmentWide(),
+        transforms = [stoker.RandomResizedCrop(176), stoker.RandomHorizontalFlip(),
+                      stoker.TrivialAugmentWide(interpolation=stoker.InterpolationMode.BILINEAR),
                       stoker.Normalize(MEAN, STD), stoker.RandomErasing(0.1)]
         batch_transforms = [stoker.RandomChoice([stoker.MixUp(alpha=0.2, num_classes=NUM_CLASSES),
                                                  stoker.CutMix(alpha=1.0, num_classes=NUM_CLASSES)])]
@@ -135,7 +140,7 @@ def make_stoker(pipeline, data, batch_size, workers):
                       stoker.Normalize(MEAN, STD)]
         batch_transforms = []
     loader = stoker.Loader(data, batch_size=batch_size, shuffle=True, seed=0, threads=workers,
-                           transforms=transforms, batch_transforms=batch_transforms, progress=False)
+                           transforms=transforms, batch_transforms=batch_transforms, progress=False, cache=cache)
     return loader, loader.dataset_size
 
 
@@ -143,6 +148,8 @@ def run_child(kind, pipeline, data, batch_size, workers, epochs, limit):
     import torch
     if kind == "stoker":
         loader, size = make_stoker(pipeline, data, batch_size, workers)
+    elif kind == "stoker-decoded":
+        loader, size = make_stoker(pipeline, data, batch_size, workers, cache="decoded")
     else:
         loader, size = make_dataloader(pipeline, data, batch_size, workers, limit)
     stop = limit if limit and limit < size else None  # stoker: leave the epoch after this many images
@@ -162,7 +169,7 @@ def run_child(kind, pipeline, data, batch_size, workers, epochs, limit):
             # The same consumption on both sides: touch every image and label.
             checksum += float(x.sum()) + float(y.sum())
             n_epoch += int(x.shape[0])
-            if stop is not None and kind == "stoker" and n_epoch >= stop:
+            if stop is not None and kind.startswith("stoker") and n_epoch >= stop:
                 break
         assert x.shape[1:] == (3, side, side) and x.dtype == torch.float32, (x.shape, x.dtype)
         if pipeline == "imagenet":
@@ -176,7 +183,7 @@ def run_child(kind, pipeline, data, batch_size, workers, epochs, limit):
             timed += n_epoch
     seconds = time.perf_counter() - t_start
     versions = {"torch": torch.__version__}
-    if kind == "stoker":
+    if kind.startswith("stoker"):
         import stoker
         versions["stoker"] = stoker.__version__
     else:
@@ -217,7 +224,7 @@ def cpu_model():
 
 
 def bench_one(data, args):
-    configs = [(p, k) for p in args.pipelines for k in ("dataloader", "stoker")]
+    configs = [(p, k) for p in args.pipelines for k in ("dataloader", "stoker", "stoker-decoded")]
     runs = {c: [] for c in configs}
     for r in range(args.rounds):
         for c in (configs if r % 2 == 0 else configs[::-1]):
@@ -230,11 +237,14 @@ def bench_one(data, args):
     for p in args.pipelines:
         dl = [x["images_per_s"] for x in runs[(p, "dataloader")]]
         st = [x["images_per_s"] for x in runs[(p, "stoker")]]
+        sd = [x["images_per_s"] for x in runs[(p, "stoker-decoded")]]
         rows.append({"pipeline": p, "dataloader_per_s": max(dl), "stoker_per_s": max(st),
                      "x_dataloader": max(st) / max(dl), "paired": [a / b for a, b in zip(st, dl)],
                      "paired_median": median([a / b for a, b in zip(st, dl)]),
+                     "decoded_per_s": max(sd), "decoded_x_dataloader": max(sd) / max(dl),
+                     "decoded_paired_median": median([a / b for a, b in zip(sd, dl)]),
                      "images_per_epoch": {k: runs[(p, k)][0]["images_per_epoch"] for k in ("dataloader", "stoker")},
-                     "rounds": {k: runs[(p, k)] for k in ("dataloader", "stoker")}})
+                     "rounds": {k: runs[(p, k)] for k in ("dataloader", "stoker", "stoker-decoded")}})
     return rows
 
 
@@ -250,7 +260,7 @@ def main():
     ap.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated: imagenet,simclr")
     ap.add_argument("--quick", action="store_true", help="smoke run: --limit 256, 1 round")
     ap.add_argument("--json", help="also write the results here")
-    ap.add_argument("--child", choices=["stoker", "dataloader"], help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=["stoker", "stoker-decoded", "dataloader"], help=argparse.SUPPRESS)
     ap.add_argument("--pipeline", choices=PIPELINES, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -292,12 +302,14 @@ def main():
         per_epoch = rows[0]["images_per_epoch"]
         print(f"\n{data} ({per_epoch['dataloader']} images an epoch on the DataLoader side, "
               f"{per_epoch['stoker']} on stoker's):\n")
-        print("| pipeline | DataLoader img/s | stoker img/s | stoker / DataLoader | same-round ratios (median) |")
-        print("|---|---:|---:|---:|---:|")
+        print("| pipeline | DataLoader img/s | stoker img/s | stoker / DataLoader | same-round ratios (median) "
+              "| stoker cache=\"decoded\" img/s | its / DataLoader (same-round median) |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
         for row in rows:
             print(f"| {PIPELINE_NAMES[row['pipeline']]} | {row['dataloader_per_s']:.1f} | {row['stoker_per_s']:.1f} | "
                   f"{row['x_dataloader']:.2f}× | {', '.join(f'{x:.2f}' for x in row['paired'])} "
-                  f"({row['paired_median']:.2f}×) |")
+                  f"({row['paired_median']:.2f}×) | {row['decoded_per_s']:.1f} | {row['decoded_x_dataloader']:.2f}× "
+                  f"({row['decoded_paired_median']:.2f}×) |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": command, "machine": machine, "versions": versions,

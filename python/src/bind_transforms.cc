@@ -12,6 +12,7 @@
 #include "stoker/transforms.h"
 #include "transform/pipeline.h"
 #include "transform/transform_defs.h"
+#include "batch/batch_mix.h"
 #include "transform/resize.h"
 
 namespace py = pybind11;
@@ -237,6 +238,15 @@ std::string fill(std::string text, std::initializer_list<std::pair<const char*, 
   return text;
 }
 
+// The batch's images for an in-place kernel: a writeable C-contiguous
+// float32 [B, C, H, W] array, never a converted copy.
+float* batch_images(const char* who, py::array& x) {
+  if (x.ndim() != 4 || !x.dtype().is(py::dtype::of<float>()) || !(x.flags() & py::array::c_style) || !x.writeable()) {
+    throw py::value_error(std::string(who) + ": expects a writeable C-contiguous float32 [B, C, H, W] array");
+  }
+  return static_cast<float*>(x.mutable_data());
+}
+
 }  // namespace
 
 void bind_transforms(py::module_& m) {
@@ -305,6 +315,34 @@ void bind_transforms(py::module_& m) {
       .def("__repr__", repr<Normalize>);
 
   bind_augment(m);
+
+  // The batch transforms' kernels (python/stoker/batch_transforms.py calls
+  // them with its draws): in place on a C-contiguous float32 [B, C, H, W]
+  // array, the GIL released.
+  m.def(
+      "_mixup",
+      [](py::array x, double lam) {
+        float* p = batch_images("_mixup", x);
+        std::vector<float> scratch;
+        const auto b = static_cast<std::size_t>(x.shape(0));
+        const auto n = static_cast<std::size_t>(x.shape(1) * x.shape(2) * x.shape(3));
+        py::gil_scoped_release release;
+        detail::mixup_inplace(p, b, n, lam, &scratch);
+      },
+      py::arg("images"), py::arg("lam"), "MixUp in place (stoker.MixUp's kernel; not for direct use).");
+  m.def(
+      "_cutmix",
+      [](py::array x, int x1, int y1, int x2, int y2) {
+        float* p = batch_images("_cutmix", x);
+        if (x1 < 0 || y1 < 0 || x2 > x.shape(3) || y2 > x.shape(2)) throw py::value_error("_cutmix: box outside the image");
+        std::vector<float> scratch;
+        const auto b = static_cast<std::size_t>(x.shape(0));
+        const int c = static_cast<int>(x.shape(1)), h = static_cast<int>(x.shape(2)), w = static_cast<int>(x.shape(3));
+        py::gil_scoped_release release;
+        detail::cutmix_inplace(p, b, c, h, w, x1, y1, x2, y2, &scratch);
+      },
+      py::arg("images"), py::arg("x1"), py::arg("y1"), py::arg("x2"), py::arg("y2"),
+      "CutMix in place (stoker.CutMix's kernel; not for direct use).");
 
   // Every transform class, in the variant's order (from the variant itself):
   // what stoker.Loader accepts in transforms=.

@@ -21,6 +21,8 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from stoker import _stoker
+
 _STREAM = 0x6D6978  # "mix": the batch transforms' own stream
 
 
@@ -54,10 +56,8 @@ class MixUp:
 
     def _apply(self, images, labels, params, xp):
         lam = params["lam"]
-        rolled = xp.roll(images)
-        xp.mul_(rolled, 1.0 - lam)
-        xp.mul_(images, lam)
-        xp.add_(images, rolled)
+        # v2's x.roll(1, 0).mul_(1 - lam).add_(x.mul(lam)), fused in one pass in place (C++).
+        _stoker._mixup(xp.array(images), lam)
         return images, _mix_labels(labels, self.num_classes, lam, xp)
 
 
@@ -102,7 +102,7 @@ class CutMix:
 
     def _apply(self, images, labels, params, xp):
         x1, y1, x2, y2 = params["box"]
-        xp.paste_rolled(images, y1, y2, x1, x2)
+        _stoker._cutmix(xp.array(images), x1, y1, x2, y2)  # rolled[..., y1:y2, x1:x2] pasted, in place (C++)
         return images, _mix_labels(labels, self.num_classes, params["lam_adjusted"], xp)
 
 
@@ -177,8 +177,8 @@ class _Torch:
     def add_(self, x, y):
         x.add_(y)
 
-    def paste_rolled(self, x, y1, y2, x1, x2):
-        x[..., y1:y2, x1:x2] = x.roll(1, 0)[..., y1:y2, x1:x2]
+    def array(self, x):
+        return x.numpy()  # the CPU tensor's memory (batches are staged to a device after this)
 
     def one_hot(self, labels, n):
         if labels.min() < 0 or labels.max() >= n:
@@ -197,8 +197,8 @@ class _Numpy:
     def add_(self, x, y):
         x += y
 
-    def paste_rolled(self, x, y1, y2, x1, x2):
-        x[..., y1:y2, x1:x2] = np.roll(x[..., y1:y2, x1:x2], 1, axis=0)
+    def array(self, x):
+        return x
 
     def one_hot(self, labels, n):
         if labels.min() < 0 or labels.max() >= n:

@@ -16,16 +16,6 @@ namespace py = pybind11;
 namespace stoker::python {
 namespace {
 
-template <typename T>
-T checked(T x) {
-  detail::check_transform(Transform{x});
-  return x;
-}
-template <typename T>
-std::string repr(const T& t) {
-  return detail::transform_repr(Transform{t});
-}
-
 bool is_number(const py::handle& v) {
   return (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) && !py::isinstance<py::bool_>(v);
 }

@@ -44,21 +44,6 @@ std::pair<int, int> size_arg(const char* who, const py::object& size) {
                         std::to_string(v.size()) + " values");
 }
 
-// A transform as constructed, checked by its one definition
-// (src/transform/transforms.cc): a bad parameter is a ValueError here, as in
-// torchvision, not only when a Loader is made.
-template <typename T>
-T checked(T x) {
-  detail::check_transform(Transform{x});
-  return x;
-}
-
-// The repr from the transform's one definition (src/transform/transforms.cc).
-template <typename T>
-std::string repr(const T& t) {
-  return detail::transform_repr(Transform{t});
-}
-
 template <typename... T>
 py::tuple transform_types(std::variant<T...>*) {
   return py::make_tuple(py::type::of<T>()...);

@@ -3,6 +3,11 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
+#include "stoker/transforms.h"
+#include "transform/transform_defs.h"
+
 namespace stoker::python {
 void bind_transforms(pybind11::module_& m);
 // Called by bind_transforms before it lists the transform types.
@@ -10,4 +15,19 @@ void bind_augment(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
 void bind_masks(pybind11::module_& m);
+
+// A transform as constructed, checked by its one definition
+// (src/transform/transforms.cc): a bad parameter is a ValueError at
+// construction, as in torchvision, not only when a Loader is made.
+template <typename T>
+T checked(T x) {
+  detail::check_transform(Transform{x});
+  return x;
+}
+
+// The repr from the transform's one definition.
+template <typename T>
+std::string repr(const T& t) {
+  return detail::transform_repr(Transform{t});
+}
 }  // namespace stoker::python

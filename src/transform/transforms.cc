@@ -419,8 +419,27 @@ struct RandomOpDef : ImageStageDef {
   }
 };
 
+// An image-stage op with one parameter (D::kParam, the member Param) and p.
+template <typename D, typename T, typename V, V T::*Param>
+struct ParamOpDef : RandomOpDef<D, T> {
+  static json to_json(const T& x) { return {{D::kParam, x.*Param}, {"p", x.p}}; }
+  static T from_json(const json& j) {
+    T x;
+    x.*Param = j.at(D::kParam).template get<V>();
+    x.p = j.value("p", 0.5);
+    return x;
+  }
+  static std::string repr(const T& x) {
+    std::ostringstream o;
+    o << D::kName << '(' << D::kParam << '=' << x.*Param << ", p=" << x.p << ')';
+    return o.str();
+  }
+};
+
 template <>
-struct Def<RandomSolarize> : RandomOpDef<Def<RandomSolarize>, RandomSolarize> {
+struct Def<RandomSolarize>
+    : ParamOpDef<Def<RandomSolarize>, RandomSolarize, double, &RandomSolarize::threshold> {
+  static constexpr const char* kParam = "threshold";
   static constexpr const char* kName = "RandomSolarize";
   static void check(const RandomSolarize& x) { check_probability(kName, x.p); }
   static ImageOp op(const RandomSolarize& x) {
@@ -428,17 +447,11 @@ struct Def<RandomSolarize> : RandomOpDef<Def<RandomSolarize>, RandomSolarize> {
     o.factor = std::clamp(std::ceil(x.threshold), 0.0, 256.0);  // pixels i >= threshold, i an integer
     return o;
   }
-  static json to_json(const RandomSolarize& x) { return {{"threshold", x.threshold}, {"p", x.p}}; }
-  static RandomSolarize from_json(const json& j) { return {j.at("threshold"), j.value("p", 0.5)}; }
-  static std::string repr(const RandomSolarize& x) {
-    std::ostringstream o;
-    o << "RandomSolarize(threshold=" << x.threshold << ", p=" << x.p << ')';
-    return o.str();
-  }
 };
 
 template <>
-struct Def<RandomPosterize> : RandomOpDef<Def<RandomPosterize>, RandomPosterize> {
+struct Def<RandomPosterize> : ParamOpDef<Def<RandomPosterize>, RandomPosterize, int, &RandomPosterize::bits> {
+  static constexpr const char* kParam = "bits";
   static constexpr const char* kName = "RandomPosterize";
   static void check(const RandomPosterize& x) {
     check_probability(kName, x.p);
@@ -451,17 +464,12 @@ struct Def<RandomPosterize> : RandomOpDef<Def<RandomPosterize>, RandomPosterize>
     o.factor = x.bits;
     return o;
   }
-  static json to_json(const RandomPosterize& x) { return {{"bits", x.bits}, {"p", x.p}}; }
-  static RandomPosterize from_json(const json& j) { return {j.at("bits"), j.value("p", 0.5)}; }
-  static std::string repr(const RandomPosterize& x) {
-    std::ostringstream o;
-    o << "RandomPosterize(bits=" << x.bits << ", p=" << x.p << ')';
-    return o.str();
-  }
 };
 
 template <>
-struct Def<RandomAdjustSharpness> : RandomOpDef<Def<RandomAdjustSharpness>, RandomAdjustSharpness> {
+struct Def<RandomAdjustSharpness>
+    : ParamOpDef<Def<RandomAdjustSharpness>, RandomAdjustSharpness, double, &RandomAdjustSharpness::sharpness_factor> {
+  static constexpr const char* kParam = "sharpness_factor";
   static constexpr const char* kName = "RandomAdjustSharpness";
   static void check(const RandomAdjustSharpness& x) {
     check_probability(kName, x.p);
@@ -475,13 +483,6 @@ struct Def<RandomAdjustSharpness> : RandomOpDef<Def<RandomAdjustSharpness>, Rand
     ImageOp o{ImageOp::kSharpness};
     o.factor = x.sharpness_factor;
     return o;
-  }
-  static json to_json(const RandomAdjustSharpness& x) { return {{"sharpness_factor", x.sharpness_factor}, {"p", x.p}}; }
-  static RandomAdjustSharpness from_json(const json& j) { return {j.at("sharpness_factor"), j.value("p", 0.5)}; }
-  static std::string repr(const RandomAdjustSharpness& x) {
-    std::ostringstream o;
-    o << "RandomAdjustSharpness(sharpness_factor=" << x.sharpness_factor << ", p=" << x.p << ')';
-    return o.str();
   }
 };
 

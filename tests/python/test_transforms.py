@@ -236,9 +236,15 @@ def test_reprs_and_the_accepted_types_come_from_each_transforms_definition():
     assert repr(stoker.Normalize([0.5], [0.25])) == "Normalize(mean=[0.5], std=[0.25])"
     assert repr(stoker.RandomVerticalFlip(0.25)) == "RandomVerticalFlip(p=0.25)"
     assert repr(stoker.RandomGrayscale(0.2)) == "RandomGrayscale(p=0.2)"
-    assert set(stoker._stoker._transform_types) == {stoker.RandomResizedCrop, stoker.Resize, stoker.CenterCrop,
-                                                    stoker.RandomHorizontalFlip, stoker.RandomVerticalFlip,
-                                                    stoker.RandomGrayscale, stoker.Normalize}
+    assert set(stoker._stoker._transform_types) == {
+        stoker.RandomResizedCrop, stoker.Resize, stoker.CenterCrop, stoker.RandomHorizontalFlip,
+        stoker.RandomVerticalFlip, stoker.RandomGrayscale, stoker.Normalize, stoker.ColorJitter, stoker.Grayscale,
+        stoker.GaussianBlur, stoker.RandomSolarize, stoker.RandomPosterize, stoker.RandomAutocontrast,
+        stoker.RandomEqualize, stoker.RandomAdjustSharpness, stoker.RandomInvert, stoker.RandomRotation,
+        stoker.RandomAffine, stoker.TrivialAugmentWide, stoker.RandAugment, stoker.AutoAugment, stoker.RandomErasing,
+        stoker.RandomApply}
+    assert repr(stoker.RandomSolarize(100.5, p=0.25)) == "RandomSolarize(threshold=100.5, p=0.25)"
+    assert repr(stoker.RandomAdjustSharpness(2)) == "RandomAdjustSharpness(sharpness_factor=2, p=0.5)"
     with pytest.raises(ValueError, match="is not a stoker transform .*RandomResizedCrop"):
         stoker.Loader("/nonexistent", transforms=["crop"])
 

@@ -518,6 +518,17 @@ json warp_json(Interpolation i, const std::array<int, 3>& fill) {
   return {{"interpolation", interpolation_name(i)}, {"fill", fill}};
 }
 std::array<int, 3> fill_from(const json& j) { return j.value("fill", std::array<int, 3>{0, 0, 0}); }
+// RandomRotation's and RandomAffine's shared parameters.
+template <typename T>
+void warp_from(const json& j, T* x) {
+  x->degrees = j.at("degrees").get<std::array<double, 2>>();
+  x->interpolation = interpolation_from(j);
+  x->fill = fill_from(j);
+  if (j.contains("center")) {
+    x->has_center = true;
+    x->center = j.at("center").get<std::array<double, 2>>();
+  }
+}
 
 template <>
 struct Def<RandomRotation> : ImageStageDef {
@@ -532,13 +543,7 @@ struct Def<RandomRotation> : ImageStageDef {
   }
   static RandomRotation from_json(const json& j) {
     RandomRotation x;
-    x.degrees = j.at("degrees").get<std::array<double, 2>>();
-    x.interpolation = interpolation_from(j);
-    x.fill = fill_from(j);
-    if (j.contains("center")) {
-      x.has_center = true;
-      x.center = j.at("center").get<std::array<double, 2>>();
-    }
+    warp_from(j, &x);
     return x;
   }
   static std::string repr(const RandomRotation& x) {
@@ -577,16 +582,10 @@ struct Def<RandomAffine> : ImageStageDef {
   }
   static RandomAffine from_json(const json& j) {
     RandomAffine x;
-    x.degrees = j.at("degrees").get<std::array<double, 2>>();
+    warp_from(j, &x);
     x.translate = j.value("translate", x.translate);
     x.scale = j.value("scale", x.scale);
     x.shear = j.value("shear", x.shear);
-    x.interpolation = interpolation_from(j);
-    x.fill = fill_from(j);
-    if (j.contains("center")) {
-      x.has_center = true;
-      x.center = j.at("center").get<std::array<double, 2>>();
-    }
     return x;
   }
   static std::string repr(const RandomAffine& x) {

@@ -71,3 +71,19 @@ def numbered_shards(numbered, tmp_path_factory):
     subprocess.run([cli, "pack", numbered, str(out / "n-%d.tar"), "--keep", "--shard-count", "4"], check=True,
                    capture_output=True)
     return str(out / "n-{0..3}.tar")
+
+
+def photo_arrays(photo_files, step, sizes):
+    """RGB arrays of every `step`-th photo: sizes[i] None keeps its top-left 320x240 (at most), else a
+    bilinear resize to that (w, h). The kernel tests' real images."""
+    import numpy as np
+    from PIL import Image
+    out = {}
+    for i, (path, size) in enumerate(zip(photo_files[::step], sizes)):
+        img = Image.open(path).convert("RGB")
+        if size is None:
+            img = img.crop((0, 0, min(img.width, 320), min(img.height, 240)))
+        else:
+            img = img.resize(size, Image.BILINEAR)
+        out[f"photo{i}"] = np.asarray(img)
+    return out

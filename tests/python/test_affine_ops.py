@@ -17,6 +17,7 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import photo_arrays
 import torchvision.transforms.functional as F
 from PIL import Image
 from torchvision.transforms import InterpolationMode
@@ -70,13 +71,7 @@ def noise(w, h, seed=0):
 def images(photo_files):
     """Noise of odd sizes and real photographs (whole, and resized to small odd sizes)."""
     out = {f"noise{w}x{h}": noise(w, h) for w, h in SIZES}
-    for i, (path, size) in enumerate(zip(photo_files[::7], [None, (45, 33), (101, 77), (176, 176)])):
-        img = Image.open(path).convert("RGB")
-        if size is None:
-            img = img.crop((0, 0, min(img.width, 320), min(img.height, 240)))
-        else:
-            img = img.resize(size, Image.BILINEAR)
-        out[f"photo{i}"] = np.asarray(img)
+    out.update(photo_arrays(photo_files, 7, [None, (45, 33), (101, 77), (176, 176)]))
     return out
 
 

@@ -20,6 +20,7 @@ Measured (Debian 12, torch 1.13.1 / torchvision 0.14.1, this grid and more):
 """
 import numpy as np
 import pytest
+from conftest import photo_arrays
 import torchvision.transforms.functional as F
 from PIL import Image
 
@@ -59,13 +60,7 @@ def natural(photo_files):
     """Real photographs (a crop of one whole, and resized to small and odd sizes) and noise."""
     out = {f"noise{w}x{h}": noise(w, h) for w, h in [(5, 5), (7, 13), (64, 48), (160, 120)]}
     sizes = [None, (224, 224), (37, 53), (101, 77), (16, 9), (5, 5)]
-    for i, (path, size) in enumerate(zip(photo_files[::4], sizes)):
-        img = Image.open(path).convert("RGB")
-        if size is None:
-            img = img.crop((0, 0, min(img.width, 320), min(img.height, 240)))
-        else:
-            img = img.resize(size, Image.BILINEAR)
-        out[f"photo{i}"] = np.asarray(img)
+    out.update(photo_arrays(photo_files, 4, sizes))
     return out
 
 

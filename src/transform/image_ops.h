@@ -69,8 +69,10 @@ void pil_equalize(ImageBuffer* img);
 
 // --- gaussian_blur.cc: torchvision 0.14's gaussian_blur on a PIL image
 // (pil_to_tensor, float32 kernel, reflect padding, conv2d, round, uint8).
+// allow_avx2 false: the baseline (SSE2) build of the same code (tests
+// compare the two).
 void gaussian_blur(ImageBuffer* img, int kernel_w, int kernel_h, double sigma_x, double sigma_y,
-                   ImageOpScratch* scratch);
+                   ImageOpScratch* scratch, bool allow_avx2 = true);
 
 // --- pil_affine.cc: Pillow 9.4's ImagingTransform(AFFINE) with NEAREST or
 // BILINEAR and a fill colour, output the size of the input.

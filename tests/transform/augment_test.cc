@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "order/rng.h"
@@ -111,6 +112,21 @@ TEST(AugmentTest, PlansAreAFunctionOfTheKeyAndRunOnEveryKernel) {
   }
   EXPECT_GT(erased, 100);  // p = 0.5 over 300: 150 +- 9
   EXPECT_LT(erased, 200);
+}
+
+TEST(AugmentTest, BlurIsTheSameOnEveryInstructionSet) {
+  // The AVX2 build of the blur must round every product and sum as the baseline build does.
+  for (auto [w, h, k] : {std::tuple{224, 224, 23}, {37, 23, 5}, {9, 40, 17}, {64, 48, 1}}) {
+    ImageBuffer a, b;
+    a.reset(w, h);
+    const auto pixels = stoker::testing::test_pixels(w, h, static_cast<std::uint32_t>(w * h));
+    std::memcpy(a.pixels.data(), pixels.data(), pixels.size());
+    b = a;
+    ImageOpScratch sa, sb;
+    gaussian_blur(&a, k, k, 1.7, 1.7, &sa, /*allow_avx2=*/true);
+    gaussian_blur(&b, k, k, 1.7, 1.7, &sb, /*allow_avx2=*/false);
+    EXPECT_EQ(std::memcmp(a.pixels.data(), b.pixels.data(), pixels.size()), 0) << w << "x" << h << " k" << k;
+  }
 }
 
 TEST(AugmentTest, LoaderBatchesDoNotDependOnTheThreadCount) {

@@ -361,3 +361,22 @@ def test_every_transform_survives_the_options_json_codec():
         stoker.RandomAffine(0, center=(3, 4)), stoker.RandAugment(fill=[1, 2, 3], interpolation="bilinear")]
     for t, (j, r) in zip(ts, _stoker._testing.transforms_json(ts)):
         assert r == repr(t), j
+
+
+def test_cache_decoded_and_ram_give_the_same_batches(photos):
+    """The image stage runs after the caches: for images within cache_max_side, cache="decoded" (and "ram") batches
+    equal the files' (cache="mmap"), every epoch."""
+    transforms = [stoker.RandomResizedCrop(56), stoker.RandomHorizontalFlip(), stoker.TrivialAugmentWide(),
+                  stoker.RandomApply([stoker.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), stoker.GaussianBlur(5),
+                  stoker.Normalize(MEAN, STD), stoker.RandomErasing(0.5)]
+
+    def epochs(cache):
+        loader = stoker.Loader(photos, batch_size=8, shuffle=True, seed=2, transforms=transforms, cache=cache,
+                               cache_max_side=4096, progress=False)
+        return [[x.clone() for x, _ in loader] for _ in range(2)]
+
+    want = epochs("mmap")
+    for cache in ("decoded", "ram"):
+        for e, (a, b) in enumerate(zip(want, epochs(cache))):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), (cache, e)
+

@@ -181,6 +181,22 @@ struct AutoAugment {
   std::array<int, 3> fill{0, 0, 0};
 };
 
+// torchvision.transforms.AugMix(severity, mixture_width, chain_depth, alpha,
+// all_ops, interpolation, fill): mixture_width chains of 1-3 (or chain_depth)
+// ops of its table run on the image as a uint8 tensor (torchvision's tensor
+// ops: AugMix converts a PIL image with pil_to_tensor first), blended with
+// the original by Dirichlet(alpha) weights, in float32, truncated to uint8.
+struct AugMix {
+  int severity = 3;
+  int mixture_width = 3;
+  int chain_depth = -1;  // <= 0: 1 to 3 per chain, drawn
+  double alpha = 1.0;
+  bool all_ops = true;
+  Interpolation interpolation = Interpolation::kBilinear;
+  bool has_fill = false;  // false: torchvision's fill=None
+  std::array<float, 3> fill{0.0f, 0.0f, 0.0f};
+};
+
 // torchvision.transforms.RandomErasing(p, scale, ratio, value) on the output
 // tensor (after Normalize, when there is one): a box of area fraction in
 // `scale` and aspect ratio (h / w) in `ratio` set to `value` (1 or 3
@@ -200,7 +216,7 @@ using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHori
                                RandomGrayscale, Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize,
                                RandomPosterize, RandomAutocontrast, RandomEqualize, RandomAdjustSharpness, RandomInvert,
                                RandomRotation, RandomAffine, TrivialAugmentWide, RandAugment, AutoAugment,
-                               RandomErasing, RandomApply>;
+                               RandomErasing, RandomApply, AugMix>;
 
 // torchvision.transforms.RandomApply(transforms, p): the listed image-stage
 // transforms (ColorJitter, GaussianBlur, ...), all or none, with probability p.

@@ -322,6 +322,36 @@ Example:
     >>> stoker.AutoAugment(stoker.AutoAugmentPolicy.CIFAR10)
     AutoAugment(policy=cifar10, interpolation=nearest, fill=[0, 0, 0]))doc";
 
+constexpr const char* kAugMix = R"doc(AugMix: chains of random augmentations blended with the original.
+
+As ``torchvision.transforms.AugMix``: mixture_width chains of chain_depth
+(or 1-3, drawn) ops of its table at a severity-bounded magnitude, each
+run on the image as a uint8 tensor (torchvision's tensor ops: AugMix turns
+a PIL image into a tensor first), mixed with the original by
+Dirichlet(alpha) weights in float32 and truncated to uint8. Not with mask
+or boxes fields.
+
+Given the same drawn values, the output is within 1 of 255 of
+torchvision 0.14's (float ops and the final truncation); the draws come
+from (seed, epoch, record), not from torch's generator.
+
+Args:
+    severity (int): magnitude bins used, 1..10. Default 3.
+    mixture_width (int): chains, 1..16. Default 3.
+    chain_depth (int): ops per chain; -1 draws 1 to 3. Default -1.
+    alpha (float): the Dirichlet concentration. Default 1.0.
+    all_ops (bool): include Brightness, Color, Contrast, Sharpness. Default True.
+    interpolation (InterpolationMode or str): for the geometric ops. Default BILINEAR.
+    fill (number or sequence, optional): colour outside the image. Default None.
+
+Raises:
+    ValueError: severity outside [1, 10] (torchvision's text), mixture_width
+        outside [1, 16], alpha not positive.
+
+Example:
+    >>> stoker.AugMix(severity=3, mixture_width=3)
+    AugMix(severity=3, mixture_width=3, chain_depth=-1, alpha=1, all_ops=True, interpolation=bilinear, fill=None))doc";
+
 constexpr const char* kRandomErasing = R"doc(Erase a random rectangle of the output tensor, with probability p.
 
 As ``torchvision.transforms.RandomErasing`` after Normalize: the box's area

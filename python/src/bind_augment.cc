@@ -307,6 +307,27 @@ void bind_augment(py::module_& m) {
            py::arg("value") = 0, py::arg("inplace") = false)
       .def("__repr__", repr<RandomErasing>);
 
+  py::class_<AugMix>(m, "AugMix", docs::kAugMix)
+      .def(py::init([](int severity, int mixture_width, int chain_depth, double alpha, bool all_ops,
+                       const py::object& interpolation, const py::object& fill) {
+             AugMix x;
+             x.severity = severity;
+             x.mixture_width = mixture_width;
+             x.chain_depth = chain_depth;
+             x.alpha = alpha;
+             x.all_ops = all_ops;
+             x.interpolation = interpolation_arg("AugMix", interpolation);
+             if (!fill.is_none()) {
+               x.has_fill = true;
+               const auto f = fill_arg("AugMix", fill);
+               for (int c = 0; c < 3; ++c) x.fill[static_cast<std::size_t>(c)] = static_cast<float>(f[static_cast<std::size_t>(c)]);
+             }
+             return checked(x);
+           }),
+           py::arg("severity") = 3, py::arg("mixture_width") = 3, py::arg("chain_depth") = -1, py::arg("alpha") = 1.0,
+           py::arg("all_ops") = true, py::arg("interpolation") = "bilinear", py::arg("fill") = py::none())
+      .def("__repr__", repr<AugMix>);
+
   py::class_<RandomApply>(m, "RandomApply", docs::kRandomApply)
       .def(py::init([](std::vector<Transform> transforms, double p) {
              return checked(RandomApply{std::move(transforms), p});

@@ -24,13 +24,38 @@ namespace {
 
 constexpr const char* kOpNames[] = {"grayscale", "brightness",   "contrast", "saturation",    "sharpness",
                                     "hue",       "solarize",     "posterize", "invert",       "autocontrast",
-                                    "equalize",  "gaussian_blur", "affine"};
+                                    "equalize",  "gaussian_blur", "affine",   "augmix"};
+// PolicyOp by autoaugment.py's names, in the enum's order.
+constexpr const char* kPolicyOpNames[] = {"Identity",   "ShearX",    "ShearY",    "TranslateX",   "TranslateY",
+                                          "Rotate",     "Brightness", "Color",    "Contrast",     "Sharpness",
+                                          "Posterize",  "Solarize",   "AutoContrast", "Equalize", "Invert"};
+
+detail::PolicyOp policy_op_named(const std::string& name) {
+  for (std::size_t i = 0; i < std::size(kPolicyOpNames); ++i) {
+    if (name == kPolicyOpNames[i]) return static_cast<detail::PolicyOp>(i);
+  }
+  throw py::value_error("unknown policy op '" + name + "'");
+}
 
 // An ImageOp as a dict: {"kind": name, and its parameters}.
-py::dict image_op_dict(const detail::ImageOp& op) {
+py::dict image_op_dict(const detail::ImageOp& op, const detail::SamplePlan* plan = nullptr) {
   py::dict d;
   d["kind"] = kOpNames[op.kind];
   switch (op.kind) {
+    case detail::ImageOp::kAugMix: {
+      const auto& a = plan->augmix[static_cast<std::size_t>(op.factor)];
+      d["w0"] = a.w0;
+      py::list chains;
+      for (const auto& c : a.chains) {
+        py::list ops;
+        for (const auto& [o, m] : c.ops) ops.append(py::make_tuple(kPolicyOpNames[static_cast<int>(o)], m));
+        chains.append(py::make_tuple(c.weight, ops));
+      }
+      d["chains"] = chains;
+      d["bilinear"] = a.bilinear;
+      d["fill"] = a.has_fill ? py::object(py::make_tuple(a.fill[0], a.fill[1], a.fill[2])) : py::object(py::none());
+      break;
+    }
     case detail::ImageOp::kGaussianBlur:
       d["kernel_size"] = py::make_tuple(op.kernel_w, op.kernel_h);
       d["sigma"] = py::make_tuple(op.sigma_x, op.sigma_y);
@@ -152,6 +177,40 @@ void bind_testing(py::module_& m) {
         return out;
       },
       py::arg("op"), py::arg("image"));
+  // Test hook: one op of the policies' tables as torchvision's _apply_op
+  // runs it on a uint8 tensor image (what AugMix does): HxWx3 uint8 in, out.
+  hooks.def(
+      "tensor_op",
+      [](const std::string& name, double magnitude, bool bilinear, std::optional<std::array<float, 3>> fill,
+         py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> img) {
+        if (img.ndim() != 3 || img.shape(2) != 3) throw py::value_error("tensor_op: expects an HxWx3 uint8 array");
+        const detail::PolicyOp op = policy_op_named(name);
+        const int h = static_cast<int>(img.shape(0)), w = static_cast<int>(img.shape(1));
+        detail::ImageBuffer buf;
+        buf.reset(w, h);
+        std::memcpy(buf.pixels.data(), img.data(), static_cast<std::size_t>(w) * h * 3);
+        detail::ImageOpScratch scratch;
+        {
+          py::gil_scoped_release release;
+          detail::tensor_apply_op(&buf, op, magnitude, bilinear, fill ? fill->data() : nullptr, &scratch);
+        }
+        py::array_t<std::uint8_t> out({buf.height, buf.width, 3});
+        for (int y = 0; y < buf.height; ++y) {
+          std::memcpy(out.mutable_data(y), buf.row(y), static_cast<std::size_t>(buf.width) * 3);
+        }
+        return out;
+      },
+      py::arg("name"), py::arg("magnitude"), py::arg("bilinear"), py::arg("fill"), py::arg("image"));
+  // Test hook: AugMix's table entry (op name, magnitude, signed) for op `index`, bin `bin`.
+  hooks.def(
+      "augmix_op",
+      [](bool all_ops, int index, int bin, int width, int height) {
+        double magnitude = 0;
+        bool is_signed = false;
+        const detail::PolicyOp op = detail::augmix_op(all_ops, index, bin, width, height, &magnitude, &is_signed);
+        return py::make_tuple(kPolicyOpNames[static_cast<int>(op)], magnitude, is_signed);
+      },
+      py::arg("all_ops"), py::arg("index"), py::arg("bin"), py::arg("width"), py::arg("height"));
   hooks.def(
       "mask_affine",
       [](py::array mask, std::vector<double> matrix, int fill) {
@@ -322,7 +381,7 @@ void bind_testing(py::module_& m) {
         }
         d["photometric"] = photometric;
         py::list ops;
-        for (const auto& op : plan.image_ops) ops.append(image_op_dict(op));
+        for (const auto& op : plan.image_ops) ops.append(image_op_dict(op, &plan));
         d["image_ops"] = ops;
         py::list erase;
         for (const auto& e : plan.erase) {

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Literal, 
 from stoker._stoker import (  # noqa: F401
     CenterCrop,
     Normalize,
+    AugMix,
     AutoAugment,
     ColorJitter,
     GaussianBlur,
@@ -56,7 +57,10 @@ from stoker._profiling import profile  # noqa: F401
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
-           "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale", "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide", "RandAugment", "AutoAugment", "RandomErasing", "RandomApply"]
+           "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale",
+           "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize",
+           "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide",
+           "RandAugment", "AutoAugment", "RandomErasing", "RandomApply", "AugMix"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -68,7 +72,7 @@ _Source = Union[_Path, List[_Path], Tuple[_Path, ...], Mix]
 _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
                    Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize, RandomPosterize, RandomAutocontrast,
                    RandomEqualize, RandomAdjustSharpness, RandomInvert, RandomRotation, RandomAffine,
-                   TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply]
+                   TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply, AugMix]
 _FieldType = Union[Image, Mask, Boxes, Label, Tensor]
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
@@ -191,7 +195,7 @@ class Loader:
             GaussianBlur, RandomSolarize, RandomPosterize,
             RandomAutocontrast, RandomEqualize, RandomAdjustSharpness,
             RandomInvert, RandomRotation, RandomAffine, TrivialAugmentWide,
-            RandAugment, AutoAugment, RandomApply: after every crop, resize
+            RandAugment, AutoAugment, AugMix, RandomApply: after every crop, resize
             and flip) and RandomErasing (after Normalize), with torchvision's
             semantics on PIL images followed by ToTensor. The result must have a fixed size, so images need a
             RandomResizedCrop, CenterCrop or Resize((h, w)) after any

@@ -173,6 +173,19 @@ class RandomErasing:
     ) -> None: ...
     def __repr__(self) -> str: ...
 
+class AugMix:
+    def __init__(
+        self,
+        severity: int = 3,
+        mixture_width: int = 3,
+        chain_depth: int = -1,
+        alpha: float = 1.0,
+        all_ops: bool = True,
+        interpolation: _Interp = "bilinear",
+        fill: _Fill = None,
+    ) -> None: ...
+    def __repr__(self) -> str: ...
+
 class RandomApply:
     def __init__(self, transforms: List[_Transform], p: float = 0.5) -> None: ...
     def __repr__(self) -> str: ...
@@ -187,7 +200,7 @@ _Transform = Union[
     RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale, Normalize,
     ColorJitter, Grayscale, GaussianBlur, RandomSolarize, RandomPosterize, RandomAutocontrast, RandomEqualize,
     RandomAdjustSharpness, RandomInvert, RandomRotation, RandomAffine, TrivialAugmentWide, RandAugment, AutoAugment,
-    RandomErasing, RandomApply
+    RandomErasing, RandomApply, AugMix
 ]
 
 class _Loader:

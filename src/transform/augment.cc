@@ -377,4 +377,156 @@ void plan_erasing(const RandomErasing& t, PlanState* s) {
   // No box fits in 10 tries: the image is returned unchanged, as torchvision does.
 }
 
+namespace {
+
+// A Gamma(alpha, 1) draw (Marsaglia and Tsang; alpha < 1 boosted by U^(1/alpha)).
+double gamma_draw(double alpha, Rng* rng) {
+  if (alpha < 1.0) {
+    const double u = 1.0 - rng->uniform01();  // (0, 1]
+    return gamma_draw(alpha + 1.0, rng) * std::pow(u, 1.0 / alpha);
+  }
+  const double d = alpha - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  for (int tries = 0; tries < 1000; ++tries) {
+    double x, v;
+    do {
+      x = rng->normal();
+      v = 1.0 + c * x;
+    } while (v <= 0.0);
+    v = v * v * v;
+    const double u = 1.0 - rng->uniform01();
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+  }
+  return alpha;  // unreachable in practice (acceptance is above 95% per try)
+}
+
+// Dirichlet(alpha, ..., alpha) of n weights, as float32 (torch's dtype here).
+void dirichlet(double alpha, int n, Rng* rng, float* out) {
+  double g[16], sum = 0;
+  for (int i = 0; i < n; ++i) sum += g[i] = gamma_draw(alpha, rng);
+  for (int i = 0; i < n; ++i) out[i] = static_cast<float>(g[i] / sum);
+}
+
+// AugMix._augmentation_space, in its order (the last four only with all_ops).
+constexpr PolicyOp kAugMixOps[] = {PolicyOp::kShearX,     PolicyOp::kShearY,       PolicyOp::kTranslateX,
+                                   PolicyOp::kTranslateY, PolicyOp::kRotate,       PolicyOp::kPosterize,
+                                   PolicyOp::kSolarize,   PolicyOp::kAutoContrast, PolicyOp::kEqualize,
+                                   PolicyOp::kBrightness, PolicyOp::kColor,        PolicyOp::kContrast,
+                                   PolicyOp::kSharpness};
+constexpr int kAugMixBins = 10;  // AugMix._PARAMETER_MAX
+
+}  // namespace
+
+PolicyOp augmix_op(bool all_ops, int index, int bin, int width, int height, double* magnitude, bool* is_signed) {
+  (void)all_ops;
+  const PolicyOp op = kAugMixOps[index];
+  bool sign = true;
+  double m = 0.0;
+  switch (op) {
+    case PolicyOp::kShearX:
+    case PolicyOp::kShearY:
+      m = torch_linspace(0.0f, 0.3f, kAugMixBins, bin);
+      break;
+    case PolicyOp::kTranslateX:  // image_size[1] / 3.0 (the width), a float32 end
+      m = torch_linspace(0.0f, static_cast<float>(width / 3.0), kAugMixBins, bin);
+      break;
+    case PolicyOp::kTranslateY:
+      m = torch_linspace(0.0f, static_cast<float>(height / 3.0), kAugMixBins, bin);
+      break;
+    case PolicyOp::kRotate:
+      m = torch_linspace(0.0f, 30.0f, kAugMixBins, bin);
+      break;
+    case PolicyOp::kPosterize: {  // 4 - (arange(10) / ((10 - 1) / 4)).round().int()
+      const auto divisor = static_cast<float>((kAugMixBins - 1) / 4.0);
+      m = 4 - static_cast<int>(std::nearbyint(static_cast<float>(bin) / divisor));
+      sign = false;
+      break;
+    }
+    case PolicyOp::kSolarize:
+      m = torch_linspace(255.0f, 0.0f, kAugMixBins, bin);
+      sign = false;
+      break;
+    case PolicyOp::kAutoContrast:
+    case PolicyOp::kEqualize:
+      sign = false;
+      break;
+    default:  // Brightness, Color, Contrast, Sharpness
+      m = torch_linspace(0.0f, 0.9f, kAugMixBins, bin);
+      break;
+  }
+  *magnitude = m;
+  if (is_signed) *is_signed = sign;
+  return op;
+}
+
+void plan_augmix(const AugMix& t, PlanState* s) {
+  // AugMix.forward: m = Dirichlet([a, a]); the chains' weights Dirichlet([a] * width) * m[1] (float32); per
+  // chain a depth, then per op its index, a bin below severity and a sign.
+  SamplePlan::AugMixDraw d;
+  float m[2];
+  dirichlet(t.alpha, 2, s->rng, m);
+  float w[16];
+  dirichlet(t.alpha, t.mixture_width, s->rng, w);
+  d.w0 = m[0];
+  d.bilinear = t.interpolation == Interpolation::kBilinear;
+  d.has_fill = t.has_fill;
+  for (int c = 0; c < 3; ++c) d.fill[c] = t.fill[c];
+  const int n_ops = t.all_ops ? 13 : 9;
+  for (int i = 0; i < t.mixture_width; ++i) {
+    SamplePlan::AugMixDraw::Chain chain;
+    chain.weight = w[i] * m[1];
+    const int depth = t.chain_depth > 0 ? t.chain_depth : 1 + static_cast<int>(s->rng->below(3));
+    for (int k = 0; k < depth; ++k) {
+      const int index = static_cast<int>(s->rng->below(static_cast<std::uint64_t>(n_ops)));
+      const int bin = static_cast<int>(s->rng->below(static_cast<std::uint64_t>(t.severity)));
+      double magnitude = 0.0;
+      bool is_signed = false;
+      const PolicyOp op = augmix_op(t.all_ops, index, bin, s->width, s->height, &magnitude, &is_signed);
+      if (is_signed && s->rng->below(2)) magnitude *= -1.0;
+      chain.ops.emplace_back(op, magnitude);
+    }
+    d.chains.push_back(std::move(chain));
+  }
+  ImageOp op;
+  op.kind = ImageOp::kAugMix;
+  op.factor = static_cast<double>(s->plan->augmix.size());
+  s->plan->augmix.push_back(std::move(d));
+  s->plan->image_ops.push_back(op);
+}
+
+void augmix_apply(const SamplePlan::AugMixDraw& d, ImageBuffer* img, ImageOpScratch* scratch) {
+  const int w = img->width, h = img->height;
+  const std::size_t row = static_cast<std::size_t>(w) * 3;
+  const std::size_t n = row * static_cast<std::size_t>(h);
+  scratch->mix.resize(n);
+  float* mix = scratch->mix.data();
+  // mix = m[0] * batch: a float32 product with the uint8 values.
+  for (int y = 0; y < h; ++y) {
+    const std::uint8_t* p = img->row(y);
+    float* o = mix + static_cast<std::size_t>(y) * row;
+    for (std::size_t i = 0; i < row; ++i) o[i] = d.w0 * static_cast<float>(p[i]);
+  }
+  scratch->orig = *img;
+  for (const auto& chain : d.chains) {
+    scratch->chain = scratch->orig;
+    for (const auto& [op, magnitude] : chain.ops) {
+      tensor_apply_op(&scratch->chain, op, magnitude, d.bilinear, d.has_fill ? d.fill : nullptr, scratch);
+    }
+    // mix.add_(combined_weights[:, i] * aug): the product rounded to float32, then the sum.
+    for (int y = 0; y < h; ++y) {
+      const std::uint8_t* p = scratch->chain.row(y);
+      float* o = mix + static_cast<std::size_t>(y) * row;
+      for (std::size_t i = 0; i < row; ++i) {
+        const float t = chain.weight * static_cast<float>(p[i]);
+        o[i] += t;
+      }
+    }
+  }
+  // mix.to(uint8): truncation toward zero (the mix is >= 0).
+  for (int y = 0; y < h; ++y) {
+    std::uint8_t* p = img->row(y);
+    const float* o = mix + static_cast<std::size_t>(y) * row;
+    for (std::size_t i = 0; i < row; ++i) p[i] = static_cast<std::uint8_t>(std::min(o[i], 255.0f));
+  }
+}
+
 }  // namespace stoker::detail

@@ -21,6 +21,16 @@ void plan_trivial_augment(const TrivialAugmentWide& t, PlanState* s);
 void plan_rand_augment(const RandAugment& t, PlanState* s);
 void plan_auto_augment(const AutoAugment& t, PlanState* s);
 void plan_erasing(const RandomErasing& t, PlanState* s);
+void plan_augmix(const AugMix& t, PlanState* s);
+
+// AugMix's mix on `img` (the draws of one sample): mix = w0 * img, then per
+// chain mix += weight * chain(img) (its ops by tensor_apply_op), in float32
+// as torchvision's forward computes it, truncated to uint8.
+void augmix_apply(const SamplePlan::AugMixDraw& d, ImageBuffer* img, ImageOpScratch* scratch);
+
+// AugMix's magnitude table (all_ops or not): op `index` of the table's
+// order, entry `bin` of 10, image width x height; *is_signed when given.
+PolicyOp augmix_op(bool all_ops, int index, int bin, int width, int height, double* magnitude, bool* is_signed);
 
 // One op of the policies' tables, as torchvision's _apply_op(img, name,
 // magnitude) runs it on a width x height PIL image: appended to the plan

@@ -45,6 +45,8 @@ void apply_image_op(const ImageOp& op, ImageBuffer* img, ImageOpScratch* scratch
     case ImageOp::kGaussianBlur:
       gaussian_blur(img, op.kernel_w, op.kernel_h, op.sigma_x, op.sigma_y, scratch);
       return;
+    case ImageOp::kAugMix:  // needs the plan's draws: Pipeline::run calls augmix_apply
+      return;
     case ImageOp::kAffine:
       pil_affine(img->view(), &scratch->tmp, op.matrix, op.bilinear, op.fill);
       std::swap(*img, scratch->tmp);

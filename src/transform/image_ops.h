@@ -33,6 +33,7 @@ struct ImageOp {
     kEqualize,      // ImageOps.equalize(img)
     kGaussianBlur,  // torchvision F.gaussian_blur(img, [kernel_w, kernel_h], [sigma_x, sigma_y])
     kAffine,        // img.transform(img.size, AFFINE, matrix, NEAREST|BILINEAR, fillcolor=fill)
+    kAugMix,        // AugMix's mix: the plan's augmix[factor] (Pipeline::run applies it)
   };
   Kind kind = kGrayscale;
   double factor = 0;  // the enhance factor, hue factor, solarize threshold or posterize bits
@@ -47,6 +48,8 @@ struct ImageOp {
 struct ImageOpScratch {
   ImageBuffer tmp;
   std::vector<float> f0, f1;
+  ImageBuffer orig, chain;  // AugMix: the original image and a chain's
+  std::vector<float> mix;   // AugMix: the float32 mix
 };
 
 // Applies `op` to `img` in place (a kernel may build its result in

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "stoker/status.h"
+#include "transform/augment.h"
 #include "util/util.h"
 
 namespace stoker::detail {
@@ -84,6 +85,7 @@ void Pipeline::plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) 
   plan->photometric.clear();
   plan->image_ops.clear();
   plan->erase.clear();
+  plan->augmix.clear();
   plan->mirror = false;
   plan->vflip = false;
   plan->scale_eighths = 8;
@@ -274,7 +276,13 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
   } else if (stage) {
     // The image stage: the final image, flipped, then each op in order.
     copy_flipped(view, plan.mirror, plan.vflip, &ws->stage);
-    for (const ImageOp& op : plan.image_ops) apply_image_op(op, &ws->stage, &ws->ops);
+    for (const ImageOp& op : plan.image_ops) {
+      if (op.kind == ImageOp::kAugMix) {
+        augmix_apply(plan.augmix[static_cast<std::size_t>(op.factor)], &ws->stage, &ws->ops);
+      } else {
+        apply_image_op(op, &ws->stage, &ws->ops);
+      }
+    }
     OutputWriter writer(*this, plan, ws, out, ws->stage.width, ws->stage.height, /*flips=*/false);
     for (int y = 0; y < ws->stage.height; ++y) writer.write(ws->stage.row(y), y);
   }

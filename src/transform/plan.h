@@ -6,6 +6,8 @@
 #include <vector>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "decode/image.h"
 #include "transform/image_ops.h"
@@ -45,6 +47,20 @@ struct SamplePlan {
     std::uint64_t seed = 0;
   };
   std::vector<Erase> erase;
+  // AugMix's draws (an ImageOp kAugMix refers to one by its index): the
+  // original's weight, and per chain its weight and ops (tensor semantics).
+  struct AugMixDraw {
+    float w0 = 0;
+    struct Chain {
+      float weight = 0;
+      std::vector<std::pair<PolicyOp, double>> ops;
+    };
+    std::vector<Chain> chains;
+    bool bilinear = true;
+    bool has_fill = false;
+    float fill[3] = {0, 0, 0};
+  };
+  std::vector<AugMixDraw> augmix;
 };
 
 }  // namespace stoker::detail

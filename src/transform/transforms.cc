@@ -702,6 +702,56 @@ struct Def<AutoAugment> : ImageStageDef {
 };
 
 template <>
+struct Def<AugMix> : ImageStageDef {
+  static constexpr const char* kName = "AugMix";
+  static constexpr bool kImageOnly = true;
+  static void check(const AugMix& x) {
+    if (x.severity < 1 || x.severity > 10) {
+      invalid("AugMix: The severity must be between [1, 10]. Got " + std::to_string(x.severity) + " instead.");
+    }
+    if (x.mixture_width < 1 || x.mixture_width > 16) {
+      invalid("AugMix: mixture_width must be in [1, 16], got " + std::to_string(x.mixture_width));
+    }
+    if (!(x.alpha > 0)) invalid("AugMix: alpha must be positive (a Dirichlet concentration)");
+  }
+  static void plan(const AugMix& x, PlanState* s) { plan_augmix(x, s); }
+  static json to_json(const AugMix& x) {
+    json j = {{"severity", x.severity},       {"mixture_width", x.mixture_width},
+              {"chain_depth", x.chain_depth}, {"alpha", x.alpha},
+              {"all_ops", x.all_ops},         {"interpolation", interpolation_name(x.interpolation)}};
+    if (x.has_fill) j["fill"] = x.fill;
+    return j;
+  }
+  static AugMix from_json(const json& j) {
+    AugMix x;
+    x.severity = j.value("severity", x.severity);
+    x.mixture_width = j.value("mixture_width", x.mixture_width);
+    x.chain_depth = j.value("chain_depth", x.chain_depth);
+    x.alpha = j.value("alpha", x.alpha);
+    x.all_ops = j.value("all_ops", x.all_ops);
+    x.interpolation = j.contains("interpolation") ? interpolation_from(j) : Interpolation::kBilinear;
+    if (j.contains("fill")) {
+      x.has_fill = true;
+      x.fill = j.at("fill").get<std::array<float, 3>>();
+    }
+    return x;
+  }
+  static std::string repr(const AugMix& x) {
+    std::ostringstream o;
+    o << "AugMix(severity=" << x.severity << ", mixture_width=" << x.mixture_width << ", chain_depth=" << x.chain_depth
+      << ", alpha=" << x.alpha << ", all_ops=" << (x.all_ops ? "True" : "False")
+      << ", interpolation=" << interpolation_name(x.interpolation) << ", fill=";
+    if (x.has_fill) {
+      o << '[' << x.fill[0] << ", " << x.fill[1] << ", " << x.fill[2] << ']';
+    } else {
+      o << "None";
+    }
+    o << ')';
+    return o.str();
+  }
+};
+
+template <>
 struct Def<RandomErasing> {
   static constexpr const char* kName = "RandomErasing";
   static constexpr bool kOnTensor = true;

@@ -51,10 +51,28 @@ def apply_op(img, op):
         return F.equalize(img)
     if k == "gaussian_blur":
         return F.gaussian_blur(img, list(op["kernel_size"]), list(op["sigma"]))
+    if k == "augmix":
+        return augmix_reference(img, op)
     if k == "affine":
         resample = Image.BILINEAR if op["bilinear"] else Image.NEAREST
         return img.transform(img.size, Image.AFFINE, op["matrix"], resample, fillcolor=tuple(op["fill"]))
     raise AssertionError(k)
+
+
+def augmix_reference(pil_img, op):
+    """torchvision's AugMix.forward on a PIL image with the drawn weights and chains given (its code, the draws
+    replaced): the ops on the uint8 tensor, the float32 mix, the truncation."""
+    img = F.pil_to_tensor(pil_img)
+    batch = img.view(1, *img.shape)
+    mix = torch.tensor([op["w0"]], dtype=torch.float32).view(1, 1, 1, 1) * batch
+    interpolation = T.InterpolationMode.BILINEAR if op["bilinear"] else T.InterpolationMode.NEAREST
+    fill = None if op["fill"] is None else [float(f) for f in op["fill"]]
+    for weight, ops in op["chains"]:
+        aug = batch
+        for name, magnitude in ops:
+            aug = tv_autoaugment._apply_op(aug, name, magnitude, interpolation=interpolation, fill=fill)
+        mix.add_(torch.tensor([weight], dtype=torch.float32).view(1, 1, 1, 1) * aug)
+    return F.to_pil_image(mix.view(img.shape).to(dtype=img.dtype))
 
 
 def reference(img, plan, size):
@@ -95,6 +113,9 @@ CASES = {
     "AutoAugment-imagenet": [stoker.AutoAugment()],
     "AutoAugment-cifar10": [stoker.AutoAugment(T.AutoAugmentPolicy.CIFAR10)],
     "AutoAugment-svhn": [stoker.AutoAugment("svhn", fill=[1, 2, 3])],
+    "AugMix": [stoker.AugMix()],
+    "AugMix-nearest-fill": [stoker.AugMix(severity=10, mixture_width=2, chain_depth=3, alpha=0.5, all_ops=False,
+                                          interpolation="nearest", fill=[10, 20, 30])],
     "RandomApply": [stoker.RandomApply([stoker.ColorJitter(0.4, 0.4, 0.4, 0.1), stoker.RandomGrayscale(1.0)], p=0.6)],
     "SimCLR": [stoker.RandomApply([stoker.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), stoker.RandomGrayscale(0.2),
                stoker.GaussianBlur(7)],
@@ -110,7 +131,8 @@ def test_image_stage_equals_torchvision_with_the_same_draws(photos, name):
                            progress=False)
     x, _ = next(iter(loader))
     ds = torchvision.datasets.ImageFolder(photos)
-    tol = 1 if "Blur" in name or name == "SimCLR" else 0
+    # GaussianBlur: a float convolution; AugMix: torchvision's float tensor ops and the truncated float mix.
+    tol = 1 if "Blur" in name or name == "SimCLR" or "AugMix" in name else 0
     kinds = set()
     for i in range(n):
         img, _ = ds[i]
@@ -184,6 +206,16 @@ def test_policy_magnitude_tables_equal_torchvision(bins):
                 want = float(mags[b].item()) if mags.ndim > 0 else 0.0
                 got, got_signed = _stoker._testing.policy_magnitude(space, name, bins, b, width, height)
                 assert (got, got_signed) == (want, signed), (space, name, b)
+
+
+@pytest.mark.parametrize("all_ops", [True, False])
+def test_augmix_table_equals_torchvision(all_ops):
+    width, height = 176, 150
+    table = T.AugMix(all_ops=all_ops)._augmentation_space(10, (height, width))
+    for index, (name, (mags, signed)) in enumerate(table.items()):
+        for b in range(10):
+            want = float(mags[b].item()) if mags.ndim > 0 else 0.0
+            assert _stoker._testing.augmix_op(all_ops, index, b, width, height) == (name, want, signed), (name, b)
 
 
 def test_random_erasing_boxes_equal_f_erase(photos):

@@ -106,6 +106,30 @@ detail::ImageOp image_op_from(const py::dict& d) {
   return op;
 }
 
+// An HxWx3 uint8 array as an RGB8 buffer, `fn(&buffer)` run on it without
+// the GIL, the result as a new array: the image-op hooks' common part.
+using RgbArray = py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>;
+py::array_t<std::uint8_t> to_array(const detail::ImageBuffer& buf) {
+  py::array_t<std::uint8_t> out({buf.height, buf.width, 3});
+  for (int y = 0; y < buf.height; ++y) {
+    std::memcpy(out.mutable_data(y), buf.pixels.data() + y * buf.stride, static_cast<std::size_t>(buf.width) * 3);
+  }
+  return out;
+}
+template <typename F>
+py::array_t<std::uint8_t> on_rgb_copy(const char* who, const RgbArray& img, F&& fn) {
+  if (img.ndim() != 3 || img.shape(2) != 3) throw py::value_error(std::string(who) + ": expects an HxWx3 uint8 array");
+  const int h = static_cast<int>(img.shape(0)), w = static_cast<int>(img.shape(1));
+  detail::ImageBuffer buf;
+  buf.reset(w, h);
+  std::memcpy(buf.pixels.data(), img.data(), static_cast<std::size_t>(w) * h * 3);
+  {
+    py::gil_scoped_release release;
+    fn(&buf);
+  }
+  return to_array(buf);
+}
+
 std::vector<double> matrix6(const double m[6]) { return std::vector<double>(m, m + 6); }
 
 }  // namespace
@@ -146,11 +170,7 @@ void bind_testing(py::module_& m) {
           py::gil_scoped_release release;
           for (int i = 0; i < repeat; ++i) detail::resize_bilinear(src, width, height, &scratch, &out);
         }
-        py::array_t<std::uint8_t> result({height, width, 3});
-        for (int y = 0; y < height; ++y) {
-          std::memcpy(result.mutable_data(y), out.pixels.data() + y * out.stride, static_cast<std::size_t>(width) * 3);
-        }
-        return result;
+        return to_array(out);
       },
       py::arg("image"), py::arg("width"), py::arg("height"), py::arg("repeat") = 1);
 
@@ -158,23 +178,10 @@ void bind_testing(py::module_& m) {
   // as the pipeline applies it: {"kind": ..., parameters} (see image_op_dict).
   hooks.def(
       "image_op",
-      [](const py::dict& op_dict, py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> img) {
-        if (img.ndim() != 3 || img.shape(2) != 3) throw py::value_error("image_op: expects an HxWx3 uint8 array");
+      [](const py::dict& op_dict, const RgbArray& img) {
         const detail::ImageOp op = image_op_from(op_dict);
-        const int h = static_cast<int>(img.shape(0)), w = static_cast<int>(img.shape(1));
-        detail::ImageBuffer buf;
-        buf.reset(w, h);
-        std::memcpy(buf.pixels.data(), img.data(), static_cast<std::size_t>(w) * h * 3);
         detail::ImageOpScratch scratch;
-        {
-          py::gil_scoped_release release;
-          detail::apply_image_op(op, &buf, &scratch);
-        }
-        py::array_t<std::uint8_t> out({buf.height, buf.width, 3});
-        for (int y = 0; y < buf.height; ++y) {
-          std::memcpy(out.mutable_data(y), buf.row(y), static_cast<std::size_t>(buf.width) * 3);
-        }
-        return out;
+        return on_rgb_copy("image_op", img, [&](detail::ImageBuffer* buf) { detail::apply_image_op(op, buf, &scratch); });
       },
       py::arg("op"), py::arg("image"));
   // Test hook: one op of the policies' tables as torchvision's _apply_op
@@ -182,23 +189,12 @@ void bind_testing(py::module_& m) {
   hooks.def(
       "tensor_op",
       [](const std::string& name, double magnitude, bool bilinear, std::optional<std::array<float, 3>> fill,
-         py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast> img) {
-        if (img.ndim() != 3 || img.shape(2) != 3) throw py::value_error("tensor_op: expects an HxWx3 uint8 array");
+         const RgbArray& img) {
         const detail::PolicyOp op = policy_op_named(name);
-        const int h = static_cast<int>(img.shape(0)), w = static_cast<int>(img.shape(1));
-        detail::ImageBuffer buf;
-        buf.reset(w, h);
-        std::memcpy(buf.pixels.data(), img.data(), static_cast<std::size_t>(w) * h * 3);
         detail::ImageOpScratch scratch;
-        {
-          py::gil_scoped_release release;
-          detail::tensor_apply_op(&buf, op, magnitude, bilinear, fill ? fill->data() : nullptr, &scratch);
-        }
-        py::array_t<std::uint8_t> out({buf.height, buf.width, 3});
-        for (int y = 0; y < buf.height; ++y) {
-          std::memcpy(out.mutable_data(y), buf.row(y), static_cast<std::size_t>(buf.width) * 3);
-        }
-        return out;
+        return on_rgb_copy("tensor_op", img, [&](detail::ImageBuffer* buf) {
+          detail::tensor_apply_op(buf, op, magnitude, bilinear, fill ? fill->data() : nullptr, &scratch);
+        });
       },
       py::arg("name"), py::arg("magnitude"), py::arg("bilinear"), py::arg("fill"), py::arg("image"));
   // Test hook: AugMix's table entry (op name, magnitude, signed) for op `index`, bin `bin`.

@@ -51,6 +51,13 @@ struct Field {
   // image and its label); masks, boxes and tensors from the member named as
   // the field.
   std::string member;
+  // kMask, kBoxes, kTensor: a paired folder: the member is the file under
+  // this folder whose path relative to it, without its extension, is the
+  // record's (Source::relative_key) without its own ("data/seg/masks" for
+  // images "data/seg/images/a/b.jpg" of folder "data/seg/images" ->
+  // "data/seg/masks/a/b.png"), as VOC/ADE20K/Cityscapes-style trees pair
+  // them. Empty (the default): `member`. Not with `member`.
+  std::string folder{};
   // kMask: the value of pixels padded outside the image (0..65535). Default 0.
   int fill = 0;
   // kBoxes: rows of the padded batch tensor; more boxes are dropped and

@@ -100,6 +100,7 @@ class MixtureSource : public Source {
   // "mix:source": the source index as text; anything else the source's.
   Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override;
   std::vector<std::string> members(std::size_t i) const override;
+  std::string relative_key(std::size_t i) const override;
   // The sources' classes when they all have the same and no label offset or
   // map; else empty.
   const std::vector<std::string>& classes() const override { return classes_; }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stoker/fields.h"
+#include "stoker/source.h"
 #include "stoker/transforms.h"
 
 namespace stoker {
@@ -102,6 +103,13 @@ struct LoaderOptions {
   // Where tar shard samples take their label: "cls" (the .cls member, the
   // default) or "json:<field>" (an integer field of the .json member).
   std::string labels = "cls";
+  // A COCO instances JSON source (source.h open_coco): the folder its
+  // file_name are relative to (empty, the default: the JSON's folder),
+  // whether images without boxes are left out (default false) and whether
+  // crowd annotations are kept (default false: dropped).
+  std::string image_root;
+  bool skip_empty = false;
+  bool keep_crowd = false;
 
   // ---- Memory: what is kept between epochs -------------------------------------
   // Under memory_budget bytes (0, the default = half of the available
@@ -166,6 +174,9 @@ struct LoaderOptions {
 // Throws Error(kInvalidArgument) naming the first option out of range (the
 // Loader calls it; so do the bindings, before anything is opened).
 void validate_options(const LoaderOptions& options);
+
+// The options' part that says how a COCO source is read.
+inline CocoOptions coco_options(const LoaderOptions& o) { return {o.image_root, o.skip_empty, o.keep_crowd}; }
 
 // Every option as JSON (enums and transforms named as the Python API names
 // them), and back; options missing from the JSON keep their defaults. The

@@ -33,6 +33,11 @@ class Source {
   virtual Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const;
   // The names of record i's members (empty for one file per record).
   virtual std::vector<std::string> members(std::size_t /*i*/) const { return {}; }
+  // The record's path relative to the folder its source names records from
+  // (an image folder's root, a list file's folder, a COCO file's
+  // image_root); a shard sample's key. Paired folders (Field::folder) match
+  // it, without its extension. REQUIRES: i < size()
+  virtual std::string relative_key(std::size_t i) const { return key(i); }
   // Class names by index, when known (ImageFolder); may be empty.
   virtual const std::vector<std::string>& classes() const = 0;
   // "image folder 'data/train' (2040 records, 12 classes)"
@@ -84,12 +89,39 @@ std::unique_ptr<Source> open_list_file(const std::string& path);
 std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels = "cls",
                                     const std::string& index_dir = "");
 
+// How a COCO instances file becomes records (open_coco).
+struct CocoOptions {
+  // The folder the images' file_name are relative to. Empty (the default):
+  // the JSON file's folder.
+  std::string image_root;
+  // Leave out images without annotations (after crowd ones are dropped).
+  // Default false: kept, with zero boxes.
+  bool skip_empty = false;
+  // Keep iscrowd=1 annotations as boxes. Default false: dropped (counted in
+  // describe()), as torchvision's detection references drop them.
+  bool keep_crowd = false;
+};
+
+// A COCO instances JSON (instances_train2017.json): one record per entry of
+// "images", in increasing id order (torchvision's CocoDetection order), key
+// and read() its image file (image_root / file_name), label -1. Members:
+// "boxes", the image's annotations as {"format": "xywh", "boxes": [[x, y, w,
+// h], ...], "labels": [category_id, ...]} (a Boxes field converts them to
+// its format), and "image_id", the id as text (a Label field can carry it).
+// Annotation "segmentation"s are not read. Throws stoker::Error naming the
+// file for malformed JSON (with the byte offset), a missing "images" list,
+// an image without id or file_name, a duplicate id, or an annotation whose
+// image_id is not an image's; a malformed bbox or category_id fails that
+// image's sample (a counted sample error), not the file.
+std::unique_ptr<Source> open_coco(const std::string& path, const CocoOptions& options = {});
+
 // A directory opens as an image folder; a .tar path or a brace/glob pattern
-// as shards; any other file as a list file.
+// as shards; a .json file as COCO instances (with `coco`); any other file as
+// a list file.
 std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels = "cls",
-                                    const std::string& index_dir = "");
+                                    const std::string& index_dir = "", const CocoOptions& coco = {});
 // One spec as open_source(); several must all be shard specs.
 std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels = "cls",
-                                     const std::string& index_dir = "");
+                                     const std::string& index_dir = "", const CocoOptions& coco = {});
 
 }  // namespace stoker

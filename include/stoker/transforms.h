@@ -23,7 +23,10 @@ struct RandomResizedCrop {
 // torchvision.transforms.Resize(size), bilinear with antialias (PIL).
 // width <= 0: `height` is the size of the shorter side and the aspect ratio is
 // kept (torchvision's int size), optionally capped by max_size on the longer
-// side. Otherwise the output is exactly height x width.
+// side. Otherwise the output is exactly height x width. height and width
+// both 0 with max_size > 0 is torchvision.transforms.v2's Resize(size=None,
+// max_size): the longer side becomes max_size, the shorter
+// int(max_size * shorter / longer).
 struct Resize {
   int height = 256;
   int width = 0;
@@ -35,6 +38,30 @@ struct Resize {
 struct CenterCrop {
   int height = 224;
   int width = 224;
+};
+
+// torchvision.transforms.RandomCrop(size, padding, pad_if_needed, fill,
+// padding_mode="constant"): the image padded by `padding` (left, top, right,
+// bottom), then with pad_if_needed on both sides of a dimension smaller
+// than the crop by the difference (as torchvision pads it), then a crop of
+// height x width at a uniformly drawn offset. A sample whose padded image is
+// smaller than the crop is a sample error. Padding is `fill` for the image,
+// a Mask field's own fill for masks.
+struct RandomCrop {
+  int height = 224;
+  int width = 224;
+  std::array<int, 4> padding{0, 0, 0, 0};
+  bool pad_if_needed = false;
+  std::array<int, 3> fill{0, 0, 0};
+};
+
+// torchvision.transforms.v2.RandomShortestSize(min_size, max_size): the
+// shorter side resized to one of `min_size` (drawn uniformly), the longer
+// capped at max_size (0: none), the aspect ratio kept: both sides scaled by
+// r = min(m / shorter, max_size / longer), truncated (int(w * r)).
+struct RandomShortestSize {
+  std::vector<int> min_size{800};
+  int max_size = 0;
 };
 
 // torchvision.transforms.RandomHorizontalFlip(p).
@@ -213,6 +240,7 @@ struct RandomErasing {
 struct RandomApply;
 
 using Transform = std::variant<RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip,
+                               RandomCrop, RandomShortestSize,
                                RandomGrayscale, Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize,
                                RandomPosterize, RandomAutocontrast, RandomEqualize, RandomAdjustSharpness, RandomInvert,
                                RandomRotation, RandomAffine, TrivialAugmentWide, RandAugment, AutoAugment,

@@ -79,6 +79,8 @@ Interpolation interpolation_arg(const char* who, const py::object& v) {
                         py::repr(v).cast<std::string>());
 }
 
+}  // namespace
+
 // fill: None (0), a number or a sequence of 1 or 3; F_pil's _parse_fill
 // makes them ints.
 std::array<int, 3> fill_arg(const char* who, const py::object& v) {
@@ -96,6 +98,8 @@ std::array<int, 3> fill_arg(const char* who, const py::object& v) {
   throw py::value_error(std::string(who) + ": The number of elements in 'fill' does not match the number of channels "
                         "of the image (" + std::to_string(r.size()) + " != 3)");
 }
+
+namespace {
 
 std::array<double, 2> center_arg(const py::object& v, bool* has) {
   *has = !v.is_none();

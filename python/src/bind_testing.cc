@@ -318,7 +318,7 @@ void bind_testing(py::module_& m) {
         LoaderOptions o = options_from_json(options_json);
         o.transforms = std::move(transforms);
         validate_options(o);
-        std::unique_ptr<Source> src = open_sources(sources, o.labels);
+        std::unique_ptr<Source> src = open_sources(sources, o.labels, "", coco_options(o));
         o.batch_size = 1;
         std::unique_ptr<detail::SampleCache> cache;  // as the loader has one (cache="ram", "decoded")
         if (o.cache != Cache::kMmap) cache = std::make_unique<detail::SampleCache>(src->size(), std::uint64_t{1} << 30);

@@ -99,26 +99,34 @@ Args:
         is ``int(size * longer / shorter)``); a sequence (h, w): exactly that
         size. An int gives images of different sizes: stoker.Loader needs a
         RandomResizedCrop, CenterCrop or Resize((h, w)) after it.
+        None (torchvision.transforms.v2's rule, with ``max_size``): the
+        longer side becomes ``max_size`` and the shorter
+        ``int(max_size * shorter / longer)`` (the fixed-size detection
+        path: ``Resize(None, max_size=512)`` then ``CenterCrop(512)`` pads
+        every image to 512 x 512).
     max_size (int, optional): with an int size only: the most the longer side
         may be; an image whose longer side would exceed it is resized so that
         its longer side is ``max_size`` (its shorter side is then below
-        ``size``). Must be greater than ``size``. None (the default) or 0: no
-        limit.
+        ``size``). Must be greater than ``size``. With size None: the longer
+        side's size (required). None (the default) or 0: no limit.
 
 Attributes:
-    height (int): for an int size, the shorter side's size; else the height.
-    width (int): 0 for an int size; else the width.
+    height (int): for an int size, the shorter side's size; 0 for None;
+        else the height.
+    width (int): 0 for an int size or None; else the width.
 
 Raises:
     ValueError: ``size`` is a sequence of other than 1 or 2 values or a
-        size <= 0, a ``max_size`` <= ``size``, or a ``max_size`` with a
-        (h, w) size.
+        size <= 0, a ``max_size`` <= ``size``, a ``max_size`` with a
+        (h, w) size, or size None without ``max_size``.
     TypeError: ``size`` is neither an int nor a sequence of ints, or
         ``max_size`` is not an int.
 
 Example:
     >>> stoker.Resize(256)
     Resize(size=256)
+    >>> stoker.Resize(None, max_size=512)
+    Resize(size=None, max_size=512)
     >>> t = stoker.Resize((256, 320))
     >>> t.height, t.width
     (256, 320))doc";
@@ -145,6 +153,71 @@ Example:
     CenterCrop(size=(224, 224))
     >>> stoker.CenterCrop((224, 160)).width
     160)doc";
+
+constexpr const char* kRandomCropDoc = R"doc(Crop the image at a random place to ``size``.
+
+As ``torchvision.transforms.RandomCrop(size, padding, pad_if_needed, fill,
+padding_mode)`` on a PIL image: the image is padded by ``padding`` first,
+then (with ``pad_if_needed``) a side shorter than the crop is padded on both
+ends by the difference, then a crop of ``size`` is taken at an offset drawn
+uniformly from (seed, epoch, record). Mask and Boxes fields follow: a Mask
+is padded with its own ``fill``, boxes are shifted and clipped. A sample
+whose padded image is smaller than the crop is a sample error (reason
+invalid_argument), counted and handled under ``on_corrupt``.
+
+Args:
+    {size}
+    padding (int or sequence, optional): pixels added on each side: an int
+        for all four, (left/right, top/bottom) or (left, top, right,
+        bottom). Default None: none.
+    pad_if_needed (bool): pad a side shorter than the crop (see above).
+        Default False.
+    fill (int or sequence): the image's padding colour: an int for all
+        channels or 3 ints. Default 0.
+    padding_mode (str): only "constant" (torchvision's default) is
+        supported.
+
+Attributes:
+    height, width (int): the output size.
+    padding (tuple): (left, top, right, bottom).
+    pad_if_needed (bool), fill (tuple): as given.
+
+Raises:
+    ValueError: a size <= 0, a padding of other than 1, 2 or 4 values or a
+        negative one, a fill outside [0, 255], or a padding_mode other than
+        "constant".
+    TypeError: ``size`` or ``padding`` of another type.
+
+Example:
+    >>> stoker.RandomCrop(32, padding=4)
+    RandomCrop(size=(32, 32), padding=(4, 4, 4, 4))
+    >>> stoker.RandomCrop((480, 640), pad_if_needed=True, fill=(124, 116, 104)).fill
+    (124, 116, 104))doc";
+
+constexpr const char* kRandomShortestSizeDoc = R"doc(Resize the shorter side to a random one of ``min_size``.
+
+As ``torchvision.transforms.v2.RandomShortestSize(min_size, max_size)``
+(torchvision's detection recipes): ``m`` is drawn uniformly from
+``min_size``, both sides are scaled by
+``r = min(m / shorter, max_size / longer)`` (without ``max_size``,
+``m / shorter``) and truncated, bilinear as Resize. Samples get different
+sizes: a crop to a fixed size must follow (for example RandomCrop with
+``pad_if_needed``).
+
+Args:
+    min_size (int or sequence of int): the shorter side's candidate sizes.
+    max_size (int, optional): the most the longer side may be. Default None.
+
+Attributes:
+    min_size (list of int), max_size (int): as given (max_size 0 for None).
+
+Raises:
+    ValueError: an empty ``min_size`` or a size <= 0.
+    TypeError: ``min_size`` neither an int nor a sequence of ints.
+
+Example:
+    >>> stoker.RandomShortestSize([480, 512, 544], max_size=800)
+    RandomShortestSize(min_size=[480, 512, 544], max_size=800))doc";
 
 constexpr const char* kFlipDoc = R"doc(Flip the image {how} with probability ``p``.
 
@@ -250,6 +323,12 @@ void bind_transforms(py::module_& m) {
 
   py::class_<Resize>(m, "Resize", kResizeDoc)
       .def(py::init([](const py::object& size, std::optional<int> max_size) {
+             if (size.is_none()) {
+               if (!max_size || *max_size <= 0) {
+                 throw py::value_error("Resize: size=None requires max_size, the longer side's size (a positive int)");
+               }
+               return checked(Resize{0, 0, *max_size});
+             }
              const bool one = py::isinstance<py::int_>(size) ||
                               (py::isinstance<py::sequence>(size) && !py::isinstance<py::str>(size) && py::len(size) == 1);
              auto [h, w] = size_arg("Resize", size);
@@ -274,6 +353,85 @@ void bind_transforms(py::module_& m) {
       .def_readonly("height", &CenterCrop::height, "The output height.")
       .def_readonly("width", &CenterCrop::width, "The output width.")
       .def("__repr__", repr<CenterCrop>);
+
+  py::class_<RandomCrop>(m, "RandomCrop", fill(kRandomCropDoc, {{"size", kSizeArg}}).c_str())
+      .def(py::init([](const py::object& size, const py::object& padding, bool pad_if_needed, const py::object& fill,
+                       const std::string& padding_mode) {
+             auto [h, w] = size_arg("RandomCrop", size);
+             RandomCrop x{h, w};
+             if (!padding.is_none()) {
+               std::vector<int> p;
+               if (py::isinstance<py::int_>(padding) && !py::isinstance<py::bool_>(padding)) {
+                 p = {padding.cast<int>()};
+               } else if (py::isinstance<py::sequence>(padding) && !py::isinstance<py::str>(padding)) {
+                 for (const py::handle& e : padding.cast<py::sequence>()) {
+                   if (!py::isinstance<py::int_>(e) || py::isinstance<py::bool_>(e)) {
+                     throw py::type_error("RandomCrop: padding must be an int or a sequence of ints");
+                   }
+                   p.push_back(e.cast<int>());
+                 }
+               } else {
+                 throw py::type_error("Got inappropriate padding arg");
+               }
+               if (p.size() == 1) x.padding = {p[0], p[0], p[0], p[0]};
+               else if (p.size() == 2) x.padding = {p[0], p[1], p[0], p[1]};
+               else if (p.size() == 4) x.padding = {p[0], p[1], p[2], p[3]};
+               else {
+                 throw py::value_error("Padding must be an int or a 1, 2, or 4 element tuple, not a " +
+                                       std::to_string(p.size()) + " element tuple");
+               }
+             }
+             x.pad_if_needed = pad_if_needed;
+             x.fill = fill_arg("RandomCrop", fill);
+             if (padding_mode != "constant") {
+               if (padding_mode == "edge" || padding_mode == "reflect" || padding_mode == "symmetric") {
+                 throw py::value_error("RandomCrop: padding_mode='" + padding_mode +
+                                       "' is not supported by stoker; only 'constant'");
+               }
+               throw py::value_error("Padding mode should be either constant, edge, reflect or symmetric");
+             }
+             return checked(x);
+           }),
+           py::arg("size"), py::arg("padding") = py::none(), py::arg("pad_if_needed") = false, py::arg("fill") = 0,
+           py::arg("padding_mode") = "constant")
+      .def_readonly("height", &RandomCrop::height, "The output height.")
+      .def_readonly("width", &RandomCrop::width, "The output width.")
+      .def_property_readonly("padding", [](const RandomCrop& x) { return py::make_tuple(x.padding[0], x.padding[1], x.padding[2], x.padding[3]); },
+                             "(left, top, right, bottom).")
+      .def_readonly("pad_if_needed", &RandomCrop::pad_if_needed, "Whether a short side is padded to the crop.")
+      .def_property_readonly("fill", [](const RandomCrop& x) { return py::make_tuple(x.fill[0], x.fill[1], x.fill[2]); },
+                             "The image's padding colour (r, g, b).")
+      .def("__repr__", repr<RandomCrop>);
+
+  py::class_<RandomShortestSize>(m, "RandomShortestSize", kRandomShortestSizeDoc)
+      .def(py::init([](const py::object& min_size, std::optional<int> max_size) {
+             RandomShortestSize x;
+             x.min_size.clear();
+             auto type_error = [&] {
+               return py::type_error("RandomShortestSize: min_size must be an int or a sequence of ints, got " +
+                                     py::repr(min_size).cast<std::string>());
+             };
+             if (py::isinstance<py::bool_>(min_size)) throw type_error();
+             if (py::isinstance<py::int_>(min_size)) {
+               x.min_size.push_back(min_size.cast<int>());
+             } else if (py::isinstance<py::sequence>(min_size) && !py::isinstance<py::str>(min_size)) {
+               for (const py::handle& e : min_size.cast<py::sequence>()) {
+                 if (!py::isinstance<py::int_>(e) || py::isinstance<py::bool_>(e)) throw type_error();
+                 x.min_size.push_back(e.cast<int>());
+               }
+             } else {
+               throw type_error();
+             }
+             if (max_size && *max_size <= 0) {
+               throw py::value_error("RandomShortestSize: max_size must be positive, got " + std::to_string(*max_size));
+             }
+             x.max_size = max_size.value_or(0);
+             return checked(x);
+           }),
+           py::arg("min_size"), py::arg("max_size") = py::none())
+      .def_readonly("min_size", &RandomShortestSize::min_size, "The shorter side's candidate sizes.")
+      .def_readonly("max_size", &RandomShortestSize::max_size, "The longer side's cap (0: none).")
+      .def("__repr__", repr<RandomShortestSize>);
 
   py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip",
                                    fill(kFlipDoc, {{"how", "left-right"}, {"name", "RandomHorizontalFlip"}}).c_str())

@@ -3,6 +3,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <string>
 
 #include "stoker/transforms.h"
@@ -15,6 +16,10 @@ void bind_augment(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
 void bind_masks(pybind11::module_& m);
+
+// A fill argument as torchvision's F_pil._parse_fill takes it: None (0), a
+// number or a sequence of 1 or 3 numbers, made ints (bind_augment.cc).
+std::array<int, 3> fill_arg(const char* who, const pybind11::object& v);
 
 // A transform as constructed, checked by its one definition
 // (src/transform/transforms.cc): a bad parameter is a ValueError at

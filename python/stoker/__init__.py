@@ -30,11 +30,13 @@ from stoker._stoker import (  # noqa: F401
     RandomAffine,
     RandomApply,
     RandomAutocontrast,
+    RandomCrop,
     RandomEqualize,
     RandomErasing,
     RandomInvert,
     RandomPosterize,
     RandomRotation,
+    RandomShortestSize,
     RandomSolarize,
     TrivialAugmentWide,
     RandomGrayscale,
@@ -48,7 +50,7 @@ from stoker._stoker import (  # noqa: F401
 from stoker import _stoker
 from stoker import _profiling
 from stoker import _staging
-from stoker.fields import Boxes, Image, Label, Mask, Tensor, FIELD_TYPES as _FIELD_TYPES
+from stoker.fields import Boxes, Image, Label, Mask, Tensor, detection_targets, FIELD_TYPES as _FIELD_TYPES
 from stoker.mixture import Mix
 from stoker.batch_transforms import CutMix, MixUp, RandomChoice
 from stoker.enums import AutoAugmentPolicy, InterpolationMode
@@ -60,7 +62,8 @@ __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "Ra
            "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale",
            "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize",
            "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide",
-           "RandAugment", "AutoAugment", "RandomErasing", "RandomApply", "AugMix"]
+           "RandAugment", "AutoAugment", "RandomErasing", "RandomApply", "AugMix", "RandomCrop",
+           "RandomShortestSize", "detection_targets"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -72,7 +75,8 @@ _Source = Union[_Path, List[_Path], Tuple[_Path, ...], Mix]
 _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
                    Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize, RandomPosterize, RandomAutocontrast,
                    RandomEqualize, RandomAdjustSharpness, RandomInvert, RandomRotation, RandomAffine,
-                   TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply, AugMix]
+                   TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply, AugMix, RandomCrop,
+                   RandomShortestSize]
 _FieldType = Union[Image, Mask, Boxes, Label, Tensor]
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
@@ -190,7 +194,8 @@ class Loader:
         drop_last (bool): drop the last batch of a rank when it would be
             partial, as DataLoader. Default False.
         transforms (sequence): stoker.RandomResizedCrop, Resize, CenterCrop,
-            RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
+            RandomCrop, RandomShortestSize, RandomHorizontalFlip,
+            RandomVerticalFlip, RandomGrayscale,
             Normalize, and the image stage (ColorJitter, Grayscale,
             GaussianBlur, RandomSolarize, RandomPosterize,
             RandomAutocontrast, RandomEqualize, RandomAdjustSharpness,
@@ -238,6 +243,16 @@ class Loader:
             decompression-bomb limit.
         labels (str): for shards, "cls" (the .cls member) or "json:<field>"
             (an integer field of the .json member). Default "cls".
+        image_root (str or os.PathLike, optional): for a COCO instances
+            JSON source (a ``.json`` path: one record per image, in
+            increasing id order as torchvision's CocoDetection, with members
+            "boxes" and "image_id"), the folder its ``file_name`` are
+            relative to. Default None: the JSON's folder.
+        skip_empty (bool): COCO: leave out images without annotations.
+            Default False (kept, with zero boxes).
+        keep_crowd (bool): COCO: keep ``iscrowd`` annotations as boxes.
+            Default False (dropped, as torchvision's detection references
+            drop them).
         kind (str): "auto", "image", or "array": .npy samples of any numeric
             dtype (3D scans, features) batched as they are, without
             transforms, when every sample has the dtype and shape of the
@@ -368,6 +383,7 @@ class Loader:
                  on_corrupt: Literal["skip", "raise"] = "skip", dtype: Literal["float32", "uint8"] = "float32",
                  layout: Literal["NCHW", "NHWC"] = "NCHW", output: Literal["torch", "numpy"] = "torch",
                  max_image_pixels: int = _DEFAULT_MAX_IMAGE_PIXELS, labels: str = "cls",
+                 image_root: Optional[_Path] = None, skip_empty: bool = False, keep_crowd: bool = False,
                  kind: Literal["auto", "image", "array"] = "auto", device: Union[str, "torch.device", None] = None,
                  pin_memory: bool = False, decode_scale: Literal["exact", "auto"] = "exact",
                  cache: Literal["mmap", "ram", "decoded", "auto"] = "mmap", memory_budget: int = 0, cache_max_side: int = 448,
@@ -417,6 +433,8 @@ class Loader:
                        world_size=world_size, on_corrupt=on_corrupt,
                        max_consecutive_corrupt=max_consecutive_corrupt, dtype=dtype, layout=layout,
                        max_image_pixels=max_image_pixels, labels=labels, kind=kind, decode_scale=decode_scale,
+                       image_root=os.fspath(image_root) if image_root is not None else "",
+                       skip_empty=bool(skip_empty), keep_crowd=bool(keep_crowd),
                        cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
                        trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
                        cache_rewrite=bool(cache_rewrite),

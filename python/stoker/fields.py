@@ -7,7 +7,8 @@ The kinds, their parameters and their checks are defined once, in C++
 (include/stoker/fields.h, src/batch/options.cc); these classes carry them
 there.
 """
-from typing import Any, Dict, Literal, Optional
+import os
+from typing import Any, Dict, List, Literal, Optional, Union
 
 
 # The Attributes and Raises sections every field's docstring shares, put in
@@ -39,6 +40,12 @@ class _Field:
         self.name = name
         self.member = member
         self._params = params
+
+    def _set_folder(self, folder: Any) -> None:
+        if folder is not None and not isinstance(folder, (str, os.PathLike)):
+            raise ValueError(f"{type(self).__name__}({self.name!r}): folder must be a path, got {folder!r}")
+        if folder is not None:
+            self._params["folder"] = os.fspath(folder)
 
     def _json(self) -> Dict[str, Any]:
         return {"name": self.name, "kind": self._kind, "member": self.member or "", **self._params}
@@ -97,6 +104,14 @@ class Mask(_Field):
         fill (int): the value of padded pixels, in [0, 65535]. Default 0.
         member (str, optional): the list file column or shard member suffix
             it is read from. Default None: the one named ``name``.
+        folder (str or os.PathLike, optional): a paired folder instead of a
+            member: the file under it whose path relative to it, without
+            extension, is the record's path relative to its source's folder
+            (image folder root, list file's folder, COCO image_root)
+            without extension: images ``data/seg/images/a/b.jpg`` of the
+            folder ``data/seg/images`` pair with ``data/seg/masks/a/b.png``
+            (VOC, ADE20K, Cityscapes-style trees). A record without its file
+            is a sample error (not_found). Default None.
 
     <common sections>
 
@@ -109,8 +124,10 @@ class Mask(_Field):
     """
     _kind = "mask"
 
-    def __init__(self, name: str, fill: int = 0, member: Optional[str] = None) -> None:
+    def __init__(self, name: str, fill: int = 0, member: Optional[str] = None,
+                 folder: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
         super().__init__(name, member, fill=fill)
+        self._set_folder(folder)
 
 
 class Boxes(_Field):
@@ -131,10 +148,15 @@ class Boxes(_Field):
             ``<name>_count``).
         max_boxes (int): rows of the padded tensor, >= 1. Default 100.
         format (str): "xyxy", "xywh" or "cxcywh", of the stored boxes and of
-            the batch's. Default "xyxy".
+            the batch's; a JSON member's own ``"format"`` key says the
+            stored one instead (a COCO source's "boxes" member is
+            ``{"format": "xywh", ...}``). Default "xyxy".
         member (str, optional): the list file column or shard member suffix
             it is read from, or "json:<key>", a key of the record's .json
-            member. Default None: the one named ``name``.
+            member. Default None: the one named ``name`` (for a COCO
+            source, name the field "boxes" or pass member="boxes").
+        folder (str or os.PathLike, optional): a paired folder of .npy or
+            .json box files, matched as Mask's ``folder``. Default None.
 
     <common sections>
 
@@ -149,8 +171,9 @@ class Boxes(_Field):
     _kind = "boxes"
 
     def __init__(self, name: str, max_boxes: int = 100, format: Literal["xyxy", "xywh", "cxcywh"] = "xyxy",
-                 member: Optional[str] = None) -> None:
+                 member: Optional[str] = None, folder: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
         super().__init__(name, member, max_boxes=max_boxes, format=format)
+        self._set_folder(folder)
 
 
 class Label(_Field):
@@ -191,6 +214,8 @@ class Tensor(_Field):
         name (str): its key in the batch.
         member (str, optional): the list file column or shard member suffix
             it is read from. Default None: the one named ``name``.
+        folder (str or os.PathLike, optional): a paired folder of .npy
+            files, matched as Mask's ``folder``. Default None.
 
     <common sections>
 
@@ -203,8 +228,52 @@ class Tensor(_Field):
     """
     _kind = "tensor"
 
-    def __init__(self, name: str, member: Optional[str] = None) -> None:
+    def __init__(self, name: str, member: Optional[str] = None,
+                 folder: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
         super().__init__(name, member)
+        self._set_folder(folder)
 
 
 FIELD_TYPES = (Image, Mask, Boxes, Label, Tensor)
+
+
+def detection_targets(batch: Dict[str, Any], name: str = "boxes") -> List[Dict[str, Any]]:
+    """A batch's boxes as torchvision's detection models take their targets.
+
+    Splits the padded tensors of a Boxes field into one dict per sample, the
+    form ``torchvision.models.detection`` models (Faster R-CNN, RetinaNet,
+    FCOS, ...) take as ``targets``: each entry's "boxes" is
+    ``batch[name][i, :count]`` and "labels" ``batch[name + "_labels"][i,
+    :count]`` -- views of the batch, no copy (so they live as long as the
+    batch; copy them to keep them past the next batch when the loader
+    reuses its memory).
+
+    Args:
+        batch (dict): a batch of a Loader whose ``fields`` hold a Boxes
+            field (torch tensors or numpy arrays).
+        name (str): the Boxes field's name. Default "boxes".
+
+    Returns:
+        list of dict: per sample {"boxes": [n, 4] float32 (the field's
+        format, xyxy by default), "labels": [n] int64}.
+
+    Raises:
+        KeyError: the batch has no Boxes field ``name`` (its ``name``,
+            ``name_labels`` and ``name_count`` entries).
+
+    Example:
+        >>> loader = stoker.Loader("annotations/instances_val2017.json", image_root="val2017", batch_size=4,
+        ...                        transforms=[stoker.Resize(None, max_size=512), stoker.CenterCrop(512)],
+        ...                        fields=[stoker.Image(), stoker.Boxes("boxes")])
+        >>> batch = next(iter(loader))
+        >>> targets = stoker.detection_targets(batch)
+        >>> len(targets), sorted(targets[0])
+        (4, ['boxes', 'labels'])
+    """
+    for key in (name, name + "_labels", name + "_count"):
+        if key not in batch:
+            raise KeyError(f"detection_targets: the batch has no '{key}' (a Boxes field named {name!r} gives "
+                           f"'{name}', '{name}_labels' and '{name}_count'); its keys: {sorted(batch)}")
+    boxes, labels = batch[name], batch[name + "_labels"]
+    counts = [int(c) for c in batch[name + "_count"]]
+    return [{"boxes": boxes[i, :n], "labels": labels[i, :n]} for i, n in enumerate(counts)]

@@ -705,12 +705,12 @@ std::size_t Batch::image_bytes() const { return bytes_; }
 // NOTE: the options are checked before the source is opened (a bad option
 // is reported as such, not as a missing file, and before a long folder scan).
 Loader::Loader(const std::string& source, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels))),
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options)))),
              options) {  // NOTE: a copy: argument order is unspecified
   impl_->specs_ = {source};
 }
 Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels))),
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options)))),
              options) {
   impl_->specs_ = sources;
 }

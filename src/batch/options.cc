@@ -64,6 +64,7 @@ E value_of(const Names<E>& names, const json& v, const std::string& what) {
 // parameters}; missing keys keep Field's defaults.
 json field_to_json(const Field& f) {
   json j = {{"name", f.name}, {"kind", name_of(kFieldKind, f.kind)}, {"member", f.member}};
+  if (!f.folder.empty()) j["folder"] = f.folder;
   if (f.kind == FieldKind::kMask) j["fill"] = f.fill;
   if (f.kind == FieldKind::kBoxes) {
     j["max_boxes"] = f.max_boxes;
@@ -84,6 +85,9 @@ Field field_from_json(const json& j) {
     } else if (key == "member") {
       if (!v.is_string()) bad(what + ": member", "a string", v);
       f.member = v.get<std::string>();
+    } else if (key == "folder") {
+      if (!v.is_null() && !v.is_string()) bad(what + ": folder", "a string", v);
+      f.folder = v.is_null() ? "" : v.get<std::string>();
     } else if (key == "fill") {
       if (!v.is_number_integer()) bad(what + ": fill", "an integer", v);
       f.fill = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, 1 << 20));
@@ -200,6 +204,9 @@ const std::vector<Option>& options() {
        }},
       integer<&LoaderOptions::max_image_pixels>("max_image_pixels"),
       text<&LoaderOptions::labels>("labels"),
+      text<&LoaderOptions::image_root>("image_root"),
+      boolean<&LoaderOptions::skip_empty>("skip_empty"),
+      boolean<&LoaderOptions::keep_crowd>("keep_crowd"),
       boolean<&LoaderOptions::stage_timing>("stage_timing"),
       boolean<&LoaderOptions::trace>("trace"),
   };
@@ -241,6 +248,13 @@ void validate_fields(const LoaderOptions& o) {
       case FieldKind::kLabel:
       case FieldKind::kTensor:
         break;
+    }
+    if (!f.folder.empty()) {
+      if (f.kind == FieldKind::kImage || f.kind == FieldKind::kLabel) {
+        detail::invalid(what + ": folder= pairs a mask, boxes or tensor with the record; an " +
+                        name_of(kFieldKind, f.kind) + " comes from the record itself");
+      }
+      if (!f.member.empty()) detail::invalid(what + ": give member= or folder=, not both");
     }
   }
   for (const Field& f : o.fields) {

@@ -40,7 +40,11 @@ const char* kind_name(FieldKind k) {
 // "field 'seg' (member 'seg.png')", for messages.
 std::string field_name(const FieldSpec& f) {
   std::string s = "field '" + f.field.name + "'";
-  if (!f.primary && f.part >= 0) s += " (member '" + f.field.member + (f.field.member.empty() ? f.member : "") + "')";
+  if (f.folder) {
+    s += " (paired folder '" + f.folder->root() + "')";
+  } else if (!f.primary && f.part >= 0) {
+    s += " (member '" + f.field.member + (f.field.member.empty() ? f.member : "") + "')";
+  }
   return s;
 }
 
@@ -202,7 +206,11 @@ void SampleMaker::resolve_schema() {
     } else if (spatial_or_tensor) {
       f.member = f.field.name;
     }
-    if (f.primary || !f.member.empty()) f.part = spec_.parts++;
+    if (!f.field.folder.empty()) {
+      f.member.clear();
+      f.folder = std::make_shared<const PairedFolder>(f.field.folder);
+    }
+    if (f.primary || !f.member.empty() || f.folder) f.part = spec_.parts++;
     if (f.field.kind == FieldKind::kImage) spec_.image = static_cast<int>(i);
     spec_.fields.push_back(std::move(f));
   }
@@ -248,7 +256,7 @@ void SampleMaker::decide_from_samples() {
     std::string first_error;
     bool found = false;
     for (std::size_t r = 0; r < std::min(source_.size(), kProbeRecords) && !found; ++r) {
-      Status st = f.primary ? source_.read(r, &bytes) : source_.read_member(r, f.member, &bytes);
+      Status st = read_field(f, r, &bytes);
       if (st.ok() && f.field.kind == FieldKind::kMask) {
         ImageDecoder dec;
         MaskBuffer mask;
@@ -281,6 +289,14 @@ void SampleMaker::decide_from_samples() {
               (f.field.kind == FieldKind::kMask ? "pixel size" : "dtype and shape") + " is unknown; " + first_error);
     }
   }
+}
+
+// A field's bytes: the record itself, one of its members, or its file in
+// the field's paired folder.
+Status SampleMaker::read_field(const FieldSpec& f, std::size_t rec, std::vector<std::uint8_t>* out) const {
+  if (f.primary) return source_.read(rec, out);
+  if (f.folder) return f.folder->read(source_.relative_key(rec), out);
+  return source_.read_member(rec, f.member, out);
 }
 
 // A field's error names the field (with a user's schema; the default
@@ -326,12 +342,12 @@ Status SampleMaker::read_record(std::uint32_t rec, std::vector<std::uint8_t>* by
   ends->clear();
   if (spec_.parts == 1) {
     const FieldSpec& f = *std::find_if(spec_.fields.begin(), spec_.fields.end(), [](const FieldSpec& x) { return x.part == 0; });
-    return tag(f, f.primary ? source_.read(rec, bytes) : source_.read_member(rec, f.member, bytes));
+    return tag(f, read_field(f, rec, bytes));
   }
   std::vector<std::uint8_t> buf;
   for (const FieldSpec& f : spec_.fields) {
     if (f.part < 0) continue;
-    Status st = f.primary ? source_.read(rec, &buf) : source_.read_member(rec, f.member, &buf);
+    Status st = read_field(f, rec, &buf);
     if (!st.ok()) return tag(f, st);
     bytes->insert(bytes->end(), buf.begin(), buf.end());
     ends->push_back(bytes->size());
@@ -422,7 +438,7 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
   }
   if (spec_.parts == 1) {  // one member: no copy into a bundle
     const FieldSpec& f = *std::find_if(spec_.fields.begin(), spec_.fields.end(), [](const FieldSpec& x) { return x.part == 0; });
-    Status st = f.primary ? source_.read(rec, &s->file) : source_.read_member(rec, f.member, &s->file);
+    Status st = read_field(f, rec, &s->file);
     *bytes_read = s->file.size();
     if (!st.ok()) return tag(f, st);
     s->part[0] = {s->file.data(), s->file.size()};
@@ -433,7 +449,7 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
   for (const FieldSpec& f : spec_.fields) {
     if (f.part < 0) continue;
     auto& buf = s->members[static_cast<std::size_t>(f.part)];
-    Status st = f.primary ? source_.read(rec, &buf) : source_.read_member(rec, f.member, &buf);
+    Status st = read_field(f, rec, &buf);
     *bytes_read += buf.size();
     if (!st.ok()) return tag(f, st);
     s->part[static_cast<std::size_t>(f.part)] = {buf.data(), buf.size()};
@@ -482,6 +498,7 @@ Status SampleMaker::from_parts(std::uint32_t rec, std::uint64_t draw, std::uint6
     height = s->decoder.height();
     Rng rng(mix_key(seed, epoch, draw, kStreamTransform));
     pipeline_->plan_geometry(width, height, &rng, &s->geo);
+    if (!s->geo.error.empty()) return tag(image, Status::InvalidArgument(s->geo.error));
     s->plan = s->geo;
     const bool scale = opt_.decode_scale == DecodeScale::kAuto && s->decoder.format() == Format::kJpeg;
     plan_image_read(width, height, &s->plan, scale);
@@ -591,6 +608,7 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::
   }
   Rng rng(mix_key(seed, epoch, draw, kStreamTransform));
   pipeline_->plan_geometry(view.width, view.height, &rng, &s->geo);
+  if (!s->geo.error.empty()) return tag(image, Status::InvalidArgument(s->geo.error));
   s->plan = s->geo;
   plan_image_read(view.width, view.height, &s->plan, false);
   // The plan's decode region is a crop of the stored image.

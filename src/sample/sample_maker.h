@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "stoker/fields.h"
 #include "stoker/options.h"
 #include "stoker/source.h"
+#include "source/paired_folder.h"
 #include "transform/boxes.h"
 #include "transform/mask_plan.h"
 #include "transform/pipeline.h"
@@ -43,6 +45,7 @@ struct FieldSpec {
   bool primary = false;     // read with Source::read (the record itself), not read_member
   std::string member;       // else: the member read (for "json:<key>", "json")
   std::string json_key;     // "json:<key>" members: the key
+  std::shared_ptr<const PairedFolder> folder;  // Field::folder: the paired folder it is read from
   int part = -1;            // index of its bytes among the record's parts (-1: reads nothing)
   int output = -1;          // its first output
   int mask_bytes = 1;       // kMask: bytes per pixel as stored (1 or 2), as record 0's
@@ -171,6 +174,7 @@ class SampleMaker {
   Status process_decoded(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
                          SampleOut out, Scratch* s) const;
   Status other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s, bool stored) const;
+  Status read_field(const FieldSpec& f, std::size_t rec, std::vector<std::uint8_t>* out) const;
   Status tag(const FieldSpec& f, const Status& st) const;
   Status decode_mask(const FieldSpec& f, const std::uint8_t* bytes, std::size_t n, int width, int height,
                      Scratch* s) const;

@@ -1,5 +1,7 @@
 #include "source/file_list_source.h"
 
+#include <filesystem>
+
 #include "source/file_reader.h"
 
 namespace stoker::detail {
@@ -14,11 +16,12 @@ std::string join(const std::vector<std::string>& names) {
 class FileListSource final : public Source {
  public:
   FileListSource(std::vector<std::string> paths, std::vector<std::int64_t> labels, std::vector<std::string> classes,
-                 std::string what, ListColumns columns)
+                 std::string what, std::string root, ListColumns columns)
       : paths_(std::move(paths)),
         labels_(std::move(labels)),
         classes_(std::move(classes)),
         what_(std::move(what)),
+        root_(std::move(root)),
         cols_(std::move(columns)) {}
 
   std::size_t size() const override { return paths_.size(); }
@@ -46,6 +49,11 @@ class FileListSource final : public Source {
     return Status::NotFound("no column '" + member + "' (columns: " + join(cols_.header) + ")");
   }
   std::vector<std::string> members(std::size_t /*i*/) const override { return cols_.members; }
+  std::string relative_key(std::size_t i) const override {
+    if (root_.empty()) return paths_[i];
+    const std::string r = std::filesystem::path(paths_[i]).lexically_relative(root_).string();
+    return r.empty() ? paths_[i] : r;
+  }
 
   const std::vector<std::string>& classes() const override { return classes_; }
   std::string describe() const override {
@@ -60,15 +68,17 @@ class FileListSource final : public Source {
   std::vector<std::int64_t> labels_;
   std::vector<std::string> classes_;
   std::string what_;
+  std::string root_;
   ListColumns cols_;
 };
 
 }  // namespace
 
 std::unique_ptr<Source> make_file_list_source(std::vector<std::string> paths, std::vector<std::int64_t> labels,
-                                              std::vector<std::string> classes, std::string what, ListColumns columns) {
+                                              std::vector<std::string> classes, std::string what, std::string root,
+                                              ListColumns columns) {
   return std::make_unique<FileListSource>(std::move(paths), std::move(labels), std::move(classes), std::move(what),
-                                          std::move(columns));
+                                          std::move(root), std::move(columns));
 }
 
 }  // namespace stoker::detail

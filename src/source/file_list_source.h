@@ -27,11 +27,12 @@ struct ListColumns {
   std::vector<std::string> cells;
 };
 
-// `what` names the list in describe(): "image folder 'data/train'".
+// `what` names the list in describe(): "image folder 'data/train'"; `root`
+// is the folder paths are relative to (relative_key()).
 // REQUIRES: paths.size() == labels.size(); columns.cells.size() ==
 // paths.size() * columns.members.size().
 std::unique_ptr<Source> make_file_list_source(std::vector<std::string> paths, std::vector<std::int64_t> labels,
-                                              std::vector<std::string> classes, std::string what,
+                                              std::vector<std::string> classes, std::string what, std::string root,
                                               ListColumns columns = {});
 
 }  // namespace stoker::detail

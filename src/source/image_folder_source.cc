@@ -74,7 +74,7 @@ class FolderScan {
 std::unique_ptr<Source> open_image_folder(const std::string& root) {
   FolderScan scan(root);
   return detail::make_file_list_source(std::move(scan.paths_), std::move(scan.labels_), std::move(scan.classes_),
-                                       "image folder '" + root + "'");
+                                       "image folder '" + root + "'", root);
 }
 
 }  // namespace stoker

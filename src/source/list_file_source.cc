@@ -258,7 +258,7 @@ std::unique_ptr<Source> open_list_file(const std::string& list) {
                           &labels, &columns);
   if (!st.ok()) throw Error(st);
   return detail::make_file_list_source(std::move(paths), std::move(labels), {}, "list file '" + list + "'",
-                                       std::move(columns));
+                                       fs::path(list).parent_path().string(), std::move(columns));
 }
 
 }  // namespace stoker

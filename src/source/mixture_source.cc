@@ -208,6 +208,11 @@ std::vector<std::string> MixtureSource::members(std::size_t i) const {
   return m;
 }
 
+std::string MixtureSource::relative_key(std::size_t i) const {
+  const Part& p = parts_[part_of(i)];
+  return p.source->relative_key(i - p.start);
+}
+
 std::string MixtureSource::describe() const {
   std::string d = "mixture of " + std::to_string(parts_.size()) + " sources, " + std::to_string(samples_per_epoch_) +
                   " samples per epoch: ";

@@ -93,7 +93,8 @@ Status Source::read_member(std::size_t i, const std::string& member, std::vector
                           "': this source holds one file per record (members are the files of a tar shard sample)");
 }
 
-std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels, const std::string& index_dir) {
+std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels, const std::string& index_dir,
+                                    const CocoOptions& coco) {
   if (detail::looks_like_shards(spec)) return open_shards({spec}, labels, index_dir);
   std::error_code ec;
   auto st = std::filesystem::status(spec, ec);
@@ -101,13 +102,15 @@ std::unique_ptr<Source> open_source(const std::string& spec, const std::string& 
     throw Error(Code::kNotFound, "source '" + spec + "' does not exist");
   }
   if (std::filesystem::is_directory(st)) return open_image_folder(spec);
+  const std::string ext = std::filesystem::path(spec).extension().string();
+  if (ext == ".json" || ext == ".JSON") return open_coco(spec, coco);
   return open_list_file(spec);
 }
 
 std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels,
-                                     const std::string& index_dir) {
+                                     const std::string& index_dir, const CocoOptions& coco) {
   if (specs.empty()) throw Error(Code::kInvalidArgument, "source: no path given");
-  if (specs.size() == 1) return open_source(specs[0], labels, index_dir);
+  if (specs.size() == 1) return open_source(specs[0], labels, index_dir, coco);
   for (const auto& s : specs) {
     std::error_code ec;
     if (std::filesystem::is_directory(s, ec)) {

@@ -217,6 +217,16 @@ Status json_boxes(const Json& v, BoxFormat format, std::vector<BoxRow>* out) {
     rows = &*b;
     const auto l = v.find("labels");
     if (l != v.end()) labels = &*l;
+    // The member may say its own format (a COCO source's "xywh"): it wins
+    // over the field's, which is then only the batch's.
+    const auto f = v.find("format");
+    if (f != v.end()) {
+      const std::string name = f->is_string() ? f->get<std::string>() : "";
+      if (name == "xyxy") format = BoxFormat::kXYXY;
+      else if (name == "xywh") format = BoxFormat::kXYWH;
+      else if (name == "cxcywh") format = BoxFormat::kCXCYWH;
+      else return Status::Corrupt("boxes json: \"format\" must be \"xyxy\", \"xywh\" or \"cxcywh\", got " + f->dump());
+    }
   }
   if (!rows->is_array()) {
     return Status::Corrupt(std::string("boxes json: a ") + rows->type_name() + ", not a list of boxes");

@@ -32,7 +32,8 @@ struct BoxRow {
 //    little-endian ('<', or '|'); C order only.
 //  - JSON: a list of rows [a, b, c, d] or [a, b, c, d, label]; or an object
 //    {"boxes": [[a, b, c, d], ...], "labels": [...]} ("labels" optional, one
-//    integer per box). With `json_key` non-empty the member is a JSON object
+//    integer per box; "format" optional: "xyxy", "xywh" or "cxcywh", the
+//    rows' format in place of `format`). With `json_key` non-empty the member is a JSON object
 //    and the boxes are the value at that key (member "json:boxes" -> key
 //    "boxes"), itself either form.
 // Rows are in `format`. A non-finite value, a negative width or height, a

@@ -81,6 +81,7 @@ void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allo
 }
 
 void Pipeline::plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) const {
+  plan->error.clear();
   plan->steps.clear();
   plan->photometric.clear();
   plan->image_ops.clear();
@@ -93,6 +94,7 @@ void Pipeline::plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) 
   PlanState state{width, height, plan, rng, 0};
   for (const Transform& t : transforms_) {
     plan_transform(t, &state);
+    if (!plan->error.empty()) return;
     ++state.index;
   }
   // An image stage of grayscale conversions alone runs on the output rows
@@ -248,9 +250,12 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
         view = ImageView{view.row(b.y) + 3 * b.x, b.width, b.height, view.stride};
         continue;
       }
-      ImageBuffer* dst = spare();  // zero padding outside the image
+      ImageBuffer* dst = spare();  // padding outside the image: the step's fill
       dst->reset(b.width, b.height);
-      std::memset(dst->pixels.data(), 0, static_cast<std::size_t>(dst->stride) * static_cast<std::size_t>(b.height));
+      for (int y = 0; y < b.height; ++y) {
+        std::uint8_t* o = dst->row(y);
+        for (int x = 0; x < b.width; ++x, o += 3) std::memcpy(o, s.fill, 3);
+      }
       const int x0 = std::max(b.x, 0), x1 = std::min(b.x + b.width, view.width);
       const int y0 = std::max(b.y, 0), y1 = std::min(b.y + b.height, view.height);
       for (int y = y0; y < y1 && x1 > x0; ++y) {

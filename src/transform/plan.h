@@ -3,9 +3,8 @@
 // is decoded.
 #pragma once
 
-#include <vector>
-
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,10 +20,14 @@ struct Step {
   int width, height;     // kResize: output size
   bool has_src_box = false;
   double src_box[4] = {0, 0, 0, 0};  // kResize: fractional source region (x0, y0, x1, y1)
+  std::uint8_t fill[3] = {0, 0, 0};  // kCrop: the image's colour past its edges (masks use their own fill)
 };
 
 // Everything one sample's transforms do, decided before decoding.
 struct SamplePlan {
+  // Non-empty: a transform cannot apply to this sample (a RandomCrop larger
+  // than the padded image): the sample is an error with this message.
+  std::string error;
   Box decode_region;        // the part of the (scaled) source image the steps read
   int scale_eighths = 8;    // decode at scale_eighths/8 (JPEG DCT scaling)
   std::vector<Step> steps;  // applied to the decoded region

@@ -60,6 +60,13 @@ void resize_output_size(const Resize& r, int width, int height, int* out_w, int*
   }
   const bool w_short = width <= height;
   const long long shorter = w_short ? width : height, longer = w_short ? height : width;
+  if (r.height <= 0) {  // v2's size=None: the longer side becomes max_size
+    const auto new_short = static_cast<long long>(static_cast<double>(r.max_size) * static_cast<double>(shorter) /
+                                                  static_cast<double>(longer));
+    *out_w = static_cast<int>(w_short ? new_short : r.max_size);
+    *out_h = static_cast<int>(w_short ? r.max_size : new_short);
+    return;
+  }
   long long new_short = r.height;
   long long new_long = static_cast<long long>(static_cast<double>(new_short * longer) / static_cast<double>(shorter));
   if (r.max_size > 0 && new_long > r.max_size) {
@@ -118,10 +125,12 @@ void check_size(const char* name, int h, int w) {
 // A crop in the current image's coordinates; under a pending mirror its box
 // is flipped (same pixels, unflipped coordinates: the flip waits for the
 // output write).
-void add_crop(PlanState* s, Box box) {
+void add_crop(PlanState* s, Box box, const std::array<int, 3>& fill = {0, 0, 0}) {
   if (s->plan->mirror) box.x = s->width - box.x - box.width;
   if (s->plan->vflip) box.y = s->height - box.y - box.height;
-  s->plan->steps.push_back({Step::kCrop, box, 0, 0});
+  Step step{Step::kCrop, box, 0, 0};
+  for (int c = 0; c < 3; ++c) step.fill[c] = static_cast<std::uint8_t>(fill[static_cast<std::size_t>(c)]);
+  s->plan->steps.push_back(step);
   s->width = box.width;
   s->height = box.height;
 }
@@ -175,6 +184,8 @@ struct Def<Resize> {
     if (x.width > 0) {
       check_size(kName, x.height, x.width);
       if (x.max_size > 0) invalid("Resize: max_size is only allowed when size is a single int");
+    } else if (x.height == 0) {  // size=None
+      if (x.max_size <= 0) invalid("Resize: size=None requires max_size, the longer side's size");
     } else {
       if (x.height <= 0) invalid("Resize: size must be positive, got " + std::to_string(x.height));
       if (x.max_size > 0 && x.max_size <= x.height) {
@@ -199,7 +210,7 @@ struct Def<Resize> {
   static Resize from_json(const json& j) { return {j.at("size").at(0), j.at("size").at(1), j.value("max_size", 0)}; }
   static std::string repr(const Resize& x) {
     std::ostringstream o;
-    o << "Resize(size=" << (x.width > 0 ? size2(x.height, x.width) : std::to_string(x.height));
+    o << "Resize(size=" << (x.width > 0 ? size2(x.height, x.width) : x.height > 0 ? std::to_string(x.height) : "None");
     if (x.max_size > 0) o << ", max_size=" << x.max_size;
     o << ')';
     return o.str();
@@ -220,6 +231,101 @@ struct Def<CenterCrop> {
   static std::string repr(const CenterCrop& x) {
     std::ostringstream o;
     o << "CenterCrop(size=" << size2(x.height, x.width) << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomCrop> {
+  static constexpr const char* kName = "RandomCrop";
+  static constexpr bool kGeometric = true;
+  static void check(const RandomCrop& x) {
+    check_size(kName, x.height, x.width);
+    for (int p : x.padding) {
+      if (p < 0) invalid("RandomCrop: padding must be non-negative, got " + std::to_string(p));
+    }
+    for (int f : x.fill) {
+      if (f < 0 || f > 255) invalid("RandomCrop: fill must be in [0, 255], got " + std::to_string(f));
+    }
+  }
+  static OutputSize size(const RandomCrop& x, OutputSize) { return {true, x.height, x.width}; }
+  static void plan(const RandomCrop& x, PlanState* s) {
+    // torchvision: F.pad(padding), then pad_if_needed pads both sides of a
+    // short dimension by the difference, then get_params' offsets.
+    int left = x.padding[0], top = x.padding[1];
+    int w = s->width + x.padding[0] + x.padding[2], h = s->height + x.padding[1] + x.padding[3];
+    if (x.pad_if_needed && w < x.width) {
+      left += x.width - w;
+      w += 2 * (x.width - w);
+    }
+    if (x.pad_if_needed && h < x.height) {
+      top += x.height - h;
+      h += 2 * (x.height - h);
+    }
+    if (h < x.height || w < x.width) {
+      s->plan->error = "RandomCrop: required crop size " + size2(x.height, x.width) +
+                       " is larger than the (padded) image size " + size2(h, w);
+      return;
+    }
+    const int i = static_cast<int>(s->rng->below(static_cast<std::uint64_t>(h - x.height + 1)));
+    const int j = static_cast<int>(s->rng->below(static_cast<std::uint64_t>(w - x.width + 1)));
+    add_crop(s, {j - left, i - top, x.width, x.height}, x.fill);
+  }
+  static json to_json(const RandomCrop& x) {
+    return {{"size", {x.height, x.width}}, {"padding", x.padding}, {"pad_if_needed", x.pad_if_needed}, {"fill", x.fill}};
+  }
+  static RandomCrop from_json(const json& j) {
+    return {j.at("size").at(0), j.at("size").at(1), j.value("padding", std::array<int, 4>{0, 0, 0, 0}),
+            j.value("pad_if_needed", false), j.value("fill", std::array<int, 3>{0, 0, 0})};
+  }
+  static std::string repr(const RandomCrop& x) {
+    std::ostringstream o;
+    o << "RandomCrop(size=" << size2(x.height, x.width);
+    if (x.padding != std::array<int, 4>{0, 0, 0, 0}) {
+      o << ", padding=(" << x.padding[0] << ", " << x.padding[1] << ", " << x.padding[2] << ", " << x.padding[3] << ')';
+    }
+    if (x.pad_if_needed) o << ", pad_if_needed=True";
+    if (x.fill != std::array<int, 3>{0, 0, 0}) o << ", fill=(" << x.fill[0] << ", " << x.fill[1] << ", " << x.fill[2] << ')';
+    o << ')';
+    return o.str();
+  }
+};
+
+template <>
+struct Def<RandomShortestSize> {
+  static constexpr const char* kName = "RandomShortestSize";
+  static constexpr bool kResamples = true;
+  static constexpr bool kGeometric = true;
+  static void check(const RandomShortestSize& x) {
+    if (x.min_size.empty()) invalid("RandomShortestSize: min_size must be an int or a non-empty sequence of ints");
+    for (int m : x.min_size) {
+      if (m <= 0) invalid("RandomShortestSize: min_size must be positive, got " + std::to_string(m));
+    }
+    if (x.max_size < 0) invalid("RandomShortestSize: max_size must be positive (or None), got " + std::to_string(x.max_size));
+  }
+  static OutputSize size(const RandomShortestSize&, OutputSize) { return {}; }
+  static void plan(const RandomShortestSize& x, PlanState* s) {
+    // v2's _get_params: min_size[randint(len)], r = min_size / shorter,
+    // capped by max_size / longer; int(w * r), int(h * r).
+    const int m = x.min_size[s->rng->below(x.min_size.size())];
+    double r = static_cast<double>(m) / std::min(s->width, s->height);
+    if (x.max_size > 0) r = std::min(r, static_cast<double>(x.max_size) / std::max(s->width, s->height));
+    const int nw = static_cast<int>(s->width * r), nh = static_cast<int>(s->height * r);
+    if (nw != s->width || nh != s->height) s->plan->steps.push_back({Step::kResize, {}, nw, nh});
+    s->width = nw;
+    s->height = nh;
+  }
+  static json to_json(const RandomShortestSize& x) { return {{"min_size", x.min_size}, {"max_size", x.max_size}}; }
+  static RandomShortestSize from_json(const json& j) {
+    return {j.at("min_size").get<std::vector<int>>(), j.value("max_size", 0)};
+  }
+  static std::string repr(const RandomShortestSize& x) {
+    std::ostringstream o;
+    o << "RandomShortestSize(min_size=[";
+    for (std::size_t i = 0; i < x.min_size.size(); ++i) o << (i ? ", " : "") << x.min_size[i];
+    o << "], max_size=";
+    if (x.max_size > 0) o << x.max_size; else o << "None";
+    o << ')';
     return o.str();
   }
 };

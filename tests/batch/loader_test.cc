@@ -385,10 +385,14 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
                   Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
   o.max_image_pixels = 999;
   o.labels = "json:target";
+  o.image_root = "images";
+  o.skip_empty = true;
+  o.keep_crowd = true;
   o.stage_timing = false;
   o.trace = true;
   o.fields = {ImageField("im"), MaskField("seg", 255, "seg.png"), BoxesField("b", 7, BoxFormat::kCXCYWH, "json:boxes"),
               LabelField("y", "cls"), TensorField("depth")};
+  o.fields[4].folder = "depths";
   const std::string j = options_to_json(o);
   const LoaderOptions r = options_from_json(j);
   EXPECT_EQ(options_to_json(r), j);
@@ -405,6 +409,9 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(r.fields[2].max_boxes, 7);
   EXPECT_EQ(r.fields[2].format, BoxFormat::kCXCYWH);
   EXPECT_EQ(r.fields[4].kind, FieldKind::kTensor);
+  EXPECT_EQ(r.fields[4].folder, "depths");
+  EXPECT_EQ(r.image_root, "images");
+  EXPECT_TRUE(r.skip_empty && r.keep_crowd);
   // Missing fields keep their defaults; malformed input is a clear error.
   EXPECT_EQ(options_from_json("{}").batch_size, LoaderOptions{}.batch_size);
   EXPECT_THROW(options_from_json("not json"), Error);
@@ -416,7 +423,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 27u);
+  EXPECT_EQ(keys, 30u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {

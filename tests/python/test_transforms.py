@@ -242,7 +242,10 @@ def test_reprs_and_the_accepted_types_come_from_each_transforms_definition():
         stoker.GaussianBlur, stoker.RandomSolarize, stoker.RandomPosterize, stoker.RandomAutocontrast,
         stoker.RandomEqualize, stoker.RandomAdjustSharpness, stoker.RandomInvert, stoker.RandomRotation,
         stoker.RandomAffine, stoker.TrivialAugmentWide, stoker.RandAugment, stoker.AutoAugment, stoker.RandomErasing,
-        stoker.RandomApply, stoker.AugMix}
+        stoker.RandomApply, stoker.AugMix, stoker.RandomCrop, stoker.RandomShortestSize}
+    assert repr(stoker.Resize(None, max_size=512)) == "Resize(size=None, max_size=512)"
+    assert repr(stoker.RandomCrop(32, padding=(1, 2), pad_if_needed=True, fill=5)) == (
+        "RandomCrop(size=(32, 32), padding=(1, 2, 1, 2), pad_if_needed=True, fill=(5, 5, 5))")
     assert repr(stoker.RandomSolarize(100.5, p=0.25)) == "RandomSolarize(threshold=100.5, p=0.25)"
     assert repr(stoker.RandomAdjustSharpness(2)) == "RandomAdjustSharpness(sharpness_factor=2, p=0.5)"
     with pytest.raises(ValueError, match="is not a stoker transform .*RandomResizedCrop"):

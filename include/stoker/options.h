@@ -36,6 +36,15 @@ enum class Cache {
              // stats() cache_mode and cache_auto say which and why
 };
 
+// One view of a multi-crop sample (LoaderOptions::views): `count`
+// independently drawn copies of `transforms` over the sample's one decoded
+// image, batched as `name`: [N, count, 3, H, W] (NCHW) or [N, count, H, W, 3].
+struct View {
+  std::string name;
+  int count = 1;  // REQUIRES: 1..64
+  std::vector<Transform> transforms;  // REQUIRES: a fixed output size, as `transforms`
+};
+
 struct LoaderOptions {
   // ---- Batches and their order -------------------------------------------
   // Samples per batch. Default 64. REQUIRES: > 0.
@@ -83,6 +92,14 @@ struct LoaderOptions {
   // Resize with both sides given. Default: none (which only fits images of
   // one size).
   std::vector<Transform> transforms;
+  // Multi-crop (DINO, SwAV, SimCLR): several views of the image, each its
+  // own transform list drawn `count` times per sample, all cut from one read
+  // and one decode of the union of their regions; each view is a batch
+  // tensor named as the view, in place of the image's. Copy c of view v
+  // draws from its own stream; view 0's copy 0 draws what `transforms`
+  // would. With views, `transforms` must be empty and the schema may not
+  // have masks or boxes. Default: none.
+  std::vector<View> views;
   // Images only; arrays keep their own dtype. Default kFloat32.
   DType dtype = DType::kFloat32;
   // Default kNCHW.

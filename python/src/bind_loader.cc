@@ -63,7 +63,7 @@ std::pair<py::object, std::int64_t> next_batch(Loader& l) {
   if (!b) return {py::none(), -1};
   // The default schema: (images, labels); a schema of named
   // fields: a dict of its tensors, in schema order.
-  if (l.options().fields.empty()) {
+  if (l.options().fields.empty() && l.options().views.empty()) {
     std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());
     py::array images = view_of(*b, py::dtype(b->descr()), dims, b->mutable_images());
     py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {dims[0]},
@@ -77,6 +77,12 @@ std::pair<py::object, std::int64_t> next_batch(Loader& l) {
   return {out, static_cast<std::int64_t>(b->index())};
 }
 
+// stoker.Loader(views={name: (count, [transforms])}) as Python passes it.
+using ViewArg = std::tuple<std::string, int, std::vector<Transform>>;
+void set_views(LoaderOptions* o, std::vector<ViewArg> views) {
+  for (auto& [name, count, transforms] : views) o->views.push_back({name, count, std::move(transforms)});
+}
+
 }  // namespace
 
 void bind_loader(py::module_& m) {
@@ -85,26 +91,29 @@ void bind_loader(py::module_& m) {
       // the transforms), decoded and validated by the one codec in C++
       // (src/batch/options.cc): the doctor's snapshot uses the same.
       .def(py::init([](const std::vector<std::string>& sources, const std::string& options,
-                       std::vector<Transform> transforms) {
+                       std::vector<Transform> transforms, std::vector<ViewArg> views) {
              LoaderOptions o = options_from_json(options);
              o.transforms = std::move(transforms);
+             set_views(&o, std::move(views));
              validate_options(o);
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
              return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(sources, std::move(o)));
            }),
-           py::arg("sources"), py::arg("options"), py::arg("transforms"))
+           py::arg("sources"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{})
       // A mixture (stoker.Mix), as the JSON of its one codec (src/source/mixture_source.cc).
       .def_static(
           "_mixture",
-          [](const std::string& mixture, const std::string& options, std::vector<Transform> transforms) {
+          [](const std::string& mixture, const std::string& options, std::vector<Transform> transforms,
+             std::vector<ViewArg> views) {
             Mixture mix = mixture_from_json(mixture);
             LoaderOptions o = options_from_json(options);
             o.transforms = std::move(transforms);
+            set_views(&o, std::move(views));
             validate_options(o);
             py::gil_scoped_release release;
             return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(mix, std::move(o)));
           },
-          py::arg("mixture"), py::arg("options"), py::arg("transforms"))
+          py::arg("mixture"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{})
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       // The records of an epoch before sharding: a mixture's draws per epoch.

@@ -344,13 +344,14 @@ void bind_testing(py::module_& m) {
   // Test hook: what a Loader with these transforms and seed does to record
   // `index` in `epoch` on a width x height image: the image's read plan, or
   // with geometric=True the geometric plan every spatial field applies (in
-  // the full-resolution frame: decode_region is the whole image).
+  // the full-resolution frame: decode_region is the whole image). view and
+  // copy: the draws of that copy of that view (Loader(views=...)).
   hooks.def(
       "plan",
       [](std::vector<Transform> transforms, std::uint64_t seed, std::uint64_t epoch, std::uint64_t index, int width,
-         int height, bool geometric) {
+         int height, bool geometric, int view, int copy) {
         detail::Pipeline pipeline(transforms, DType::kFloat32, Layout::kNCHW);
-        detail::Rng rng(detail::mix_key(seed, epoch, index, detail::kStreamTransform));
+        detail::Rng rng(detail::mix_key(seed, epoch, index, detail::view_stream(view, copy)));
         detail::SamplePlan plan;
         if (geometric) {
           pipeline.plan_geometry(width, height, &rng, &plan);
@@ -384,10 +385,11 @@ void bind_testing(py::module_& m) {
           erase.append(py::make_tuple(e.box.y, e.box.x, e.box.height, e.box.width));  // F.erase's i, j, h, w
         }
         d["erase"] = erase;
+        d["error"] = plan.error;
         return d;
       },
       py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"),
-      py::arg("geometric") = false);
+      py::arg("geometric") = false, py::arg("view") = 0, py::arg("copy") = 0);
 }
 
 }  // namespace stoker::python

@@ -149,6 +149,27 @@ def _check_int(name, value, minimum):
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
+def _view_args(views):
+    """Loader(views=) as the C++ loader takes it: [(name, count, [transforms])], checked here for its types."""
+    if views is None:
+        return []
+    if not isinstance(views, dict) or not views:
+        raise ValueError(f"views must be a non-empty dict {{name: (count, [transforms])}}, got {views!r}")
+    out = []
+    for name, spec in views.items():
+        if not isinstance(name, str) or not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            raise ValueError(f"views: each entry must be name: (count, [transforms]), got {name!r}: {spec!r}")
+        count, transforms = spec
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise ValueError(f"views: view {name!r}: count must be an int, got {count!r}")
+        transforms = list(transforms)
+        for t in transforms:
+            if not isinstance(t, _stoker._transform_types):
+                raise ValueError(f"views: view {name!r}: {t!r} is not a stoker transform")
+        out.append((name, count, transforms))
+    return out
+
+
 def _check_torch_dtypes(tensors, named):
     """Every batch tensor must have a torch dtype: found at construction, naming the field, not at the first batch."""
     import numpy as np
@@ -336,7 +357,18 @@ class Loader:
             stoker.RandomChoice of them (torchvision v2's semantics), applied
             to each batch as it is handed out; labels become float32
             [B, num_classes]; draws from (seed, epoch, batch index), so resume
-            stays exact. Needs dtype "float32" and layout "NCHW". Default ().
+            stays exact. Needs dtype "float32" and layout "NCHW". Not with
+            ``views``. Default ().
+        views (dict, optional): multi-crop (DINO, SwAV, SimCLR): {name:
+            (count, [transforms])}, each view ``count`` independently drawn
+            copies of its transforms over the sample's one read and one
+            decode (of the union of the copies' regions), batched as
+            ``name`` [B, count, 3, H, W] (NHWC: [B, count, H, W, 3]) in place
+            of the image; batches are dicts (views, then the label or the
+            other fields). Every copy's draws depend on (seed, epoch,
+            record, view, copy) only; the first view's first copy draws
+            what ``transforms=`` would. Needs ``transforms=()``; the schema
+            may not hold masks or boxes. Default None.
 
     Yields:
         tuple or dict: per batch of the epoch, in order: ``(images,
@@ -391,7 +423,8 @@ class Loader:
                  cache_rewrite: bool = True,
                  progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
                  fields: Optional[Iterable[_FieldType]] = None,
-                 batch_transforms: Iterable[Union[MixUp, CutMix, RandomChoice]] = ()) -> None:
+                 batch_transforms: Iterable[Union[MixUp, CutMix, RandomChoice]] = (),
+                 views: Optional[Dict[str, Tuple[int, Iterable[_Transform]]]] = None) -> None:
         mixture = None
         if isinstance(source, Mix):
             mixture = source._json()
@@ -424,6 +457,9 @@ class Loader:
             if not fields:
                 raise ValueError("fields must name at least one field (or be None for images and labels)")
         self.fields = fields
+        view_args = _view_args(views)
+        if view_args and list(batch_transforms):
+            raise ValueError("batch_transforms (MixUp/CutMix) act on one image per sample; views give several")
         rank, world_size = _resolve_distributed(rank, world_size)
         self.output = output
         # NOTE: the options' types and ranges are checked once, in C++ (src/batch/options.cc),
@@ -442,11 +478,11 @@ class Loader:
                        fields=[f._json() for f in fields or ()])
         options_json = json.dumps(options, default=_json_value)
         if mixture is not None:
-            self._impl = _stoker._Loader._mixture(mixture, options_json, transforms)
+            self._impl = _stoker._Loader._mixture(mixture, options_json, transforms, view_args)
         else:
-            self._impl = _stoker._Loader(sources, options_json, transforms)
+            self._impl = _stoker._Loader(sources, options_json, transforms, view_args)
         if output == "torch":
-            _check_torch_dtypes(self._impl.sample_tensors, fields is not None)
+            _check_torch_dtypes(self._impl.sample_tensors, fields is not None or bool(view_args))
         _profiling.register_loader(self)
         self.batch_size = batch_size
         self._h2d_ns = 0     # consumer-thread time staging and starting host-to-device copies

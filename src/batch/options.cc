@@ -202,6 +202,29 @@ const std::vector<Option>& options() {
          o.fields.clear();
          for (const auto& x : v) o.fields.push_back(field_from_json(x));
        }},
+      {"views",
+       [](const LoaderOptions& o) -> json {
+         json t = json::array();
+         for (const View& v : o.views) {
+           json tf = json::array();
+           for (const Transform& x : v.transforms) tf.push_back(json::parse(detail::transform_to_json(x)));
+           t.push_back({{"name", v.name}, {"count", v.count}, {"transforms", tf}});
+         }
+         return t;
+       },
+       [](LoaderOptions& o, const json& v, const char* n) {
+         if (!v.is_array()) bad(n, "a list", v);
+         o.views.clear();
+         for (const auto& x : v) {
+           if (!x.is_object() || !x.contains("name") || !x["name"].is_string() || !x.contains("transforms") ||
+               !x["transforms"].is_array()) {
+             bad(n, "a list of {name, count, transforms}", x);
+           }
+           View view{x["name"].get<std::string>(), x.value("count", 1), {}};
+           for (const auto& t : x["transforms"]) view.transforms.push_back(detail::transform_from_json(t.dump()));
+           o.views.push_back(std::move(view));
+         }
+       }},
       integer<&LoaderOptions::max_image_pixels>("max_image_pixels"),
       text<&LoaderOptions::labels>("labels"),
       text<&LoaderOptions::image_root>("image_root"),
@@ -281,6 +304,40 @@ void validate_fields(const LoaderOptions& o) {
   }
 }
 
+// Multi-crop views: named apart from the schema's other keys, each a
+// transform list of its own; the image's geometry is theirs, so no mask or
+// boxes may follow it.
+void validate_views(const LoaderOptions& o) {
+  if (o.views.empty()) return;
+  if (!o.transforms.empty()) {
+    detail::invalid("views: each view has its own transforms; pass transforms=[] (got " +
+                    std::to_string(o.transforms.size()) + " transforms beside the views)");
+  }
+  if (o.kind == SampleKind::kArray) detail::invalid("views apply to images, not to kind='array'");
+  std::vector<std::string> names;
+  for (const Field& f : o.fields) {
+    if (f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes) {
+      detail::invalid("views: field '" + f.name + "' (" + name_of(kFieldKind, f.kind) +
+                      ") follows one geometry, and each view draws its own; views take images, labels and tensors");
+    }
+    if (f.kind != FieldKind::kImage) names.push_back(f.name);
+  }
+  if (o.fields.empty()) names.push_back("label");
+  for (const View& v : o.views) {
+    if (v.name.empty()) detail::invalid("views: a view has an empty name");
+    if (std::find(names.begin(), names.end(), v.name) != names.end()) {
+      detail::invalid("views: the name '" + v.name + "' is used twice in the batch");
+    }
+    names.push_back(v.name);
+    if (v.count < 1 || v.count > 64) {
+      detail::invalid("views: view '" + v.name + "': count must be in [1, 64], got " + std::to_string(v.count));
+    }
+    if (v.transforms.empty()) {
+      detail::invalid("views: view '" + v.name + "' has no transforms; it needs at least a crop or resize to a fixed size");
+    }
+  }
+}
+
 }  // namespace
 
 void validate_options(const LoaderOptions& o) {
@@ -298,6 +355,7 @@ void validate_options(const LoaderOptions& o) {
   if (o.max_image_pixels == 0) detail::invalid("max_image_pixels must be > 0");
   if (o.cache_max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
   validate_fields(o);
+  validate_views(o);
 }
 
 const char* cache_name(Cache c) { return name_of(kCache, c); }

@@ -65,5 +65,14 @@ class Rng {
 // Stream tags, so that the order and each sample's transforms never share draws.
 inline constexpr std::uint64_t kStreamOrder = 0x6f72646572ULL;      // "order"
 inline constexpr std::uint64_t kStreamTransform = 0x7866726dULL;    // "xfrm"
+inline constexpr std::uint64_t kStreamView = 0x76696577ULL;         // "view"
+
+// The transform stream of copy `copy` of view `view` (LoaderOptions::views):
+// view 0's copy 0 is the single transform list's stream, so a one-view
+// loader draws what a loader with those transforms draws.
+inline std::uint64_t view_stream(int view, int copy) {
+  if (view == 0 && copy == 0) return kStreamTransform;
+  return mix_key(kStreamTransform, kStreamView, static_cast<std::uint64_t>(view), static_cast<std::uint64_t>(copy));
+}
 
 }  // namespace stoker::detail

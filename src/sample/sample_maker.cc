@@ -126,7 +126,15 @@ void throw_in_sample(std::int64_t rec, bool bad_alloc) {
 SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, SampleCache* cache)
     : source_(source), opt_(options), cache_(cache) {
   resolve_schema();
-  if (spec_.image >= 0) {
+  if (spec_.image >= 0 && !opt_.views.empty()) {
+    for (const View& v : opt_.views) {
+      try {
+        views_.emplace_back(v.transforms, opt_.dtype, opt_.layout);
+      } catch (const Error& e) {
+        invalid("views: view '" + v.name + "': " + e.what());
+      }
+    }
+  } else if (spec_.image >= 0) {
     pipeline_.emplace(opt_.transforms, opt_.dtype, opt_.layout);
   } else if (opt_.cache == Cache::kDecoded) {
     invalid(spec_.arrays ? "cache='decoded' applies to images; use cache='ram' for arrays"
@@ -137,10 +145,22 @@ SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, Sam
   for (FieldSpec& f : spec_.fields) {
     switch (f.field.kind) {
       case FieldKind::kImage: {
-        const std::int64_t h = pipeline_->out_height(), w = pipeline_->out_width();
-        add_output(&f, f.field.name, opt_.dtype == DType::kFloat32 ? "<f4" : "|u1",
-                   opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3},
-                   opt_.dtype == DType::kFloat32 ? 4 : 1);
+        const char* descr = opt_.dtype == DType::kFloat32 ? "<f4" : "|u1";
+        const std::size_t item = opt_.dtype == DType::kFloat32 ? 4 : 1;
+        auto dims = [&](const Pipeline& p) {
+          const std::int64_t h = p.out_height(), w = p.out_width();
+          return opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
+        };
+        if (views_.empty()) {
+          add_output(&f, f.field.name, descr, dims(*pipeline_), item);
+          break;
+        }
+        for (std::size_t v = 0; v < views_.size(); ++v) {  // the views in place of the image
+          std::vector<std::int64_t> d = dims(views_[v]);
+          d.insert(d.begin(), opt_.views[v].count);
+          view_outputs_.push_back(static_cast<int>(spec_.outputs.size()));
+          add_output(v == 0 ? &f : nullptr, opt_.views[v].name, descr, std::move(d), item);
+        }
         break;
       }
       case FieldKind::kMask:
@@ -185,7 +205,7 @@ void SampleMaker::add_output(FieldSpec* f, std::string name, std::string descr, 
 // come from.
 void SampleMaker::resolve_schema() {
   std::vector<Field> fields = opt_.fields;
-  spec_.named = !fields.empty();
+  spec_.named = !fields.empty() || !opt_.views.empty();
   if (fields.empty()) {
     decide_default_schema();
     fields = {spec_.arrays ? TensorField("array") : ImageField("image"), LabelField("label")};
@@ -491,6 +511,16 @@ Status SampleMaker::from_parts(std::uint32_t rec, std::uint64_t draw, std::uint6
   const FieldSpec& image = spec_.fields[static_cast<std::size_t>(spec_.image)];
   const auto [bytes, n] = s->part[static_cast<std::size_t>(image.part)];
   st = s->decoder.open(bytes, n, opt_.max_image_pixels);
+  if (!views_.empty()) {
+    if (st.ok()) st = make_views(nullptr, draw, seed, epoch, out, s, &timer);
+    if (!st.ok()) {
+      timer.decode();
+      return tag(image, st);
+    }
+    st = other_fields(rec, s->decoder.width(), s->decoder.height(), out, s, false);
+    timer.transform();
+    return st;
+  }
   ImageView view;
   int width = 0, height = 0;
   if (st.ok()) {
@@ -606,6 +636,13 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::
     view = {s->part[ip].first, w, h, static_cast<std::ptrdiff_t>(w) * 3};
     timer.decode();
   }
+  if (!views_.empty()) {
+    Status st = make_views(&view, draw, seed, epoch, out, s, nullptr);
+    if (!st.ok()) return tag(image, st);
+    st = other_fields(rec, view.width, view.height, out, s, true);
+    timer.transform();
+    return st;
+  }
   Rng rng(mix_key(seed, epoch, draw, kStreamTransform));
   pipeline_->plan_geometry(view.width, view.height, &rng, &s->geo);
   if (!s->geo.error.empty()) return tag(image, Status::InvalidArgument(s->geo.error));
@@ -618,6 +655,62 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::
   const Status st = other_fields(rec, view.width, view.height, out, s, true);
   timer.transform();
   return st;
+}
+
+// LoaderOptions::views: every copy of every view planned in the image's
+// full frame (copy c of view v from its own stream), then one decode of the
+// union of their first crops (or, with `stored`, that region of the stored
+// image), and each copy run from it into its place in the view's output.
+// The decoder is open on the image unless `stored`; `timer` (when
+// decoding) marks the decode.
+Status SampleMaker::make_views(const ImageView* stored, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
+                               SampleOut out, Scratch* s, StageTimer* timer) const {
+  const int width = stored ? stored->width : s->decoder.width();
+  const int height = stored ? stored->height : s->decoder.height();
+  std::size_t copies = 0;
+  for (const View& v : opt_.views) copies += static_cast<std::size_t>(v.count);
+  s->view_plans.resize(copies);
+  int x0 = width, y0 = height, x1 = 0, y1 = 0;  // the union of what the copies read
+  std::size_t k = 0;
+  for (std::size_t v = 0; v < views_.size(); ++v) {
+    for (int c = 0; c < opt_.views[v].count; ++c, ++k) {
+      SamplePlan& plan = s->view_plans[k];
+      Rng rng(mix_key(seed, epoch, draw, view_stream(static_cast<int>(v), c)));
+      views_[v].plan_geometry(width, height, &rng, &plan);
+      if (!plan.error.empty()) return Status::InvalidArgument(opt_.views[v].name + ": " + plan.error);
+      Box b{0, 0, width, height};
+      if (!plan.steps.empty() && plan.steps[0].kind == Step::kCrop) b = plan.steps[0].box;
+      const int bx0 = std::max(b.x, 0), by0 = std::max(b.y, 0);
+      const int bx1 = std::min(b.x + b.width, width), by1 = std::min(b.y + b.height, height);
+      if (bx1 <= bx0 || by1 <= by0) continue;  // all padding: reads nothing
+      x0 = std::min(x0, bx0), y0 = std::min(y0, by0), x1 = std::max(x1, bx1), y1 = std::max(y1, by1);
+    }
+  }
+  if (x1 <= x0 || y1 <= y0) x0 = 0, y0 = 0, x1 = std::min(width, 1), y1 = std::min(height, 1);
+  const Box region{x0, y0, x1 - x0, y1 - y0};
+  ImageView view;
+  if (stored) {
+    view = {stored->row(region.y) + 3 * region.x, region.width, region.height, stored->stride};
+  } else {
+    // NOTE: the exact decode of the region is the crop of the full decode
+    // (decode_scale applies to single transform lists only).
+    Status st = s->decoder.decode(region, &s->decoded, &view);
+    if (timer) timer->decode();
+    if (!st.ok()) return st;
+  }
+  k = 0;
+  for (std::size_t v = 0; v < views_.size(); ++v) {
+    std::uint8_t* dst = dest(out, view_outputs_[v]);
+    for (int c = 0; c < opt_.views[v].count; ++c, ++k) {
+      SamplePlan& plan = s->view_plans[k];
+      if (!plan.steps.empty() && plan.steps[0].kind == Step::kCrop) {  // into the region's frame
+        plan.steps[0].box.x -= region.x;
+        plan.steps[0].box.y -= region.y;
+      }
+      views_[v].run(plan, view, &s->workspace, dst + static_cast<std::size_t>(c) * views_[v].sample_bytes());
+    }
+  }
+  return Status::Ok();
 }
 
 // Every field but the image, from s->part: masks and boxes under the

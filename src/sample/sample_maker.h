@@ -87,6 +87,7 @@ struct Scratch {
   MaskBuffer mask, stored_mask;
   MaskWorkspace mask_ws;
   std::vector<BoxRow> boxes;
+  std::vector<SamplePlan> view_plans;  // LoaderOptions::views: each copy's plan
   ImageBuffer stored;  // cache=kDecoded: the image at its stored size
   SampleCache::EntryPtr hit;  // the cache entry the sample in hand reads
   JpegTranscoder transcoder;  // cache=kRam: the rewrite (rewrite_cached)
@@ -174,6 +175,8 @@ class SampleMaker {
   Status process_decoded(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
                          SampleOut out, Scratch* s) const;
   Status other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s, bool stored) const;
+  Status make_views(const ImageView* stored, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
+                    SampleOut out, Scratch* s, StageTimer* timer) const;
   Status read_field(const FieldSpec& f, std::size_t rec, std::vector<std::uint8_t>* out) const;
   Status tag(const FieldSpec& f, const Status& st) const;
   Status decode_mask(const FieldSpec& f, const std::uint8_t* bytes, std::size_t n, int width, int height,
@@ -184,7 +187,9 @@ class SampleMaker {
   const LoaderOptions& opt_;
   SampleCache* cache_;
   const std::atomic<bool>* first_batch_ = nullptr;
-  std::optional<Pipeline> pipeline_;  // with an image field
+  std::optional<Pipeline> pipeline_;  // with an image field (without views)
+  std::vector<Pipeline> views_;       // LoaderOptions::views: one pipeline per view
+  std::vector<int> view_outputs_;     // each view's output
   SampleSpec spec_;
 };
 

@@ -163,5 +163,58 @@ TEST(AugmentTest, LoaderBatchesDoNotDependOnTheThreadCount) {
   EXPECT_EQ(one, two);
 }
 
+TEST(AugmentTest, ViewsAreCutFromOneDecodeAndDrawnPerCopy) {
+  stoker::testing::TempDir d;
+  std::string list = "path,label\n";
+  for (int i = 0; i < 6; ++i) {
+    const int w = 50 + (i * 11) % 40, h = 40 + (i * 7) % 30;
+    const std::string name = "v" + std::to_string(i) + ".jpg";
+    stoker::testing::write_file(d.file(name), stoker::testing::encode_jpeg(stoker::testing::test_pixels(w, h, i), w, h));
+    list += name + "," + std::to_string(i) + "\n";
+  }
+  stoker::testing::write_file(d.file("list.csv"), list);
+  const std::vector<Transform> global = {RandomResizedCrop{32, 32, {0.4, 1.0}}, RandomHorizontalFlip{}};
+  auto epoch = [&](int threads, bool views) {
+    LoaderOptions o;
+    o.batch_size = 3;
+    o.threads = threads;
+    o.seed = 9;
+    o.dtype = DType::kUInt8;
+    o.progress = Progress::kOff;
+    if (views) {
+      o.views = {{"global", 2, global}, {"local", 3, {RandomResizedCrop{12, 12, {0.05, 0.4}}, RandomVerticalFlip{}}}};
+    } else {
+      o.transforms = global;
+    }
+    Loader l({d.file("list.csv")}, o);
+    std::vector<std::vector<std::uint8_t>> out(2);
+    for (const Batch& b : l) {
+      const TensorView* g = views ? b.tensor("global") : &b.tensors()[0];
+      const auto* p = static_cast<const std::uint8_t*>(g->data);
+      out[0].insert(out[0].end(), p, p + g->bytes);
+      if (views) {
+        EXPECT_EQ(g->dims, (std::vector<std::int64_t>{3, 2, 3, 32, 32}));
+        const TensorView* loc = b.tensor("local");
+        EXPECT_EQ(loc->dims, (std::vector<std::int64_t>{3, 3, 3, 12, 12}));
+        const auto* q = static_cast<const std::uint8_t*>(loc->data);
+        out[1].insert(out[1].end(), q, q + loc->bytes);
+      }
+    }
+    return out;
+  };
+  const auto one = epoch(1, true), two = epoch(2, true), plain = epoch(2, false);
+  EXPECT_EQ(one, two);
+  // Copy 0 of the first view draws what the plain transform list draws; copy 1 its own.
+  const std::size_t image = 3 * 32 * 32;
+  ASSERT_EQ(one[0].size(), 6 * 2 * image);
+  ASSERT_EQ(plain[0].size(), 6 * image);
+  for (std::size_t i = 0; i < 6; ++i) {
+    const auto copy0 = one[0].begin() + static_cast<std::ptrdiff_t>(2 * i * image);
+    EXPECT_TRUE(std::equal(copy0, copy0 + static_cast<std::ptrdiff_t>(image), plain[0].begin() + static_cast<std::ptrdiff_t>(i * image)));
+    EXPECT_FALSE(std::equal(copy0 + static_cast<std::ptrdiff_t>(image), copy0 + static_cast<std::ptrdiff_t>(2 * image),
+                            plain[0].begin() + static_cast<std::ptrdiff_t>(i * image)));
+  }
+}
+
 }  // namespace
 }  // namespace stoker::detail

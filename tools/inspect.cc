@@ -84,12 +84,22 @@ void inspect(const std::vector<std::string>& paths) {
   print_histogram("file size:", byte_names, bytes);
   // Shards: members per sample and shard sizes, from the tar itself.
   std::map<std::size_t, std::uint64_t> members_per_sample;
+  std::map<std::string, std::uint64_t> members_by_suffix;
   std::vector<std::string> shards;
   for (const auto& p : paths) {
     if (!detail::looks_like_shards(p)) continue;
     for (const auto& s : detail::expand_shard_spec(p)) shards.push_back(s);
   }
-  if (shards.empty()) return;
+  if (shards.empty()) {
+    // A list file's columns, a COCO file's members: the same for every record.
+    const std::vector<std::string> members = src->size() ? src->members(0) : std::vector<std::string>{};
+    if (!members.empty()) {
+      std::string list;
+      for (const auto& m : members) list += (list.empty() ? "" : ", ") + m;
+      std::printf("members of each record (beside its image): %s\n", list.c_str());
+    }
+    return;
+  }
   std::printf("shards: %zu\n", shards.size());
   for (const auto& path : shards) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -115,6 +125,7 @@ void inspect(const std::vector<std::string>& paths) {
       }
       last = key;
       ++run;
+      members_by_suffix[suffix]++;
     }
     if (run) {
       members_per_sample[run]++;
@@ -126,6 +137,10 @@ void inspect(const std::vector<std::string>& paths) {
   std::printf("members per sample:\n");
   for (const auto& [k, v] : members_per_sample) {
     std::printf("  %zu: %llu samples\n", k, static_cast<unsigned long long>(v));
+  }
+  std::printf("members by suffix (samples holding one):\n");
+  for (const auto& [k, v] : members_by_suffix) {
+    std::printf("  .%-22s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
   }
 }
 

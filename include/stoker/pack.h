@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "stoker/fields.h"
+#include "stoker/source.h"
+
 namespace stoker {
 
 struct PackOptions {
@@ -39,6 +42,17 @@ struct PackOptions {
   bool lossless = false;
   // Store decoded uint8 HWC pixels as .npy (decode once, never again).
   bool raw = false;
+  // Members that are boxes (by member name, e.g. a list file's column or a
+  // COCO source's "boxes"), rescaled with the image under max_side and
+  // written as JSON {"format": "xyxy", "boxes", "labels"}; rows in
+  // `boxes_format` unless the member's JSON says its own. Every other member
+  // is carried too: masks (a PNG or .npy mask of the image's size) are
+  // resized with nearest-neighbour under max_side and written as PNG, the
+  // rest copied as they are. Default {"boxes"}.
+  std::vector<std::string> box_members{"boxes"};
+  BoxFormat boxes_format = BoxFormat::kXYXY;
+  // A COCO instances JSON source: where its images are, and which are kept.
+  CocoOptions coco;
   // Shuffle the record order across shards with this seed (< 0: keep order).
   std::int64_t shuffle_seed = -1;
   // Worker threads; 0 = one per core.
@@ -66,12 +80,14 @@ struct PackResult {
   std::uint64_t bytes_out = 0;  // shard bytes, tar framing included
   std::uint64_t resized = 0;
   std::uint64_t kept = 0;       // original bytes copied
+  std::uint64_t members = 0;    // other members carried (masks, boxes, JSON, ...)
+  std::uint64_t members_resized = 0;  // masks resized and boxes rescaled with their image
   std::vector<std::string> shards;
   std::string report_path;      // "" when every input was good
   double seconds = 0;
 };
 
-// Packs `source` (an image folder or a list file). Throws stoker::Error for
+// Packs `source` (an image folder, a list file, a COCO instances JSON or shards). Throws stoker::Error for
 // bad options or an unwritable output; bad inputs are skipped, counted and
 // listed in the report. Shards appear under their final names only when
 // complete; a rerun after an interruption rewrites them all.

@@ -1,6 +1,9 @@
 // stoker::pack: read -> decode/resize/encode on N threads -> write shards in order.
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +19,9 @@
 #include "order/rng.h"
 #include "decode/jpeg_transcode.h"
 #include "pack/jpeg_encode.h"
+#include "pack/png_encode.h"
+#include "transform/boxes.h"
+#include "transform/nearest.h"
 #include "source/shard_source.h"
 #include "source/tar.h"
 #include "stats/json.h"
@@ -80,10 +86,16 @@ struct Item {
   std::string json;
   std::uint64_t bytes_in = 0;
   bool resized = false, kept = false;
+  // The record's other members, each as written: (suffix, bytes).
+  std::vector<std::pair<std::string, std::vector<std::uint8_t>>> members;
+  std::uint64_t members_resized = 0;
 };
 
 struct Worker {
-  std::vector<std::uint8_t> file;
+  std::vector<std::uint8_t> file, member;
+  detail::ImageDecoder mask_decoder;
+  detail::MaskBuffer mask, resized_mask;
+  std::vector<detail::BoxRow> boxes;
   detail::ImageDecoder decoder;
   detail::ImageBuffer decoded, resized;
   detail::ResizeScratch scratch;
@@ -91,7 +103,86 @@ struct Worker {
   detail::JpegTranscoder transcoder;
 };
 
+// A member's name in the shard: as named when it has an extension ("seg.png"),
+// else the name with the extension its bytes say (a list file's column
+// "mask" holding a PNG -> "mask.png"), or bare for a value ("7").
+std::string member_suffix(const std::string& name, const std::vector<std::uint8_t>& bytes) {
+  if (name.find('.') != std::string::npos) return name;
+  switch (detail::sniff_format(bytes.data(), bytes.size())) {
+    case detail::Format::kJpeg: return name + ".jpg";
+    case detail::Format::kPng: return name + ".png";
+    case detail::Format::kNpy: return name + ".npy";
+    default: break;
+  }
+  const auto first = std::find_if(bytes.begin(), bytes.end(), [](std::uint8_t c) { return !std::isspace(c); });
+  if (first != bytes.end() && (*first == '{' || *first == '[')) return name + ".json";
+  return name;
+}
+
+// "seg.png" -> "seg": the name a loader's member= gives.
+std::string member_base(const std::string& name) { return name.substr(0, name.find('.')); }
+
+// The record's members other than its image and label, carried into the
+// shard: masks of the image's size resized with it (nearest, PNG), boxes
+// rescaled (JSON), the rest as they are.
+Status carry_members(const Source& src, std::uint32_t rec, const PackOptions& o, int W, int H, int ow, int oh,
+                     Worker* w, Item* it) {
+  const bool resized = ow != W || oh != H;
+  for (const std::string& name : src.members(rec)) {
+    // A shard sample's image (".jpg", ".png", ...) and label (".cls") are the record's own.
+    if (name == "cls" || (name.find('.') == std::string::npos && detail::format_of_name("x." + name) != nullptr)) {
+      continue;
+    }
+    Status st = src.read_member(rec, name, &w->member);
+    if (!st.ok()) return Status(st.code(), "member '" + name + "': " + st.message());
+    it->bytes_in += w->member.size();
+    const std::string base = member_base(name);
+    const bool boxes = std::find(o.box_members.begin(), o.box_members.end(), base) != o.box_members.end();
+    if (resized && boxes) {
+      st = detail::parse_boxes(w->member.data(), w->member.size(), o.boxes_format, "", &w->boxes);
+      if (st.ok()) st = detail::check_boxes_on_canvas(W, H, &w->boxes);
+      if (!st.ok()) return Status(st.code(), "member '" + name + "': " + st.message());
+      detail::scale_boxes(W, H, ow, oh, &w->boxes);
+      nlohmann::json rows = nlohmann::json::array(), labels = nlohmann::json::array();
+      for (const auto& b : w->boxes) {
+        rows.push_back({b.x0, b.y0, b.x1, b.y1});
+        labels.push_back(b.label);
+      }
+      const std::string text = nlohmann::json{{"format", "xyxy"}, {"boxes", rows}, {"labels", labels}}.dump();
+      it->members.push_back({base + ".json", std::vector<std::uint8_t>(text.begin(), text.end())});
+      ++it->members_resized;
+      continue;
+    }
+    const detail::Format f = detail::sniff_format(w->member.data(), w->member.size());
+    if (resized && (f == detail::Format::kPng || f == detail::Format::kNpy) &&
+        w->mask_decoder.open_mask(w->member.data(), w->member.size(), 178956970).ok() &&
+        w->mask_decoder.width() == W && w->mask_decoder.height() == H) {
+      st = w->mask_decoder.decode_mask(&w->mask);
+      if (!st.ok()) return Status(st.code(), "member '" + name + "': " + st.message());
+      detail::resize_nearest(w->mask.view(), ow, oh, &w->resized_mask);
+      std::vector<std::uint8_t> png;
+      st = detail::encode_png_mask(w->resized_mask.view(), &png);
+      if (!st.ok()) return Status(st.code(), "member '" + name + "': " + st.message());
+      it->members.push_back({base + ".png", std::move(png)});
+      ++it->members_resized;
+      continue;
+    }
+    it->members.push_back({member_suffix(name, w->member), w->member});
+  }
+  return Status::Ok();
+}
+
+void make_image(const Source& src, std::uint32_t rec, const PackOptions& o, Worker* w, Item* it, int* ow, int* oh);
+
 void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worker* w, Item* it) {
+  int ow = 0, oh = 0;
+  make_image(src, rec, o, w, it, &ow, &oh);
+  if (!it->status.ok()) return;
+  it->status = carry_members(src, rec, o, w->decoder.width(), w->decoder.height(), ow, oh, w, it);
+}
+
+void make_image(const Source& src, std::uint32_t rec, const PackOptions& o, Worker* w, Item* it, int* out_w,
+                int* out_h) {
   it->status = src.read(rec, &w->file);
   it->bytes_in = w->file.size();
   if (!it->status.ok()) return;
@@ -99,7 +190,9 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
   if (!it->status.ok()) return;
   const int W = w->decoder.width(), H = w->decoder.height();
   const bool resize = o.max_side > 0 && std::min(W, H) > o.max_side;
-  int ow = W, oh = H;
+  int& ow = *out_w;
+  int& oh = *out_h;
+  ow = W, oh = H;
   if (resize) detail::resize_output_size(Resize{o.max_side, 0, 0}, W, H, &ow, &oh);
   it->json = "{\"path\": " + detail::json_quote(src.key(rec)) + ", \"width\": " + std::to_string(W) +
              ", \"height\": " + std::to_string(H) + ", \"label\": " + std::to_string(src.label(rec)) + "}";
@@ -149,7 +242,7 @@ PackResult pack(const std::string& source, const PackOptions& o) {
 
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  std::unique_ptr<Source> src = open_source(source);
+  std::unique_ptr<Source> src = open_source(source, "cls", "", o.coco);
   const std::size_t n = src->size();
   std::vector<std::uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
@@ -247,26 +340,40 @@ PackResult pack(const std::string& source, const PackOptions& o) {
         char key[32];
         std::snprintf(key, sizeof(key), "%09zu", p);
         const auto mtime = static_cast<std::int64_t>(std::time(nullptr));
-        Status s = tar->add(std::string(key) + "." + item.ext, item.bytes.data(), item.bytes.size(), mtime);
-        const auto& m = tar->members().back();
+        // Every member into the tar and the index's member table (so a
+        // loader's read_member finds masks, boxes and the rest by suffix).
         detail::IndexRecord ir;
         ir.key = key;
-        ir.suffix = item.ext;
-        ir.offset = m.offset;
-        ir.size = m.size;
         ir.label = src->label(rec);
-        index.records.push_back(ir);
-        const std::string cls = std::to_string(src->label(rec));
-        if (s.ok()) s = tar->add(std::string(key) + ".cls", reinterpret_cast<const std::uint8_t*>(cls.data()), cls.size(), mtime);
+        auto add = [&](const std::string& suffix, const void* data, std::size_t size) {
+          Status st = tar->add(std::string(key) + "." + suffix, static_cast<const std::uint8_t*>(data), size, mtime);
+          if (st.ok()) ir.members.push_back({suffix, tar->members().back().offset, tar->members().back().size});
+          return st;
+        };
+        Status s = add(item.ext, item.bytes.data(), item.bytes.size());
         if (s.ok()) {
-          s = tar->add(std::string(key) + ".json", reinterpret_cast<const std::uint8_t*>(item.json.data()),
-                       item.json.size(), mtime);
+          ir.suffix = item.ext;
+          ir.offset = ir.members.back().offset;
+          ir.size = ir.members.back().size;
         }
+        const std::string cls = std::to_string(src->label(rec));
+        if (s.ok() && src->label(rec) >= 0) s = add("cls", cls.data(), cls.size());
+        // The pack's own record of the original path and size; "meta.json"
+        // when the record carries a .json of its own.
+        const bool own_json = std::any_of(item.members.begin(), item.members.end(),
+                                          [](const auto& member) { return member.first == "json"; });
+        if (s.ok()) s = add(own_json ? "meta.json" : "json", item.json.data(), item.json.size());
+        for (const auto& [suffix, bytes] : item.members) {
+          if (s.ok()) s = add(suffix, bytes.data(), bytes.size());
+        }
+        index.records.push_back(std::move(ir));
         if (!s.ok()) throw Error(s);
         ++in_shard;
         ++r.records_written;
         r.resized += item.resized;
         r.kept += item.kept;
+        r.members += item.members.size();
+        r.members_resized += item.members_resized;
       }
       if (o.on_progress && (seconds() - last_progress >= 0.2 || p + 1 == n)) {
         last_progress = seconds();

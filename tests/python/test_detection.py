@@ -407,3 +407,64 @@ def test_paired_folder_missing_and_ambiguous_files_are_counted(seg, tmp_path):
     with pytest.raises(OSError, match="not a directory"):
         stoker.Loader(str(seg["dir"] / "images"), fields=[stoker.Image(), stoker.Mask("m", folder=tmp_path / "nope")],
                       transforms=[stoker.Resize((20, 20))])
+
+
+# ---------------------------------------------------------------- pack carries every member
+
+from test_fields import data  # noqa: E402,F401  (the fixture: a CSV of images with masks, boxes, tensors)
+
+BUILD = os.environ.get("STOKER_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+CLI = os.path.join(BUILD, "tools", "stoker")
+PACK_FIELDS = [stoker.Image("image"), stoker.Mask("seg"), stoker.Mask("gray", fill=255), stoker.Mask("deep"),
+               stoker.Boxes("boxes", max_boxes=6), stoker.Boxes("jb", max_boxes=6, member="ann"),
+               stoker.Label("label"), stoker.Label("num", member="num"), stoker.Tensor("feat"), stoker.Tensor("code")]
+PACK_TF = [stoker.RandomResizedCrop((20, 24)), stoker.RandomHorizontalFlip()]
+
+
+def pack(*args):
+    import subprocess
+    out = subprocess.run([CLI, "pack", *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr + out.stdout
+    return out.stdout
+
+
+def assert_loaders_equal(a, b, boxes_atol=0.0):
+    sa, sb = loader_samples(a), loader_samples(b)
+    assert len(sa) == len(sb) > 0
+    for x, y in zip(sa, sb):
+        assert list(x) == list(y)
+        for k in y:
+            if k in ("boxes", "jb") and boxes_atol:
+                np.testing.assert_allclose(x[k], y[k], rtol=0, atol=boxes_atol, err_msg=k)
+            else:
+                np.testing.assert_array_equal(x[k], y[k], err_msg=k)
+
+
+@pytest.mark.skipif(not os.path.exists(CLI), reason="the stoker CLI is not built")
+def test_pack_keeps_every_member_so_shards_give_the_list_files_batches(data, tmp_path):
+    out = pack(data["csv"], tmp_path / "m-%d.tar", "--keep", "--shard-count", "2", "--boxes", "boxes", "ann")
+    assert "members carried" in out
+    fields = PACK_FIELDS + [stoker.Boxes("bxywh", max_boxes=6, format="xywh")]
+    kw = dict(batch_size=3, seed=SEED, threads=2, transforms=PACK_TF, fields=fields, dtype="uint8")
+    assert_loaders_equal(stoker.Loader(str(tmp_path / "m-{0..1}.tar"), **kw), stoker.Loader(data["csv"], **kw))
+
+
+@pytest.mark.skipif(not os.path.exists(CLI), reason="the stoker CLI is not built")
+def test_pack_max_side_resizes_masks_and_rescales_boxes_with_the_image(data, tmp_path):
+    """--raw --max-side 30: the shards hold Resize(30) of every image (PIL-exact) with its masks resized
+    (nearest) and boxes rescaled: the same samples as the list file through Resize(30) first."""
+    out = pack(data["csv"], tmp_path / "r-%d.tar", "--raw", "--max-side", "30", "--boxes", "boxes", "ann")
+    n = len(data["recs"])
+    assert f"members carried ({5 * n} resized with their image)" in out, out  # 3 masks + 2 boxes per record
+    kw = dict(batch_size=3, seed=SEED, threads=2, fields=PACK_FIELDS, dtype="uint8")
+    packed = stoker.Loader(str(tmp_path / "r-0.tar"), transforms=PACK_TF, **kw)
+    direct = stoker.Loader(data["csv"], transforms=[stoker.Resize(30)] + PACK_TF, **kw)
+    assert_loaders_equal(packed, direct, boxes_atol=1e-4)
+
+
+@pytest.mark.skipif(not os.path.exists(CLI), reason="the stoker CLI is not built")
+def test_pack_of_a_coco_file_carries_boxes_and_ids(coco, tmp_path):
+    pack(coco["json"], tmp_path / "c-%d.tar", "--keep", "--image-root", coco["root"])
+    kw = dict(batch_size=4, seed=SEED, threads=2, transforms=DET_TF, fields=DET_FIELDS, dtype="uint8")
+    assert_loaders_equal(stoker.Loader(str(tmp_path / "c-0.tar"), **kw),
+                         stoker.Loader(coco["json"], image_root=coco["root"], **kw))

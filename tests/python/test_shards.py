@@ -351,6 +351,7 @@ def test_sample_without_image_and_bad_cls_are_counted(photo_files, tmp_path):
 def test_inspect_and_verify(packed, tmp_path):
     out = run_cli("inspect", packed / "keep-{000..002}.tar").stdout
     assert "records: 24" in out and "classes: 4" in out and "members per sample" in out and "3: 24 samples" in out
+    assert "members by suffix" in out and ".cls                    24" in out and ".jpg                    24" in out
     assert run_cli("verify", packed / "keep-*.tar").returncode == 0
     bad = tmp_path / "bad.tar"
     with tarfile.open(bad, "w") as t:

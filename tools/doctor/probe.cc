@@ -288,7 +288,7 @@ std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& c
     TempDir tmp("stoker-probe");
     std::shared_ptr<const Source> all =
         setup.mixture.empty()
-            ? std::shared_ptr<const Source>(open_sources(setup.sources, setup.options.labels, idx.path()))
+            ? std::shared_ptr<const Source>(open_sources(setup.sources, setup.options.labels, idx.path(), coco_options(setup.options)))
             : std::make_shared<MixtureSource>(mixture_from_json(setup.mixture), setup.options.labels, idx.path());
     auto subset = std::make_shared<SubsetSource>(all, max_records);
     std::vector<std::unique_ptr<Arm>> arms(out.size());

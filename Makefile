@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-augment bench-pack bench-doctor soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
 
 all: build
 
@@ -103,6 +103,9 @@ bench-doctor: build
 # The augmentation recipes (ImageNet's TrivialAugment + MixUp/CutMix, SimCLR's views) against the DataLoader.
 bench-augment: build data
 	$(PYTHON) bench/augment_bench.py $(DATA) --rounds 3
+
+bench-segdet: build data
+	$(PYTHON) bench/seg_det_bench.py --rounds 3
 
 bench-pack: build data
 	$(PYTHON) bench/pack_bench.py $(DATA) --build $(BUILD)

@@ -1,4 +1,5 @@
 // _stoker._testing: hooks for stoker's own tests, never for training code.
+#include <algorithm>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -287,17 +288,22 @@ void bind_testing(py::module_& m) {
       },
       py::arg("transforms"));
   // Test hook: a mask decoded as stored (PNG gray/palette/16-bit, .npy
-  // uint8/uint16): an HxW uint8 or uint16 array.
+  // uint8/uint16): an HxW uint8 or uint16 array; rows >= 0: only the first
+  // `rows` rows decoded (a crop's bottom), the rest zeros.
   hooks.def(
       "decode_mask",
-      [](const py::bytes& src, std::uint64_t max_image_pixels) {
+      [](const py::bytes& src, std::uint64_t max_image_pixels, int rows) {
         const std::string s = src;
         detail::ImageDecoder dec;
         detail::MaskBuffer buf;
         {
           py::gil_scoped_release release;
           Status st = dec.open_mask(reinterpret_cast<const std::uint8_t*>(s.data()), s.size(), max_image_pixels);
-          if (st.ok()) st = dec.decode_mask(&buf);
+          if (st.ok()) {  // rows past `rows` stay zero
+            buf.reset(dec.width(), dec.height(), 2);
+            std::fill(buf.pixels.begin(), buf.pixels.end(), 0);
+            st = dec.decode_mask(&buf, rows);
+          }
           if (!st.ok()) throw Error(st);
         }
         py::array out = buf.bytes_per_pixel == 2 ? py::array(py::dtype::of<std::uint16_t>(), {buf.height, buf.width})
@@ -305,7 +311,7 @@ void bind_testing(py::module_& m) {
         std::memcpy(out.mutable_data(), buf.pixels.data(), static_cast<std::size_t>(buf.stride) * buf.height);
         return out;
       },
-      py::arg("data"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels);
+      py::arg("data"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels, py::arg("rows") = -1);
 
   // Test hook: the sample maker alone, on this thread (no loader, no
   // workers): record `record`'s sample of `epoch` under these options, as a

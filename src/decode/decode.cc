@@ -88,10 +88,10 @@ Status ImageDecoder::open_mask(const std::uint8_t* data, std::size_t size, std::
   return Status::Ok();
 }
 
-Status ImageDecoder::decode_mask(MaskBuffer* buf) {
+Status ImageDecoder::decode_mask(MaskBuffer* buf, int rows) {
   switch (format_) {
-    case Format::kPng: return png_->decode_mask(buf);
-    case Format::kNpy: return npy_->decode_mask(buf);
+    case Format::kPng: return png_->decode_mask(buf, rows);
+    case Format::kNpy: return npy_->decode_mask(buf, rows);
     default: break;
   }
   return Status::Unsupported("decode_mask() without a successful open_mask()");

@@ -51,7 +51,10 @@ class ImageDecoder {
   // images are kUnsupported with the reason. Messages carry the reason only.
   Status open_mask(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels);
   // REQUIRES: open_mask() returned ok.
-  Status decode_mask(MaskBuffer* buf);
+  // rows >= 0: only the first `rows` rows need to be right (a crop's
+  // bottom): a non-interlaced PNG stops inflating there, a .npy copies only
+  // those; the buffer still has the mask's full size.
+  Status decode_mask(MaskBuffer* buf, int rows = -1);
 
  private:
   Format format_ = Format::kUnknown;

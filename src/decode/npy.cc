@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "decode/npy.h"
 
 #include <cstdlib>
@@ -190,9 +191,10 @@ Status NpyDecoder::open_mask(const std::uint8_t* data, std::size_t size, std::ui
   return Status::Ok();
 }
 
-Status NpyDecoder::decode_mask(MaskBuffer* buf) const {
+Status NpyDecoder::decode_mask(MaskBuffer* buf, int rows) const {
   buf->reset(width_, height_, bytes_per_pixel_);
-  std::memcpy(buf->pixels.data(), pixels_, static_cast<std::size_t>(buf->stride) * static_cast<std::size_t>(height_));
+  const int n = rows < 0 ? height_ : std::min(rows, height_);
+  std::memcpy(buf->pixels.data(), pixels_, static_cast<std::size_t>(buf->stride) * static_cast<std::size_t>(n));
   return Status::Ok();
 }
 

@@ -35,7 +35,7 @@ class NpyDecoder {
   // A mask: uint8 or uint16 (little-endian), (H, W), (H, W, 1) or (1, H, W),
   // in C order; decode_mask copies it as stored.
   Status open_mask(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height);
-  Status decode_mask(MaskBuffer* buf) const;
+  Status decode_mask(MaskBuffer* buf, int rows = -1) const;  // rows >= 0: only the first rows
 
  private:
   int bytes_per_pixel_ = 1;

@@ -68,7 +68,7 @@ bool decode_rgb(png_structp png, png_infop info, MemoryReader* reader, ImageBuff
 // expanded to colours), gray kept (below 8 bits scaled to 8, as PIL's "L"),
 // 16-bit gray in host byte order. Only trivially destructible locals.
 bool decode_mask_rows(png_structp png, png_infop info, MemoryReader* reader, MaskBuffer* buf,
-                      std::vector<std::uint8_t*>* rows, int* bad_color) {
+                      std::vector<std::uint8_t*>* rows, int* bad_color, int wanted) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_read_fn(png, reader, read_from_memory);
   png_read_info(png, info);
@@ -81,11 +81,17 @@ bool decode_mask_rows(png_structp png, png_infop info, MemoryReader* reader, Mas
   if (color == PNG_COLOR_TYPE_PALETTE && depth < 8) png_set_packing(png);
   if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (depth == 16) png_set_swap(png);  // NOTE: PNG stores big-endian; the batch holds host order (little-endian)
-  png_set_interlace_handling(png);
+  const int passes = png_set_interlace_handling(png);
   png_read_update_info(png, info);
   const int bpp = depth == 16 ? 2 : 1;
   buf->reset(static_cast<int>(png_get_image_width(png, info)), static_cast<int>(png_get_image_height(png, info)), bpp);
   if (png_get_rowbytes(png, info) != static_cast<png_size_t>(buf->stride)) png_error(png, "unexpected mask row size");
+  if (passes == 1 && wanted >= 0 && wanted < buf->height) {
+    // NOTE: rows come in order; the rest of the stream is never inflated
+    // (nor checked: its corruption is no concern of this crop).
+    for (int y = 0; y < wanted; ++y) png_read_row(png, buf->row(y), nullptr);
+    return true;
+  }
   rows->resize(static_cast<std::size_t>(buf->height));
   for (int y = 0; y < buf->height; ++y) (*rows)[static_cast<std::size_t>(y)] = buf->row(y);
   png_read_image(png, rows->data());
@@ -149,10 +155,10 @@ Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) 
   return Status::Ok();
 }
 
-Status PngDecoder::decode_mask(MaskBuffer* buf) {
+Status PngDecoder::decode_mask(MaskBuffer* buf, int rows) {
   int bad_color = -1;
   Status st = with_reader([&](png_structp png, png_infop info, MemoryReader* reader) {
-    return decode_mask_rows(png, info, reader, buf, &rows_, &bad_color);
+    return decode_mask_rows(png, info, reader, buf, &rows_, &bad_color, rows);
   });
   if (!st.ok()) return st;
   if (bad_color >= 0) {

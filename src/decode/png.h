@@ -19,7 +19,9 @@ class PngDecoder {
   // The image opened last as a mask, as stored: gray (8-bit; 1, 2, 4-bit
   // scaled to 8 as PIL's "L"), palette indices (never their colours), or
   // 16-bit gray (host byte order, PIL's "I;16"). Colour PNGs are kUnsupported.
-  Status decode_mask(MaskBuffer* buf);
+  // rows >= 0: stop after the first `rows` rows (non-interlaced PNGs; an
+  // interlaced one is decoded whole).
+  Status decode_mask(MaskBuffer* buf, int rows = -1);
 
  private:
   template <typename Read>

@@ -745,7 +745,13 @@ Status SampleMaker::other_fields(std::uint32_t rec, int width, int height, Sampl
         if (stored) {
           mv = {bytes, width, height, static_cast<std::ptrdiff_t>(width) * f.mask_bytes, f.mask_bytes};
         } else {
-          st = decode_mask(f, bytes, n, width, height, s);
+          // Only the rows down to the first crop's bottom are read by the plan.
+          int rows = height;
+          if (!s->geo.steps.empty() && s->geo.steps[0].kind == Step::kCrop) {
+            const Box& b = s->geo.steps[0].box;
+            rows = std::clamp(b.y + b.height, 0, height);
+          }
+          st = decode_mask(f, bytes, n, width, height, s, rows);
           mv = s->mask.view();
         }
         if (st.ok()) run_mask_plan(s->geo, mv, f.field.fill, &s->mask_ws, dest(out, f.output), f.mask_bytes == 1 ? 1 : 4);
@@ -777,9 +783,9 @@ Status SampleMaker::other_fields(std::uint32_t rec, int width, int height, Sampl
 // A mask member decoded into s->mask, checked against its image's size and
 // the batch's pixel size (record 0's).
 Status SampleMaker::decode_mask(const FieldSpec& f, const std::uint8_t* bytes, std::size_t n, int width, int height,
-                                Scratch* s) const {
+                                Scratch* s, int rows) const {
   Status st = s->mask_decoder.open_mask(bytes, n, opt_.max_image_pixels);
-  if (st.ok()) st = s->mask_decoder.decode_mask(&s->mask);
+  if (st.ok()) st = s->mask_decoder.decode_mask(&s->mask, rows);
   if (!st.ok()) return st;
   if (s->mask.width != width || s->mask.height != height) {
     return Status::Corrupt("the mask is " + size_text(s->mask.width, s->mask.height) + ", its image " +

@@ -180,7 +180,7 @@ class SampleMaker {
   Status read_field(const FieldSpec& f, std::size_t rec, std::vector<std::uint8_t>* out) const;
   Status tag(const FieldSpec& f, const Status& st) const;
   Status decode_mask(const FieldSpec& f, const std::uint8_t* bytes, std::size_t n, int width, int height,
-                     Scratch* s) const;
+                     Scratch* s, int rows = -1) const;
   Status copy_array(const OutputSpec& o, const std::uint8_t* data, std::size_t size, void* out) const;
 
   const Source& source_;

@@ -1,4 +1,4 @@
-"""The examples train: the C++ libtorch example and examples/train_classifier.py."""
+"""The examples train: the C++ libtorch example, examples/train_classifier.py, train_segmentation.py and train_detection.py."""
 import os
 import subprocess
 import sys
@@ -52,3 +52,29 @@ def test_train_classifier_two_ranks(photos):
         assert p.returncode == 0, err[-3000:]
     assert "2 rank(s)" in outs[0][0] and "epoch 0: loss" in outs[0][0]
     assert outs[1][0] == "", "only rank 0 prints"
+
+
+@pytest.fixture(scope="module")
+def segdet(photos, tmp_path_factory):
+    """bench/seg_det_data.py's segmentation list and COCO file over the test photos."""
+    out = tmp_path_factory.mktemp("segdet")
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "seg_det_data.py"), "--src", photos, "--out",
+                    str(out), "--count", "12"], check=True, capture_output=True, timeout=600)
+    return out
+
+
+@pytest.mark.parametrize("loader", ["stoker", "torch"])
+def test_train_segmentation_runs_a_few_steps(segdet, loader):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_segmentation.py"),
+                          str(segdet / "seg.csv"), "--loader", loader, "--steps", "3", "--batch-size", "4", "--size",
+                          "32", "--workers", "2", "--log-every", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "step 3: loss" in out.stdout and "images/s" in out.stdout and "waited for data" in out.stdout
+
+
+def test_train_detection_runs_a_step_on_stoker_targets(segdet, photos):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_detection.py"),
+                          str(segdet / "instances.json"), "--image-root", photos, "--steps", "1", "--batch-size", "2",
+                          "--size", "96", "--workers", "2"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "step 1: loss" in out.stdout and "images/s" in out.stdout

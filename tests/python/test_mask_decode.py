@@ -77,3 +77,31 @@ def test_what_is_not_a_mask_is_unsupported_with_the_reason():
         _decode_mask(b"BM6\0\0\0\0\0")
     with pytest.raises(stoker.SampleError, match="exceeds max_image_pixels"):
         _decode_mask(png_bytes(Image.new("L", (10, 10))), max_image_pixels=99)
+
+
+@pytest.mark.parametrize("kind", ["L", "P", "I;16", "L-interlaced", "npy"])
+def test_a_crop_decodes_only_the_rows_down_to_its_bottom(kind):
+    """decode_mask(rows=k): the first k rows as the full decode's (the loader asks for the
+    rows down to the first crop's bottom); an interlaced PNG is decoded whole."""
+    rng = np.random.default_rng(4)
+    if kind == "I;16":
+        arr = rng.integers(0, 65536, (37, 23)).astype(np.uint16)
+        data = png_bytes(Image.fromarray(arr))  # mode "I;16"
+    elif kind == "npy":
+        arr = rng.integers(0, 256, (37, 23)).astype(np.uint8)
+        data = npy_bytes(arr)
+    else:
+        arr = rng.integers(0, 8, (37, 23)).astype(np.uint8)
+        img = Image.fromarray(arr)
+        if kind == "P":
+            img = img.convert("P")
+        data = png_bytes(img, interlace=1) if kind == "L-interlaced" else png_bytes(img)
+    full = _decode_mask(data)
+    if kind != "P":  # (a palette's indices are not the gray values converted)
+        np.testing.assert_array_equal(full, arr)
+    for rows in (0, 1, 20, 36, 37, 100):
+        part = _decode_mask(data, rows=rows)
+        k = min(rows, 37)
+        np.testing.assert_array_equal(part[:k], full[:k], err_msg=f"{kind} rows={rows}")
+        if kind != "L-interlaced":
+            assert not part[k:].any(), "rows past the crop are not decoded"

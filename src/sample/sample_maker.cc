@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -772,6 +773,12 @@ Status SampleMaker::other_fields(std::uint32_t rec, int width, int height, Sampl
                         reinterpret_cast<std::int64_t*>(dest(out, f.output + 1)),
                         reinterpret_cast<std::int64_t*>(dest(out, f.output + 2)));
         if (s->counters) s->counters->add_boxes(dropped, truncated);
+        if (truncated && !warned_truncated_.exchange(true, std::memory_order_relaxed)) {
+          std::fprintf(stderr,
+                       "stoker: field '%s': record '%s' has %zu boxes after the transforms, more than max_boxes=%d; "
+                       "boxes past max_boxes are dropped and counted (stats()[\"boxes_truncated\"]; said once)\n",
+                       f.field.name.c_str(), source_.key(rec).c_str(), s->boxes.size(), f.field.max_boxes);
+        }
         break;
       }
     }

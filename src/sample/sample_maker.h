@@ -190,6 +190,7 @@ class SampleMaker {
   std::optional<Pipeline> pipeline_;  // with an image field (without views)
   std::vector<Pipeline> views_;       // LoaderOptions::views: one pipeline per view
   std::vector<int> view_outputs_;     // each view's output
+  mutable std::atomic<bool> warned_truncated_{false};  // boxes past max_boxes: said once per loader
   SampleSpec spec_;
 };
 

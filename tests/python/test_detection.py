@@ -468,3 +468,15 @@ def test_pack_of_a_coco_file_carries_boxes_and_ids(coco, tmp_path):
     kw = dict(batch_size=4, seed=SEED, threads=2, transforms=DET_TF, fields=DET_FIELDS, dtype="uint8")
     assert_loaders_equal(stoker.Loader(str(tmp_path / "c-0.tar"), **kw),
                          stoker.Loader(coco["json"], image_root=coco["root"], **kw))
+
+
+def test_boxes_past_max_boxes_are_counted_and_said_once(coco, capfd):
+    loader = stoker.Loader(coco["json"], image_root=coco["root"], batch_size=8, threads=2, transforms=DET_TF,
+                           fields=[stoker.Image(), stoker.Boxes("boxes", max_boxes=1)])
+    counts = [int(c) for b in loader for c in b["boxes_count"]]
+    ref = coco_reference(coco["doc"])
+    assert max(counts) == 1 and all(c <= min(1, len(r[2])) for c, r in zip(counts, ref))
+    truncated = loader.stats()["boxes_truncated"]
+    assert truncated > 0
+    err = capfd.readouterr().err
+    assert err.count("more than max_boxes=1") == 1 and "boxes_truncated" in err, err

@@ -134,3 +134,26 @@ def test_views_with_fields_and_bad_arguments(photos, tmp_path):
         stoker.Loader(photos, views=[("v", 1, [])])
     with pytest.raises(ValueError, match="not a stoker transform"):
         stoker.Loader(photos, views={"v": (1, ["crop"])})
+
+
+def test_two_ranks_with_views_cover_the_epoch_of_one_loader(photos):
+    kw = dict(batch_size=3, shuffle=True, seed=SEED, threads=2, views=dino_views(),
+              fields=[stoker.Image(), stoker.Label("label")])
+    # Labels are classes here, not record ids: samples are keyed by their first view's bytes.
+    def samples(loader):
+        out = []
+        for b in loader:
+            for i in range(len(b["label"])):
+                out.append({k: v[i].clone() for k, v in b.items()})
+        return out
+
+    single = samples(stoker.Loader(photos, **kw))
+    keyed = {s["global"].numpy().tobytes(): s for s in single}
+    assert len(keyed) == len(single) == 24
+    seen = 0
+    for rank in (0, 1):
+        for s in samples(stoker.Loader(photos, rank=rank, world_size=2, **kw)):
+            want = keyed[s["global"].numpy().tobytes()]
+            assert all(torch.equal(s[k], want[k]) for k in want)
+            seen += 1
+    assert seen == 24

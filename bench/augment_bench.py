@@ -207,6 +207,18 @@ def measure(kind, pipeline, data, args):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def add_run_args(ap, pipelines, quick_limit):
+    """The options every same-run benchmark of stoker against the DataLoader shares."""
+    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers = stoker threads (default 2)")
+    ap.add_argument("--epochs", type=int, default=1, help="timed epochs per run, after one warm-up epoch")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of every configuration")
+    ap.add_argument("--limit", type=int, default=0,
+                    help="images per epoch (rounded down to whole batches; 0: the whole set)")
+    ap.add_argument("--pipelines", default=",".join(pipelines), help="comma-separated: " + ",".join(pipelines))
+    ap.add_argument("--quick", action="store_true", help=f"smoke run: --limit {quick_limit}, 1 round")
+    ap.add_argument("--json", help="also write the results here")
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
@@ -252,14 +264,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data", nargs="*", default=[os.path.join(ROOT, "data", "sample")])
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers = stoker threads (default 2)")
-    ap.add_argument("--epochs", type=int, default=1, help="timed epochs per run, after one warm-up epoch")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of every configuration")
-    ap.add_argument("--limit", type=int, default=0,
-                    help="images per epoch (rounded down to whole batches; 0: the whole set)")
-    ap.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated: imagenet,simclr")
-    ap.add_argument("--quick", action="store_true", help="smoke run: --limit 256, 1 round")
-    ap.add_argument("--json", help="also write the results here")
+    add_run_args(ap, PIPELINES, quick_limit=256)
     ap.add_argument("--child", choices=["stoker", "stoker-decoded", "dataloader"], help=argparse.SUPPRESS)
     ap.add_argument("--pipeline", choices=PIPELINES, help=argparse.SUPPRESS)
     args = ap.parse_args()

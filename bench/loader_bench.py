@@ -133,14 +133,10 @@ def pss_kib(pid):
     return 0
 
 
-def measure(kind, data, workers, cache, args):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # "baseline": stoker as built in another checkout (--baseline), the same child otherwise.
-    tree = ["--tree", args.baseline] if kind == "baseline" else []
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), data, "--child",
-                             "stoker" if kind == "baseline" else kind,
-                             "--batch-size", str(args.batch_size), "--workers", str(workers),
-                             "--epochs", str(args.epochs), "--cache", cache] + tree, stdout=subprocess.PIPE, text=True)
+def run_sampling_pss(cmd):
+    """Runs cmd, its stdout captured, sampling the PSS of its process tree (workers included) every 0.25 s.
+    -> (exit code, stdout, peak PSS in MiB)"""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     peak = [0]
     done = threading.Event()
 
@@ -158,11 +154,22 @@ def measure(kind, data, workers, cache, args):
     out, _ = proc.communicate()
     done.set()
     sampler.join()
-    if proc.returncode != 0:
-        sys.exit(f"loader_bench: the {kind} run failed (exit {proc.returncode})")
+    return proc.returncode, out, peak[0] / 1024
+
+
+def measure(kind, data, workers, cache, args):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # "baseline": stoker as built in another checkout (--baseline), the same child otherwise.
+    tree = ["--tree", args.baseline] if kind == "baseline" else []
+    code, out, peak = run_sampling_pss([sys.executable, os.path.abspath(__file__), data, "--child",
+                                        "stoker" if kind == "baseline" else kind,
+                                        "--batch-size", str(args.batch_size), "--workers", str(workers),
+                                        "--epochs", str(args.epochs), "--cache", cache] + tree)
+    if code != 0:
+        sys.exit(f"loader_bench: the {kind} run failed (exit {code})")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = json.loads(out.strip().splitlines()[-1])
-    r["peak_pss_mib"] = peak[0] / 1024
+    r["peak_pss_mib"] = peak
     r["minor_faults_per_image"] = (after.ru_minflt - before.ru_minflt) / r["images"]
     return r
 

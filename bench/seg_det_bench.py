@@ -57,13 +57,12 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import seg_det_data  # noqa: E402
-from augment_bench import cpu_model, median  # noqa: E402
-from loader_bench import pss_kib, tree_pids  # noqa: E402
+from augment_bench import add_run_args, cpu_model, median  # noqa: E402
+from loader_bench import run_sampling_pss  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -512,24 +511,11 @@ def run_check(pipeline, args):
 
 def measure(kind, pipeline, args):
     limit = args.limit and max(BATCH[pipeline], args.limit // BATCH[pipeline] * BATCH[pipeline])
-    proc = subprocess.Popen(child_cmd(args, kind, pipeline, limit), stdout=subprocess.PIPE, text=True)
-    peak = [0]
-    done = threading.Event()
-
-    def sample():  # as bench/loader_bench.py: every 0.25 s (a sample costs ~8 ms of CPU)
-        while not done.is_set():
-            peak[0] = max(peak[0], sum(pss_kib(p) for p in tree_pids(proc.pid)))
-            done.wait(0.25)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    out, _ = proc.communicate()
-    done.set()
-    sampler.join()
-    if proc.returncode != 0:
-        sys.exit(f"seg_det_bench: the {kind} run of the {pipeline} pipeline failed (exit {proc.returncode})")
+    code, out, peak = run_sampling_pss(child_cmd(args, kind, pipeline, limit))
+    if code != 0:
+        sys.exit(f"seg_det_bench: the {kind} run of the {pipeline} pipeline failed (exit {code})")
     r = json.loads(out.strip().splitlines()[-1])
-    r["peak_pss_mib"] = peak[0] / 1024
+    r["peak_pss_mib"] = peak
     return r
 
 
@@ -576,14 +562,7 @@ def main():
     ap.add_argument("--src", default=os.path.join(ROOT, "data", "sample"), help="the ImageFolder of photos")
     ap.add_argument("--out", default=os.path.join(ROOT, "data", "segdet"),
                     help="bench/seg_det_data.py's folder (made when missing)")
-    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers = stoker threads (default 2)")
-    ap.add_argument("--epochs", type=int, default=1, help="timed epochs per run, after one warm-up epoch")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of every configuration")
-    ap.add_argument("--limit", type=int, default=0,
-                    help="images per epoch (rounded down to whole batches; 0: the whole set)")
-    ap.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated: seg,det,multicrop")
-    ap.add_argument("--quick", action="store_true", help="smoke run: --limit 128, 1 round")
-    ap.add_argument("--json", help="also write the results here")
+    add_run_args(ap, PIPELINES, quick_limit=128)
     ap.add_argument("--child", choices=["stoker", "dataloader", "check"], help=argparse.SUPPRESS)
     ap.add_argument("--pipeline", choices=PIPELINES, help=argparse.SUPPRESS)
     args = ap.parse_args()

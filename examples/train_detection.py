@@ -30,23 +30,9 @@ import torchvision
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import stoker  # noqa: E402
 
-
-def read_coco(path, image_root):
-    """[(image path, boxes float32 [n, 4] xyxy, labels int64 [n])] in image id order, iscrowd dropped."""
-    with open(path) as f:
-        coco = json.load(f)
-    per_image = {img["id"]: [] for img in coco["images"]}
-    for a in coco["annotations"]:
-        if not a.get("iscrowd", 0):
-            per_image[a["image_id"]].append(a)
-    records = []
-    for img in sorted(coco["images"], key=lambda i: i["id"]):
-        anns = per_image[img["id"]]
-        boxes = torch.tensor([[x, y, x + w, y + h] for x, y, w, h in (a["bbox"] for a in anns)],
-                             dtype=torch.float32).reshape(-1, 4)
-        records.append((os.path.join(image_root, img["file_name"]), boxes,
-                        torch.tensor([a["category_id"] for a in anns], dtype=torch.int64)))
-    return records
+# The DataLoader side (--loader torch) is the benchmark's, so the two cannot drift apart.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from seg_det_bench import det_geometry, open_rgb, read_coco  # noqa: E402
 
 
 def num_classes_of(path):
@@ -55,14 +41,9 @@ def num_classes_of(path):
         return max(c["id"] for c in json.load(f)["categories"]) + 1
 
 
-def center_crop_shift(size, crop):
-    """Where torchvision's center_crop puts pixel 0 of a side of `size` in its `crop` output."""
-    pad = (crop - size) // 2 if crop > size else 0
-    return pad - int(round(((crop if crop > size else size) - crop) / 2.0))
-
-
 class CocoBoxes(torch.utils.data.Dataset):
-    """The same samples for torch's DataLoader baseline: PIL + torchvision's functional ops."""
+    """The same samples for torch's DataLoader baseline: PIL + torchvision's functional ops, as
+    bench/seg_det_bench.py times them (its det_geometry: the longer side resized, CenterCrop, flip; boxes follow)."""
 
     def __init__(self, records, size):
         self.records, self.size = records, size
@@ -72,26 +53,9 @@ class CocoBoxes(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         import torchvision.transforms.functional as F
-        from PIL import Image
         path, boxes, labels = self.records[i]
-        with Image.open(path) as im:
-            img = im.convert("RGB")
-        s = self.size
-        w, h = img.size
-        short, long = min(w, h), max(w, h)  # v2's Resize(None, max_size=s): the longer side becomes s
-        new_w, new_h = (int(s * short / long), s) if w <= h else (s, int(s * short / long))
-        if (new_w, new_h) != (w, h):
-            img = F.resize(img, [new_h, new_w])
-            boxes = boxes.mul(torch.tensor([new_w / w, new_h / h, new_w / w, new_h / h]))
-        img = F.center_crop(img, [s, s])
-        dx, dy = center_crop_shift(new_w, s), center_crop_shift(new_h, s)
-        boxes = boxes + torch.tensor([dx, dy, dx, dy], dtype=torch.float32)
-        if torch.rand(1) < 0.5:
-            img = F.hflip(img)
-            boxes = torch.stack([s - boxes[:, 2], boxes[:, 1], s - boxes[:, 0], boxes[:, 3]], dim=1)
-        boxes = boxes.clamp(0, s)
-        keep = (boxes[:, 2] - boxes[:, 0] >= 1) & (boxes[:, 3] - boxes[:, 1] >= 1)
-        return F.to_tensor(img), {"boxes": boxes[keep], "labels": labels[keep]}
+        img, boxes, labels = det_geometry(open_rgb(path), boxes, labels, self.size, flip=bool(torch.rand(1) < 0.5))
+        return F.to_tensor(img), {"boxes": boxes, "labels": labels}
 
 
 def collate(samples):

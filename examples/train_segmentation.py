@@ -14,18 +14,20 @@ The list file is a CSV with an `image,mask` header, paths relative to it;
 masks are 8-bit PNGs of class ids (0 .. --classes - 1) and 255 for "ignore".
 """
 import argparse
-import csv
 import os
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import stoker  # noqa: E402
+
+# The DataLoader side (--loader torch) is the benchmark's, so the two cannot drift apart.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from seg_det_bench import SegDataset, normalized, read_seg_rows, rrc_flip  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 IGNORE = 255
@@ -61,36 +63,6 @@ class TinyUNet(nn.Module):
         return F.interpolate(self.head(d1), size=x.shape[-2:], mode="bilinear", align_corners=False)
 
 
-class SegDataset(torch.utils.data.Dataset):
-    """The same samples for torch's DataLoader baseline: PIL + torchvision's functional ops."""
-
-    def __init__(self, list_file, size):
-        base = os.path.dirname(os.path.abspath(list_file))
-        with open(list_file, newline="") as f:
-            self.rows = [(os.path.join(base, r["image"]), os.path.join(base, r["mask"])) for r in csv.DictReader(f)]
-        self.size = size
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-        import torchvision.transforms as T
-        import torchvision.transforms.functional as TF
-        from PIL import Image
-        image_path, mask_path = self.rows[i]
-        with Image.open(image_path) as im:
-            img = im.convert("RGB")
-        with Image.open(mask_path) as m:
-            mask = m.copy()
-        top, left, h, w = T.RandomResizedCrop.get_params(img, scale=[0.25, 1.0], ratio=[3.0 / 4.0, 4.0 / 3.0])
-        img = TF.resized_crop(img, top, left, h, w, [self.size, self.size], T.InterpolationMode.BILINEAR)
-        mask = TF.resized_crop(mask, top, left, h, w, [self.size, self.size], T.InterpolationMode.NEAREST)
-        if torch.rand(1) < 0.5:
-            img, mask = TF.hflip(img), TF.hflip(mask)
-        return {"image": TF.normalize(TF.to_tensor(img), MEAN, STD),
-                "mask": torch.from_numpy(np.array(mask, dtype=np.uint8))}
-
-
 def make_loader(args):
     """Batches {"image": float32 [B, 3, S, S], "mask": uint8 [B, S, S]}, and the set_epoch to call per epoch."""
     if args.loader == "stoker":
@@ -102,7 +74,8 @@ def make_loader(args):
         return loader, loader.set_epoch
     g = torch.Generator()
     g.manual_seed(args.seed)
-    loader = torch.utils.data.DataLoader(SegDataset(args.data, args.size), batch_size=args.batch_size, shuffle=True,
+    dataset = SegDataset(read_seg_rows(args.data), rrc_flip(args.size, scale=(0.25, 1.0)), normalized)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                                          num_workers=args.workers or os.cpu_count(), drop_last=True, generator=g,
                                          persistent_workers=True)
     return loader, lambda epoch: None

@@ -393,6 +393,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.fields = {ImageField("im"), MaskField("seg", 255, "seg.png"), BoxesField("b", 7, BoxFormat::kCXCYWH, "json:boxes"),
               LabelField("y", "cls"), TensorField("depth")};
   o.fields[4].folder = "depths";
+  o.views = {{"global", 2, {RandomResizedCrop{32, 32, {0.4, 1.0}}}}};
   const std::string j = options_to_json(o);
   const LoaderOptions r = options_from_json(j);
   EXPECT_EQ(options_to_json(r), j);
@@ -410,6 +411,10 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(r.fields[2].format, BoxFormat::kCXCYWH);
   EXPECT_EQ(r.fields[4].kind, FieldKind::kTensor);
   EXPECT_EQ(r.fields[4].folder, "depths");
+  ASSERT_EQ(r.views.size(), 1u);
+  EXPECT_EQ(r.views[0].name, "global");
+  EXPECT_EQ(r.views[0].count, 2);
+  EXPECT_EQ(std::get<RandomResizedCrop>(r.views[0].transforms[0]).scale[0], 0.4);
   EXPECT_EQ(r.image_root, "images");
   EXPECT_TRUE(r.skip_empty && r.keep_crowd);
   // Missing fields keep their defaults; malformed input is a clear error.
@@ -423,7 +428,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 30u);
+  EXPECT_EQ(keys, 31u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {

@@ -144,6 +144,51 @@ def make_stoker(pipeline, data, batch_size, workers, cache="mmap"):
     return loader, loader.dataset_size
 
 
+def timed_epochs(loader, epochs, stop, consume, check):
+    """A warm-up epoch then `epochs` timed ones. consume(batch) -> (checksum, images) touches each batch the
+    same way on both sides; check(batch) looks at an epoch's last batch; `stop`: leave an epoch after this
+    many images (None: the whole epoch). -> the child's measurements (without kind, pipeline, versions)."""
+    checksum, timed = 0.0, 0
+    t_start = first_epoch_s = None
+    t0 = time.perf_counter()
+    for epoch in range(1 + epochs):  # epoch 0: warm-up
+        if hasattr(loader, "set_epoch"):
+            loader.set_epoch(epoch)
+        if epoch == 1:
+            t_start = time.perf_counter()
+        n_epoch = 0
+        for batch in loader:
+            c, n = consume(batch)
+            checksum += c
+            n_epoch += n
+            if stop is not None and n_epoch >= stop:
+                break
+        check(batch)
+        if epoch == 0:
+            first_epoch_s = time.perf_counter() - t0
+            first_images = n_epoch
+        else:
+            timed += n_epoch
+    seconds = time.perf_counter() - t_start
+    return {"timed_images": timed, "images_per_epoch": first_images, "seconds": seconds,
+            "images_per_s": timed / seconds, "first_epoch_images_per_s": first_images / first_epoch_s,
+            "checksum": checksum}
+
+
+def print_child_result(kind, pipeline, size, measured, stoker_module=None):
+    """The child's one JSON line: what it measured, with the versions of what ran (stoker's when given)."""
+    import torch
+    versions = {"torch": torch.__version__}
+    if stoker_module is not None:
+        versions["stoker"] = stoker_module.__version__
+    else:
+        import PIL
+        import torchvision
+        versions.update(torchvision=torchvision.__version__, PIL=PIL.__version__)
+    print(json.dumps({"kind": kind, "pipeline": pipeline, "dataset_size": size, **measured, "versions": versions}),
+          flush=True)
+
+
 def run_child(kind, pipeline, data, batch_size, workers, epochs, limit):
     import torch
     if kind == "stoker":
@@ -152,48 +197,27 @@ def run_child(kind, pipeline, data, batch_size, workers, epochs, limit):
         loader, size = make_stoker(pipeline, data, batch_size, workers, cache="decoded")
     else:
         loader, size = make_dataloader(pipeline, data, batch_size, workers, limit)
-    stop = limit if limit and limit < size else None  # stoker: leave the epoch after this many images
+    # stoker: leave the epoch after this many images (the DataLoader runs over a Subset of them)
+    stop = limit if limit and limit < size and kind.startswith("stoker") else None
     side = 176 if pipeline == "imagenet" else 224
-    checksum = 0.0
-    timed = 0
-    t_start = None
-    first_epoch_s = None
-    t0 = time.perf_counter()
-    for epoch in range(1 + epochs):  # epoch 0: warm-up
-        if hasattr(loader, "set_epoch"):
-            loader.set_epoch(epoch)
-        if epoch == 1:
-            t_start = time.perf_counter()
-        n_epoch = 0
-        for x, y in loader:
-            # The same consumption on both sides: touch every image and label.
-            checksum += float(x.sum()) + float(y.sum())
-            n_epoch += int(x.shape[0])
-            if stop is not None and kind.startswith("stoker") and n_epoch >= stop:
-                break
+
+    def consume(batch):  # the same on both sides: touch every image and label
+        x, y = batch
+        return float(x.sum()) + float(y.sum()), int(x.shape[0])
+
+    def check(batch):
+        x, y = batch
         assert x.shape[1:] == (3, side, side) and x.dtype == torch.float32, (x.shape, x.dtype)
         if pipeline == "imagenet":
             assert y.shape[1:] == (NUM_CLASSES,) and y.dtype == torch.float32, (y.shape, y.dtype)
         else:
             assert y.dim() == 1 and y.dtype == torch.int64, (y.shape, y.dtype)
-        if epoch == 0:
-            first_epoch_s = time.perf_counter() - t0
-            first_images = n_epoch
-        else:
-            timed += n_epoch
-    seconds = time.perf_counter() - t_start
-    versions = {"torch": torch.__version__}
+
+    measured = timed_epochs(loader, epochs, stop, consume, check)
+    stoker_module = None
     if kind.startswith("stoker"):
-        import stoker
-        versions["stoker"] = stoker.__version__
-    else:
-        import PIL
-        import torchvision
-        versions.update(torchvision=torchvision.__version__, PIL=PIL.__version__)
-    print(json.dumps({"kind": kind, "pipeline": pipeline, "dataset_size": size, "timed_images": timed,
-                      "images_per_epoch": first_images, "seconds": seconds, "images_per_s": timed / seconds,
-                      "first_epoch_images_per_s": first_images / first_epoch_s, "checksum": checksum,
-                      "versions": versions}), flush=True)
+        import stoker as stoker_module
+    print_child_result(kind, pipeline, size, measured, stoker_module)
 
 
 # --------------------------------------------------------------- parent side

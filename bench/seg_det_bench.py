@@ -57,11 +57,10 @@ import os
 import platform
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import seg_det_data  # noqa: E402
-from augment_bench import add_run_args, cpu_model, median  # noqa: E402
+from augment_bench import add_run_args, cpu_model, median, print_child_result, timed_epochs  # noqa: E402
 from loader_bench import run_sampling_pss  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -438,49 +437,22 @@ def check_shapes(pipeline, batch):
 
 
 def run_child(kind, pipeline, paths, workers, epochs, limit):
-    import torch
     if kind == "stoker":
         loader = stoker_loader(pipeline, paths, BATCH[pipeline], workers)
         size = loader.dataset_size
     else:
         loader, size = make_dataloader(pipeline, paths, workers, limit)
-    stop = limit if limit and limit < size else None  # stoker: leave the epoch after this many images
-    checksum = 0.0
-    timed = 0
-    t_start = None
-    t0 = time.perf_counter()
-    for epoch in range(1 + epochs):  # epoch 0: warm-up
-        if hasattr(loader, "set_epoch"):
-            loader.set_epoch(epoch)
-        if epoch == 1:
-            t_start = time.perf_counter()
-        n_epoch = 0
-        for batch in loader:
-            # The same consumption on both sides: touch every tensor of the batch. NOTE: numpy's sum, not
-            # torch's: Debian's torch 1.13 sums a uint8 [64, 512, 512] mask in ~330 ms (numpy: ~6 ms), which
-            # would make the consumer, not the loader, the measured bottleneck.
-            checksum += sum(float(t.numpy().sum()) for t in batch.values())
-            n_epoch += len(next(iter(batch.values())))
-            if stop is not None and kind == "stoker" and n_epoch >= stop:
-                break
-        check_shapes(pipeline, batch)
-        if epoch == 0:
-            first_epoch_s = time.perf_counter() - t0
-            first_images = n_epoch
-        else:
-            timed += n_epoch
-    seconds = time.perf_counter() - t_start
-    versions = {"torch": torch.__version__}
-    if kind == "stoker":
-        versions["stoker"] = import_stoker().__version__
-    else:
-        import PIL
-        import torchvision
-        versions.update(torchvision=torchvision.__version__, PIL=PIL.__version__)
-    print(json.dumps({"kind": kind, "pipeline": pipeline, "dataset_size": size, "timed_images": timed,
-                      "images_per_epoch": first_images, "seconds": seconds, "images_per_s": timed / seconds,
-                      "first_epoch_images_per_s": first_images / first_epoch_s, "checksum": checksum,
-                      "versions": versions}), flush=True)
+    # stoker: leave the epoch after this many images (the DataLoader runs over a Subset of them)
+    stop = limit if limit and limit < size and kind == "stoker" else None
+
+    def consume(batch):
+        # The same consumption on both sides: touch every tensor of the batch. NOTE: numpy's sum, not
+        # torch's: Debian's torch 1.13 sums a uint8 [64, 512, 512] mask in ~330 ms (numpy: ~6 ms), which
+        # would make the consumer, not the loader, the measured bottleneck.
+        return sum(float(t.numpy().sum()) for t in batch.values()), len(next(iter(batch.values())))
+
+    measured = timed_epochs(loader, epochs, stop, consume, lambda batch: check_shapes(pipeline, batch))
+    print_child_result(kind, pipeline, size, measured, import_stoker() if kind == "stoker" else None)
 
 
 def run_check_child(pipeline, paths, workers):

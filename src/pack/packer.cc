@@ -122,11 +122,19 @@ std::string member_suffix(const std::string& name, const std::vector<std::uint8_
 // "seg.png" -> "seg": the name a loader's member= gives.
 std::string member_base(const std::string& name) { return name.substr(0, name.find('.')); }
 
+// The packed image's size: the original's, or torchvision's Resize(max_side)
+// of it when its shorter side is over max_side (never an upscale).
+void packed_size(const PackOptions& o, int W, int H, int* ow, int* oh) {
+  *ow = W, *oh = H;
+  if (o.max_side > 0 && std::min(W, H) > o.max_side) detail::resize_output_size(Resize{o.max_side, 0, 0}, W, H, ow, oh);
+}
+
 // The record's members other than its image and label, carried into the
 // shard: masks of the image's size resized with it (nearest, PNG), boxes
 // rescaled (JSON), the rest as they are.
-Status carry_members(const Source& src, std::uint32_t rec, const PackOptions& o, int W, int H, int ow, int oh,
-                     Worker* w, Item* it) {
+Status carry_members(const Source& src, std::uint32_t rec, const PackOptions& o, int W, int H, Worker* w, Item* it) {
+  int ow, oh;
+  packed_size(o, W, H, &ow, &oh);
   const bool resized = ow != W || oh != H;
   for (const std::string& name : src.members(rec)) {
     // A shard sample's image (".jpg", ".png", ...) and label (".cls") are the record's own.
@@ -172,28 +180,16 @@ Status carry_members(const Source& src, std::uint32_t rec, const PackOptions& o,
   return Status::Ok();
 }
 
-void make_image(const Source& src, std::uint32_t rec, const PackOptions& o, Worker* w, Item* it, int* ow, int* oh);
-
 void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worker* w, Item* it) {
-  int ow = 0, oh = 0;
-  make_image(src, rec, o, w, it, &ow, &oh);
-  if (!it->status.ok()) return;
-  it->status = carry_members(src, rec, o, w->decoder.width(), w->decoder.height(), ow, oh, w, it);
-}
-
-void make_image(const Source& src, std::uint32_t rec, const PackOptions& o, Worker* w, Item* it, int* out_w,
-                int* out_h) {
   it->status = src.read(rec, &w->file);
   it->bytes_in = w->file.size();
   if (!it->status.ok()) return;
   it->status = w->decoder.open(w->file.data(), w->file.size(), /*max_pixels=*/178956970);
   if (!it->status.ok()) return;
   const int W = w->decoder.width(), H = w->decoder.height();
-  const bool resize = o.max_side > 0 && std::min(W, H) > o.max_side;
-  int& ow = *out_w;
-  int& oh = *out_h;
-  ow = W, oh = H;
-  if (resize) detail::resize_output_size(Resize{o.max_side, 0, 0}, W, H, &ow, &oh);
+  int ow, oh;
+  packed_size(o, W, H, &ow, &oh);
+  const bool resize = ow != W || oh != H;
   it->json = "{\"path\": " + detail::json_quote(src.key(rec)) + ", \"width\": " + std::to_string(W) +
              ", \"height\": " + std::to_string(H) + ", \"label\": " + std::to_string(src.label(rec)) + "}";
   if ((o.keep || o.lossless) && !resize) {
@@ -283,6 +279,7 @@ PackResult pack(const std::string& source, const PackOptions& o) {
         lock.unlock();
         Item item;
         make_item(*src, order[p], o, &w, &item);
+        if (item.status.ok()) item.status = carry_members(*src, order[p], o, w.decoder.width(), w.decoder.height(), &w, &item);
         lock.lock();
         ring[p % window] = std::move(item);
         produced.notify_all();

@@ -3,7 +3,6 @@
 #include <png.h>
 
 #include <csetjmp>
-#include <cstring>
 #include <string>
 
 namespace stoker::detail {
@@ -26,8 +25,8 @@ void on_error(png_structp png, png_const_charp msg) {
 void on_warning(png_structp, png_const_charp) {}
 
 // The whole write, between setjmp and libpng's longjmp on an error: only
-// trivially destructible locals here (the row buffer is the caller's).
-bool write_png(png_structp png, png_infop info, Sink* sink, const MaskView& mask, std::uint8_t* row) {
+// trivially destructible locals here.
+bool write_png(png_structp png, png_infop info, Sink* sink, const MaskView& mask) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_write_fn(png, sink, write_bytes, flush_nothing);
   const int depth = mask.bytes_per_pixel == 2 ? 16 : 8;
@@ -35,20 +34,8 @@ bool write_png(png_structp png, png_infop info, Sink* sink, const MaskView& mask
                PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_set_compression_level(png, 6);
   png_write_info(png, info);
-  for (int y = 0; y < mask.height; ++y) {
-    const std::uint8_t* src = mask.row(y);
-    if (depth == 8) {
-      std::memcpy(row, src, static_cast<std::size_t>(mask.width));
-    } else {
-      for (int x = 0; x < mask.width; ++x) {  // host order -> PNG's big-endian
-        std::uint16_t v;
-        std::memcpy(&v, src + 2 * x, 2);
-        row[2 * x] = static_cast<std::uint8_t>(v >> 8);
-        row[2 * x + 1] = static_cast<std::uint8_t>(v & 0xff);
-      }
-    }
-    png_write_row(png, row);
-  }
+  if (depth == 16) png_set_swap(png);  // NOTE: host order (little-endian) in, PNG's big-endian out, as png.cc reads
+  for (int y = 0; y < mask.height; ++y) png_write_row(png, mask.row(y));
   png_write_end(png, nullptr);
   return true;
 }
@@ -65,8 +52,7 @@ Status encode_png_mask(const MaskView& mask, std::vector<std::uint8_t>* out) {
     png_destroy_write_struct(&png, nullptr);
     return Status::ResourceExhausted("png: cannot create the info struct");
   }
-  std::vector<std::uint8_t> row(static_cast<std::size_t>(mask.width) * static_cast<std::size_t>(mask.bytes_per_pixel));
-  const bool ok = write_png(png, info, &sink, mask, row.data());
+  const bool ok = write_png(png, info, &sink, mask);
   png_destroy_write_struct(&png, &info);
   if (!ok) return Status::Internal("png: " + sink.error);
   return Status::Ok();

@@ -80,12 +80,7 @@ class CocoSource final : public Source {
     if (empty_skipped_) d += ", " + std::to_string(empty_skipped_) + " images without boxes skipped";
     return d + "; images in '" + root_ + "')";
   }
-  std::string relative_key(std::size_t i) const override {
-    const std::string& p = images_[i].path;
-    return p.size() > root_.size() + 1 && p.compare(0, root_.size(), root_) == 0 && p[root_.size()] == '/'
-               ? p.substr(root_.size() + 1)
-               : p;
-  }
+  std::string relative_key(std::size_t i) const override { return detail::relative_path(images_[i].path, root_); }
 
  private:
   std::string file_, root_;

@@ -1,7 +1,5 @@
 #include "source/file_list_source.h"
 
-#include <filesystem>
-
 #include "source/file_reader.h"
 
 namespace stoker::detail {
@@ -49,11 +47,7 @@ class FileListSource final : public Source {
     return Status::NotFound("no column '" + member + "' (columns: " + join(cols_.header) + ")");
   }
   std::vector<std::string> members(std::size_t /*i*/) const override { return cols_.members; }
-  std::string relative_key(std::size_t i) const override {
-    if (root_.empty()) return paths_[i];
-    const std::string r = std::filesystem::path(paths_[i]).lexically_relative(root_).string();
-    return r.empty() ? paths_[i] : r;
-  }
+  std::string relative_key(std::size_t i) const override { return relative_path(paths_[i], root_); }
 
   const std::vector<std::string>& classes() const override { return classes_; }
   std::string describe() const override {

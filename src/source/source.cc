@@ -73,6 +73,12 @@ Status read_file(const std::string& path, std::vector<std::uint8_t>* out) {
   return read_fd(fd, path, pipe, out);
 }
 
+std::string relative_path(const std::string& path, const std::string& root) {
+  if (root.empty()) return path;
+  const std::string r = std::filesystem::path(path).lexically_relative(root).generic_string();
+  return r.empty() || r.rfind("..", 0) == 0 ? path : r;
+}
+
 long long pread_full(int fd, std::uint8_t* buf, std::size_t n, std::uint64_t offset) {
   std::size_t done = 0;
   while (done < n) {

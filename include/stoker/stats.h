@@ -56,11 +56,14 @@ struct Stats {
   std::string cache_mode;
   std::string cache_auto;
   // cache="ram" / "decoded": lookups that found the sample, lookups that did
-  // not, samples and bytes held, the budget.
+  // not, samples and bytes held, the memory entries replaced by their
+  // rewritten form still hold (returned when the rest of their mapping is
+  // freed), the budget (cache_bytes + cache_holes_bytes stay under it).
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
   std::uint64_t cache_records = 0;
   std::uint64_t cache_bytes = 0;
+  std::uint64_t cache_holes_bytes = 0;
   std::uint64_t cache_budget_bytes = 0;
   // cache="ram" preload: "off", "loading", "done" (every record read),
   // "budget full" (stopped there); records and bytes it stored; its wall

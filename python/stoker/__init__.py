@@ -652,9 +652,11 @@ class Loader:
             threads_max, prefetch, autotune, autotune_log, batch_buffers,
             batch_buffer_bytes, batch_buffers_in_use, batch_buffers_held,
             batch_buffers_held_peak, ring_depth_max, cache_hits, cache_misses,
-            cache_records, cache_bytes, cache_budget_bytes, cache_preload,
-            cache_preload_records, cache_preload_bytes, cache_preload_s,
-            corrupt, corrupt_by_reason, corrupt_examples, boxes_dropped,
+            cache_records, cache_bytes, cache_holes_bytes, cache_budget_bytes,
+            cache_mode, cache_auto, cache_preload, cache_preload_records,
+            cache_preload_bytes, cache_preload_s, cache_rewrite,
+            cache_rewritten, cache_rewrite_bytes_before,
+            cache_rewrite_bytes_after, cache_rewrite_cpu_s, corrupt, corrupt_by_reason, corrupt_examples, boxes_dropped,
             boxes_truncated, per_thread (a list of dicts: read_s, decode_s,
             transform_s, samples), h2d_s, h2d_bytes.
 

@@ -7,7 +7,9 @@
 // place: readers hold what they found through a shared pointer).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/arena.h"
 #include "decode/image.h"
 
 namespace stoker::detail {
@@ -22,12 +25,12 @@ namespace stoker::detail {
 class SampleCache {
  public:
   SampleCache(std::size_t records, std::uint64_t budget_bytes)
-      : entries_(records), state_(records), budget_(budget_bytes) {}
+      : budget_(budget_bytes), entries_(records), state_(records) {}
   SampleCache(const SampleCache&) = delete;
   SampleCache& operator=(const SampleCache&) = delete;
 
   struct Entry {
-    std::vector<std::uint8_t> bytes;  // encoded bytes, or RGB8 pixels (then other fields' stored forms)
+    ArenaBytes bytes;  // encoded bytes, or RGB8 pixels (then other fields' stored forms)
     int width = 0;                    // pixels only
     int height = 0;
     // Records of several members (a schema reading a mask, boxes, ...): the
@@ -66,10 +69,12 @@ class SampleCache {
   Insert insert(std::size_t i, const std::uint8_t* data, std::size_t size, int width = 0, int height = 0,
                 const std::vector<std::uint64_t>* ends = nullptr) {
     if (state(i) == kRefused) return Insert::kRefused;
+    if (contains(i)) return Insert::kAlreadyHeld;
     const std::uint64_t cost = size + sizeof(Entry) + 64 + (ends ? ends->size() * sizeof(std::uint64_t) : 0);
     if (!charge(cost)) return Insert::kNoRoom;
     auto e = std::make_shared<Entry>();
-    e->bytes.assign(data, data + size);
+    e->bytes = ArenaBytes(arena_, size);
+    if (size) std::memcpy(e->bytes.data(), data, size);
     e->width = width;
     e->height = height;
     if (ends) e->ends = *ends;
@@ -85,12 +90,25 @@ class SampleCache {
     return Insert::kAlreadyHeld;
   }
 
-  // Puts `next` in place of `old` (record i's entry as found) when the
-  // budget allows the difference; false (nothing changed) otherwise or when
-  // the entry is no longer `old`. Readers holding `old` keep it until done.
+  // An entry of n bytes (uninitialised) and `ends` member ends in this
+  // cache's memory, charged to the budget, for replace(); null when the
+  // budget has no room for it. NOTE: charged before it is allocated, and
+  // charged whole: the memory the entry it replaces frees is a hole until
+  // the rest of its mapping is freed too (charge() counts the holes).
+  std::shared_ptr<Entry> charged_entry(std::size_t n, std::size_t ends) {
+    if (!charge(n + sizeof(Entry) + 64 + ends * sizeof(std::uint64_t))) return nullptr;
+    auto e = std::make_shared<Entry>();
+    e->bytes = ArenaBytes(arena_, n);
+    e->ends.resize(ends);
+    return e;
+  }
+
+  // Puts `next` (from charged_entry(), with its ends filled in) in place of
+  // `old` (record i's entry as found); false (nothing changed, `next`'s
+  // charge returned) when the entry is no longer `old`. Readers holding
+  // `old` keep it until done.
   bool replace(std::size_t i, const EntryPtr& old, EntryPtr next) {
     const std::uint64_t was = old->cost(), now = next->cost();
-    if (now > was && !charge(now - was)) return false;
     EntryPtr gone;  // freed outside the lock
     {
       std::lock_guard<std::mutex> lock(stripe(i));
@@ -98,12 +116,8 @@ class SampleCache {
         gone = std::exchange(entries_[i], std::move(next));
       }
     }
-    if (!gone) {
-      if (now > was) used_.fetch_sub(now - was, std::memory_order_relaxed);
-      return false;
-    }
-    if (now < was) used_.fetch_sub(was - now, std::memory_order_relaxed);
-    return true;
+    used_.fetch_sub(gone ? was : now, std::memory_order_relaxed);
+    return gone != nullptr;
   }
 
   // Drops record i's entry and never stores it again (a record whose bytes
@@ -140,15 +154,20 @@ class SampleCache {
   std::uint64_t bytes() const { return used_.load(std::memory_order_relaxed); }
   std::uint64_t records() const { return count_.load(std::memory_order_relaxed); }
   std::uint64_t budget() const { return budget_; }
+  // Memory freed entries still hold (cache/arena.h), charged to the budget.
+  std::uint64_t holes() const { return arena_->holes(); }
   bool full() const { return full_.load(std::memory_order_relaxed); }
 
  private:
   // The budget is charged before the entry is published (compare-exchange
-  // on the byte count), so concurrent inserts can never overshoot it.
+  // on the byte count), so concurrent inserts can never overshoot it. It
+  // counts the memory that freed entries (replaced by their rewritten form)
+  // still hold until the rest of their mapping is freed too.
   bool charge(std::uint64_t cost) {
+    const std::uint64_t holes = arena_->holes();
     std::uint64_t used = used_.load(std::memory_order_relaxed);
     do {
-      if (used + cost > budget_) {
+      if (used + holes + cost > budget_) {
         full_.store(true, std::memory_order_relaxed);
         return false;
       }
@@ -158,10 +177,16 @@ class SampleCache {
 
   std::mutex& stripe(std::size_t i) const { return stripes_[i % stripes_.size()]; }
 
+  const std::uint64_t budget_;
+  // Entries' bytes (held by each, so it outlives them). NOTE: its chunks are
+  // populated whole when mapped, so their size is kept to an eighth of the
+  // budget (2-32 MiB): the unused rest of the last one is what the cache
+  // holds beyond its budget.
+  std::shared_ptr<Arena> arena_ =
+      std::make_shared<Arena>(std::clamp<std::uint64_t>(budget_ / 8, std::uint64_t{2} << 20, std::uint64_t{32} << 20));
   std::vector<EntryPtr> entries_;  // guarded by stripe(i)
   mutable std::array<std::mutex, 64> stripes_;
   std::vector<std::atomic<std::uint8_t>> state_;
-  const std::uint64_t budget_;
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, count_{0};
   std::atomic<bool> full_{false};
 };

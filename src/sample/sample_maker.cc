@@ -421,11 +421,17 @@ SampleMaker::Rewrite SampleMaker::rewrite_cached(std::uint32_t rec, Scratch* s) 
     cache_->refuse(rec);
     return r;
   }
-  auto next = std::make_shared<SampleCache::Entry>();
-  next->bytes.reserve(old->bytes.size() - (end - begin) + s->rewritten.size());
-  next->bytes.assign(old->bytes.begin(), old->bytes.begin() + static_cast<std::ptrdiff_t>(begin));
-  next->bytes.insert(next->bytes.end(), s->rewritten.begin(), s->rewritten.end());
-  next->bytes.insert(next->bytes.end(), old->bytes.begin() + static_cast<std::ptrdiff_t>(end), old->bytes.end());
+  const std::size_t tail = old->bytes.size() - end;
+  // NOTE: over the budget, the original stays (still correct, only slower).
+  auto next = cache_->charged_entry(begin + s->rewritten.size() + tail, old->ends.size());
+  if (!next) {
+    cache_->settle(rec, SampleCache::kFinal);
+    return r;
+  }
+  std::uint8_t* out = next->bytes.data();
+  std::memcpy(out, old->bytes.data(), begin);
+  std::memcpy(out + begin, s->rewritten.data(), s->rewritten.size());
+  std::memcpy(out + begin + s->rewritten.size(), old->bytes.data() + end, tail);
   if (!old->ends.empty()) {
     next->ends = old->ends;
     const auto delta = static_cast<std::int64_t>(s->rewritten.size()) - static_cast<std::int64_t>(end - begin);
@@ -435,7 +441,6 @@ SampleMaker::Rewrite SampleMaker::rewrite_cached(std::uint32_t rec, Scratch* s) 
   }
   r.bytes_before = end - begin;
   r.bytes_after = s->rewritten.size();
-  // NOTE: over the budget, the original stays (still correct, only slower).
   r.rewritten = cache_->replace(rec, old, std::move(next));
   cache_->settle(rec, SampleCache::kFinal);
   return r;

@@ -44,6 +44,7 @@ std::string Stats::to_json() const {
     << ",\"batch_buffers_held_peak\":" << batch_buffers_held_peak << ",\"ring_depth_max\":" << ring_depth_max
     << ",\"cache_hits\":" << cache_hits << ",\"cache_misses\":" << cache_misses
     << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
+    << ",\"cache_holes_bytes\":" << cache_holes_bytes
     << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"cache_preload\":" << json_quote(cache_preload)
     << ",\"cache_preload_records\":" << cache_preload_records << ",\"cache_preload_bytes\":" << cache_preload_bytes
     << ",\"cache_preload_s\":" << cache_preload_s << ",\"cache_mode\":" << json_quote(cache_mode) << ",\"cache_auto\":" << json_quote(cache_auto)

@@ -1,0 +1,107 @@
+// The caches' memory: blocks are writable and distinct, freed blocks are
+// counted as holes until their whole mapping is returned, and the cache's
+// budget counts those holes.
+#include "cache/arena.h"
+#include "cache/sample_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace stoker::detail {
+namespace {
+
+// Under AddressSanitizer the bytes come from the heap (so overflows are
+// caught) and the arena's counters stay at zero.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kHeap = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kHeap = true;
+#else
+constexpr bool kHeap = false;
+#endif
+#else
+constexpr bool kHeap = false;
+#endif
+
+TEST(ArenaTest, BlocksAreDistinctAlignedAndKeepTheirBytes) {
+  auto arena = std::make_shared<Arena>(std::size_t{1} << 20);
+  std::mt19937 rng(7);
+  std::vector<ArenaBytes> blocks;
+  for (int i = 0; i < 400; ++i) {
+    // Sizes from 0 to past a quarter chunk (those get a mapping of their own).
+    const std::size_t n = i % 50 == 0 ? (std::size_t{300} << 10) : rng() % 20000;
+    blocks.emplace_back(arena, n);
+    ASSERT_EQ(blocks.back().size(), n);
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(blocks.back().data()) % 16, 0u);
+    std::memset(blocks.back().data(), i & 0xff, n);
+  }
+  for (int i = 0; i < 400; ++i) {
+    const auto& b = blocks[static_cast<std::size_t>(i)];
+    for (std::size_t k = 0; k < b.size(); k += 97) ASSERT_EQ(b.data()[k], i & 0xff) << i << " " << k;
+  }
+  if (!kHeap) {
+    EXPECT_GE(arena->live(), 400u * 16);
+  }
+  blocks.clear();
+  EXPECT_EQ(arena->live(), 0u);
+}
+
+TEST(ArenaTest, FreedBlocksAreHolesUntilTheirMappingIsReturned) {
+  if (kHeap) GTEST_SKIP() << "heap blocks under AddressSanitizer";
+  auto arena = std::make_shared<Arena>(std::size_t{1} << 20);
+  // 2 MiB chunks at first (then doubling up to the 1 MiB asked: so 1 MiB).
+  std::vector<ArenaBytes> a;
+  for (int i = 0; i < 100; ++i) a.emplace_back(arena, 10000);  // fills most of the first chunk
+  const std::uint64_t live = arena->live();
+  EXPECT_EQ(arena->holes(), 0u);
+  for (int i = 0; i < 100; i += 2) a[static_cast<std::size_t>(i)] = ArenaBytes();
+  EXPECT_EQ(arena->holes(), live / 2);
+  EXPECT_EQ(arena->live(), live / 2);
+  // Moving on to a new chunk seals the old one; freeing the rest returns it.
+  std::vector<ArenaBytes> b;
+  for (int i = 0; i < 300; ++i) b.emplace_back(arena, 10000);
+  a.clear();
+  EXPECT_LT(arena->holes(), std::uint64_t{1} << 20);  // at most the current chunk's freed blocks
+  b.clear();
+  EXPECT_EQ(arena->live(), 0u);
+}
+
+TEST(ArenaTest, CacheBudgetCountsTheHolesOfReplacedEntries) {
+  if (kHeap) GTEST_SKIP() << "heap blocks under AddressSanitizer";
+  const std::size_t n = 64, size = 20000;
+  const std::uint64_t per = size + sizeof(SampleCache::Entry) + 64;
+  SampleCache cache(2 * n, 2 * per * n);
+  std::vector<std::uint8_t> bytes(size, 1);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(cache.insert(i, bytes.data(), size), SampleCache::Insert::kStored);
+  // Replacing every entry by one of half the size frees the originals'
+  // memory only where a whole mapping empties; what it cannot return yet
+  // counts against the budget, so the entries' bytes plus the holes stay
+  // under it.
+  for (std::size_t i = 0; i < n; ++i) {
+    auto old = cache.peek(i);
+    auto next = cache.charged_entry(size / 2, 0);
+    ASSERT_NE(next, nullptr);
+    std::memset(next->bytes.data(), 2, size / 2);
+    ASSERT_TRUE(cache.replace(i, old, std::move(next)));
+  }
+  const std::uint64_t budget = 2 * per * n;
+  EXPECT_GT(cache.holes(), 0u);
+  // Counting the entries alone, (budget - bytes) / per more would fit.
+  const std::uint64_t by_entries = (budget - cache.bytes()) / per;
+  ASSERT_GE(by_entries, n);  // all of the second half
+  std::uint64_t stored = 0;
+  for (std::size_t i = n; i < 2 * n; ++i) stored += cache.insert(i, bytes.data(), size) == SampleCache::Insert::kStored;
+  EXPECT_LT(stored, by_entries);
+  EXPECT_LE(cache.bytes() + cache.holes(), budget);
+  EXPECT_EQ(cache.peek(0)->bytes.size(), size / 2);
+  EXPECT_EQ(cache.peek(0)->bytes.data()[0], 2);
+  EXPECT_EQ(cache.peek(n)->bytes.data()[size - 1], 1);
+}
+
+}  // namespace
+}  // namespace stoker::detail

@@ -463,11 +463,15 @@ class Loader::Impl {
   }
 
   // cache="ram": rewrites the next cached record not yet looked at, among
-  // at most `scan` records from a shared cursor. False when none was found.
+  // at most `scan` records, in the order they entered the cache (so the
+  // mappings holding the originals empty in turn: cache/arena.h). False when
+  // none was found.
   bool rewrite_next(detail::Scratch* ws, std::size_t scan) {
-    const std::size_t n = cache_->size();
     for (std::size_t k = 0; k < scan; ++k) {
-      const std::size_t i = rewrite_cursor_.fetch_add(1, std::memory_order_relaxed) % n;
+      std::size_t pos = rewrite_cursor_.load(std::memory_order_relaxed), i = 0;
+      do {
+        if (!cache_->inserted(pos, &i)) return false;
+      } while (!rewrite_cursor_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed));
       if (cache_->state(i) != detail::SampleCache::kPending || !cache_->contains(i) || !cache_->claim(i)) continue;
       timespec a{}, b{};
       clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
@@ -591,12 +595,16 @@ class Loader::Impl {
       Status st = make_sample(t, seed, epoch, slot, pos, &ws);
       // NOTE: the rewrite's share of a worker's time is bounded, so an
       // epoch it runs in is at most that much slower: 9% of its sample
-      // time, 4% in the loader's first epoch, which also pays for filling
-      // the cache (copies, the preload threads' share of the CPU).
-      if (rewrite_on_) {
+      // time, none in the loader's first epoch, which already pays for
+      // filling the cache (the copies into fresh memory, the preload
+      // threads' share of the CPU); there only idle CPU rewrites (the
+      // preload threads at SCHED_IDLE, once the set is in).
+      // (The first epoch's time is not counted, so the next one does not
+      // catch up on it.)
+      if (rewrite_on_ && !first_epoch) {
         const std::int64_t m1 = now_ns();
         sample_ns += m1 - m0;
-        if (rewrite_ns * 100 < sample_ns * (first_epoch ? 4 : 9)) {
+        if (rewrite_ns * 100 < sample_ns * 9) {
           rewrite_next(&ws, 64);
           rewrite_ns += now_ns() - m1;
         }

@@ -109,7 +109,14 @@ void Arena::free(std::uint8_t* p) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   Chunk* c = h->chunk;
   live_ -= h->total;
-  if (--c->blocks == 0 && c->sealed) unmap(c);
+  if (--c->blocks == 0) {
+    if (c->sealed) {
+      unmap(c);
+    } else {  // the current one, empty: bumped again from its start
+      held_ -= c->used;
+      c->used = 0;
+    }
+  }
 }
 
 std::uint64_t Arena::live() const {

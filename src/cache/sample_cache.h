@@ -83,6 +83,8 @@ class SampleCache {
       if (!entries_[i]) {
         entries_[i] = std::move(e);
         count_.fetch_add(1, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> log(log_mu_);
+        log_.push_back(static_cast<std::uint32_t>(i));
         return Insert::kStored;
       }
     }
@@ -98,7 +100,7 @@ class SampleCache {
   std::shared_ptr<Entry> charged_entry(std::size_t n, std::size_t ends) {
     if (!charge(n + sizeof(Entry) + 64 + ends * sizeof(std::uint64_t))) return nullptr;
     auto e = std::make_shared<Entry>();
-    e->bytes = ArenaBytes(arena_, n);
+    e->bytes = ArenaBytes(replacements_, n);
     e->ends.resize(ends);
     return e;
   }
@@ -137,6 +139,15 @@ class SampleCache {
     }
   }
 
+  // The record stored k-th (records enter once: a refused one never again);
+  // false when fewer were stored.
+  bool inserted(std::size_t k, std::size_t* i) const {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    if (k >= log_.size()) return false;
+    *i = log_[k];
+    return true;
+  }
+
   // Per-record rewrite state (cache="ram"): not yet looked at, being
   // rewritten, final (rewritten, or needing none), refused.
   enum : std::uint8_t { kPending = 0, kBusy = 1, kFinal = 2, kRefused = 3 };
@@ -155,7 +166,7 @@ class SampleCache {
   std::uint64_t records() const { return count_.load(std::memory_order_relaxed); }
   std::uint64_t budget() const { return budget_; }
   // Memory freed entries still hold (cache/arena.h), charged to the budget.
-  std::uint64_t holes() const { return arena_->holes(); }
+  std::uint64_t holes() const { return arena_->holes() + replacements_->holes(); }
   bool full() const { return full_.load(std::memory_order_relaxed); }
 
  private:
@@ -164,10 +175,10 @@ class SampleCache {
   // counts the memory that freed entries (replaced by their rewritten form)
   // still hold until the rest of their mapping is freed too.
   bool charge(std::uint64_t cost) {
-    const std::uint64_t holes = arena_->holes();
+    const std::uint64_t freed = holes();
     std::uint64_t used = used_.load(std::memory_order_relaxed);
     do {
-      if (used + holes + cost > budget_) {
+      if (used + freed + cost > budget_) {
         full_.store(true, std::memory_order_relaxed);
         return false;
       }
@@ -184,7 +195,14 @@ class SampleCache {
   // holds beyond its budget.
   std::shared_ptr<Arena> arena_ =
       std::make_shared<Arena>(std::clamp<std::uint64_t>(budget_ / 8, std::uint64_t{2} << 20, std::uint64_t{32} << 20));
+  // The replacing entries' (the rewrite's): apart, so the first entries'
+  // mappings hold only first entries, and empty (are returned whole) as
+  // the rewrite replaces them in record order.
+  std::shared_ptr<Arena> replacements_ =
+      std::make_shared<Arena>(std::clamp<std::uint64_t>(budget_ / 8, std::uint64_t{2} << 20, std::uint64_t{32} << 20));
   std::vector<EntryPtr> entries_;  // guarded by stripe(i)
+  mutable std::mutex log_mu_;
+  std::vector<std::uint32_t> log_;  // records in the order they were stored
   mutable std::array<std::mutex, 64> stripes_;
   std::vector<std::atomic<std::uint8_t>> state_;
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, count_{0};

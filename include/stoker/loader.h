@@ -182,7 +182,9 @@ class Loader {
       std::uint64_t batch_size = 1;
       std::uint64_t batches_done = 0;
     };
-    int version = 2;  // 1: no `earlier` (still loaded)
+    // 1: no `earlier` (still loaded); 3: shuffle_window > 0 (so a stoker
+    // that cannot honour it refuses the state instead of misreading it).
+    int version = 2;
     std::uint64_t seed = 0;
     std::uint64_t epoch = 0;
     std::uint64_t batches_done = 0;
@@ -190,6 +192,7 @@ class Loader {
     std::uint64_t batch_size = 0;
     bool shuffle = false;
     bool drop_last = false;
+    std::uint64_t shuffle_window = 0;
     int world_size = 1;
     std::vector<Part> earlier;  // in the order they ran
     // A mixture's sources (empty for one data set): the epoch's draws are a

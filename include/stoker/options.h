@@ -54,6 +54,14 @@ struct LoaderOptions {
   bool shuffle = false;
   // Default 0.
   std::uint64_t seed = 0;
+  // Shuffle within windows of this many shards instead of over the whole
+  // epoch (tar shards only): the epoch's shard order is shuffled, each rank
+  // takes its shards as without it, and records are shuffled only among
+  // the records of W consecutive shards, so a rank reads at most W shards
+  // at a time (what data streamed from elsewhere needs). The order is still
+  // a function of (seed, epoch); without shuffle it changes nothing.
+  // Default 0: over the whole epoch (or the rank's share of shards).
+  std::size_t shuffle_window = 0;
   // Drop the last batch of a rank when it would be partial. Default false.
   bool drop_last = false;
   // This process's part of the epoch: rank in [0, world_size). Every rank

@@ -214,6 +214,13 @@ class Loader:
             Default 0.
         drop_last (bool): drop the last batch of a rank when it would be
             partial, as DataLoader. Default False.
+        shuffle_window (int): tar shards only: shuffle within windows of
+            this many consecutive shards of the epoch's shuffled shard order
+            instead of over the whole epoch (or a rank's whole share of
+            shards), so a rank reads at most this many shards at a time, as
+            streaming from an object store needs. Still a function of
+            (seed, epoch); no effect without shuffle. Default 0 (the whole
+            epoch).
         transforms (sequence): stoker.RandomResizedCrop, Resize, CenterCrop,
             RandomCrop, RandomShortestSize, RandomHorizontalFlip,
             RandomVerticalFlip, RandomGrayscale,
@@ -420,7 +427,7 @@ class Loader:
                  pin_memory: bool = False, decode_scale: Literal["exact", "auto"] = "exact",
                  cache: Literal["mmap", "ram", "decoded", "auto"] = "mmap", memory_budget: int = 0, cache_max_side: int = 448,
                  max_threads: int = 0, trace: bool = False, stage_timing: bool = True, preload: bool = True,
-                 cache_rewrite: bool = True,
+                 cache_rewrite: bool = True, shuffle_window: int = 0,
                  progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
                  fields: Optional[Iterable[_FieldType]] = None,
                  batch_transforms: Iterable[Union[MixUp, CutMix, RandomChoice]] = (),
@@ -473,7 +480,7 @@ class Loader:
                        skip_empty=bool(skip_empty), keep_crowd=bool(keep_crowd),
                        cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
                        trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
-                       cache_rewrite=bool(cache_rewrite),
+                       cache_rewrite=bool(cache_rewrite), shuffle_window=shuffle_window,
                        progress={None: "auto", True: "on", False: "off"}[progress],
                        fields=[f._json() for f in fields or ()])
         options_json = json.dumps(options, default=_json_value)
@@ -585,7 +592,8 @@ class Loader:
 
         Returns:
             dict: version, seed, epoch, batches_done, dataset_size,
-            batch_size, shuffle, drop_last, world_size, and earlier: a list of
+            batch_size, shuffle, drop_last, shuffle_window (only when > 0;
+            the version is then 3), world_size, and earlier: a list of
             {world_size, batch_size, batches_done}, the parts of this epoch
             run on other topologies (elastic resume), in order.
 

@@ -69,6 +69,13 @@ class Loader::Impl {
     order_.rank = opt_.rank;
     order_.world_size = opt_.world_size;
     if (!mix_) order_.shard_starts = source_->shard_starts();
+    if (opt_.shuffle_window > 0) {
+      if (mix_) invalid("shuffle_window: not with a Mixture (its epoch is drawn positions, not runs of shards)");
+      if (order_.shard_starts.empty()) {
+        invalid("shuffle_window: needs tar shards (a window is a run of shards); " + source_->describe() + " has none");
+      }
+      order_.shuffle_window = opt_.shuffle_window;
+    }
     num_samples_ = detail::samples_per_rank(order_);
     num_batches_ = detail::batches_per_rank(order_);
     threads_ = opt_.threads > 0 ? opt_.threads : opt_.max_threads > 0 ? opt_.max_threads : available_cores();
@@ -398,6 +405,8 @@ class Loader::Impl {
     st.shuffle = order_.shuffle;
     st.drop_last = order_.drop_last;
     st.world_size = order_.world_size;
+    st.shuffle_window = order_.shuffle_window;
+    if (st.shuffle_window > 0) st.version = 3;
     if (mix_) {
       for (const auto& p : mix_->parts()) st.mixture.push_back({p.name, p.source->size(), p.count});
     }

@@ -162,6 +162,7 @@ const std::vector<Option>& options() {
       integer<&LoaderOptions::batch_size>("batch_size"),
       boolean<&LoaderOptions::shuffle>("shuffle"),
       integer<&LoaderOptions::seed>("seed"),
+      integer<&LoaderOptions::shuffle_window>("shuffle_window"),
       boolean<&LoaderOptions::drop_last>("drop_last"),
       integer<&LoaderOptions::threads>("threads"),
       integer<&LoaderOptions::max_threads>("max_threads"),

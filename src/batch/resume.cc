@@ -17,7 +17,9 @@ std::string str(bool b) { return b ? "True" : "False"; }
 }  // namespace
 
 void check_restorable(const Loader::State& st, const Loader::State& now) {
-  if (st.version != 1 && st.version != now.version) {
+  // NOTE: 1 (no `earlier`), 2, and 3 (with shuffle_window) all load; a
+  // window that differs is refused below, by name.
+  if (st.version < 1 || st.version > 3) {
     differs("version", std::to_string(st.version), std::to_string(now.version), "unknown state format");
   }
   auto sources = [](const Loader::State& s) {
@@ -41,6 +43,9 @@ void check_restorable(const Loader::State& st, const Loader::State& now) {
             "the data changed, so the saved order does not apply");
   }
   if (st.shuffle != now.shuffle) differs("shuffle", str(st.shuffle), str(now.shuffle), "the order differs");
+  if (st.shuffle_window != now.shuffle_window) {
+    differs("shuffle_window", std::to_string(st.shuffle_window), std::to_string(now.shuffle_window), "the order differs");
+  }
   if (st.drop_last != now.drop_last) {
     differs("drop_last", str(st.drop_last), str(now.drop_last), "which records an epoch holds differs");
   }
@@ -90,6 +95,7 @@ std::string state_to_json(const Loader::State& st) {
   j["batch_size"] = st.batch_size;
   j["shuffle"] = st.shuffle;
   j["drop_last"] = st.drop_last;
+  if (st.shuffle_window > 0) j["shuffle_window"] = st.shuffle_window;
   j["world_size"] = st.world_size;
   j["earlier"] = nlohmann::ordered_json::array();
   for (const auto& p : st.earlier) {
@@ -146,6 +152,7 @@ Loader::State state_from_json(const std::string& json) {
   st.batch_size = count(j, "batch_size");
   st.shuffle = flag(j, "shuffle");
   st.drop_last = flag(j, "drop_last");
+  if (j.contains("shuffle_window")) st.shuffle_window = count(j, "shuffle_window");
   st.world_size = small_count(j, "world_size");
   if (auto it = j.find("earlier"); it != j.end()) {
     if (!it->is_array()) bad_state("'earlier' must be a list, got " + it->dump());

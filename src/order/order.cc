@@ -24,28 +24,21 @@ bool split_by_shard(const OrderParams& p) {
 
 namespace {
 
-std::vector<std::uint32_t> by_shard(const OrderParams& p, std::uint64_t epoch) {
-  const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size), S = p.shard_starts.size();
+// The epoch's shard order (by_shard's and windowed's).
+std::vector<std::size_t> shard_order(const OrderParams& p, std::uint64_t epoch) {
+  const std::size_t S = p.shard_starts.size();
   std::vector<std::size_t> shards(S);
   std::iota(shards.begin(), shards.end(), std::size_t{0});
   if (p.shuffle) {
     Rng rng(mix_key(p.seed, epoch, kStreamOrder, 1));
     for (std::size_t i = S; i-- > 1;) std::swap(shards[i], shards[rng.below(i + 1)]);
   }
-  std::vector<std::vector<std::uint32_t>> lists(w);
-  for (std::size_t k = 0; k < S; ++k) {
-    const std::size_t s = shards[k];
-    const std::size_t begin = p.shard_starts[s], end = s + 1 < S ? p.shard_starts[s + 1] : n;
-    for (std::size_t i = begin; i < end; ++i) lists[k % w].push_back(static_cast<std::uint32_t>(i));
-  }
-  if (p.shuffle) {
-    for (std::size_t r = 0; r < w; ++r) {
-      Rng rng(mix_key(p.seed, epoch, kStreamOrder, 2 + r));
-      auto& l = lists[r];
-      for (std::size_t i = l.size(); i-- > 1;) std::swap(l[i], l[rng.below(i + 1)]);
-    }
-  }
-  const std::size_t share = p.drop_last ? n / w : (n + w - 1) / w;
+  return shards;
+}
+
+// Each list cut to its share: ranks holding more pass their tails on, in
+// order, to ranks holding less.
+void balance(std::vector<std::vector<std::uint32_t>>& lists, std::size_t share) {
   std::vector<std::uint32_t> surplus;
   for (auto& l : lists) {
     if (l.size() > share) {
@@ -57,20 +50,96 @@ std::vector<std::uint32_t> by_shard(const OrderParams& p, std::uint64_t epoch) {
   for (auto& l : lists) {
     while (l.size() < share && next < surplus.size()) l.push_back(surplus[next++]);
   }
-  // Padding (no drop_last): the first records of the epoch again, as
-  // DistributedSampler pads.
-  std::size_t pad = 0;
+}
+// Then, without drop_last, the lists still short are padded with the
+// epoch's first records again, as DistributedSampler pads.
+void pad(std::vector<std::vector<std::uint32_t>>& lists, std::size_t share) {
+  std::size_t k = 0;
   for (auto& l : lists) {
-    while (l.size() < share) l.push_back(lists[0].empty() ? 0u : lists[0][pad++ % lists[0].size()]);
+    while (l.size() < share) l.push_back(lists[0].empty() ? 0u : lists[0][k++ % lists[0].size()]);
   }
+}
+
+// The records of the epoch's shards, in that order, shard k in list k mod m.
+std::vector<std::vector<std::uint32_t>> deal(const OrderParams& p, const std::vector<std::size_t>& shards,
+                                             std::size_t m) {
+  const std::size_t n = p.dataset_size, S = p.shard_starts.size();
+  std::vector<std::vector<std::uint32_t>> lists(m);
+  for (std::size_t k = 0; k < S; ++k) {
+    const std::size_t s = shards[k];
+    const std::size_t begin = p.shard_starts[s], end = s + 1 < S ? p.shard_starts[s + 1] : n;
+    for (std::size_t i = begin; i < end; ++i) lists[k % m].push_back(static_cast<std::uint32_t>(i));
+  }
+  return lists;
+}
+
+std::vector<std::uint32_t> by_shard(const OrderParams& p, std::uint64_t epoch) {
+  const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size);
+  std::vector<std::vector<std::uint32_t>> lists = deal(p, shard_order(p, epoch), w);
+  if (p.shuffle) {
+    for (std::size_t r = 0; r < w; ++r) {
+      Rng rng(mix_key(p.seed, epoch, kStreamOrder, 2 + r));
+      auto& l = lists[r];
+      for (std::size_t i = l.size(); i-- > 1;) std::swap(l[i], l[rng.below(i + 1)]);
+    }
+  }
+  const std::size_t share = p.drop_last ? n / w : (n + w - 1) / w;
+  balance(lists, share);
+  pad(lists, share);
   auto out = std::move(lists[static_cast<std::size_t>(p.rank)]);
   out.resize(samples_per_rank(p));
+  return out;
+}
+
+// shuffle_window > 0 (epoch_order's comment in order.h).
+std::vector<std::uint32_t> windowed(const OrderParams& p, std::uint64_t epoch) {
+  const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size);
+  const std::size_t W = p.shuffle_window;
+  const bool split = split_by_shard(p);
+  const std::size_t m = split ? w : 1;
+  std::vector<std::vector<std::uint32_t>> lists = deal(p, shard_order(p, epoch), m);
+  const std::size_t share = p.drop_last ? n / w : (n + w - 1) / w;
+  if (split) balance(lists, share);
+  if (p.shuffle) {
+    auto shard_of = [&](std::uint32_t rec) {
+      return static_cast<std::size_t>(std::upper_bound(p.shard_starts.begin(), p.shard_starts.end(), rec) -
+                                      p.shard_starts.begin());
+    };
+    for (std::size_t q = 0; q < m; ++q) {
+      auto& l = lists[q];
+      std::size_t begin = 0, window = 0;
+      while (begin < l.size()) {
+        // W runs of one shard's records from `begin`.
+        std::size_t end = begin;
+        for (std::size_t runs = 0; runs < W && end < l.size(); ++runs) {
+          const std::size_t s = shard_of(l[end]);
+          while (end < l.size() && shard_of(l[end]) == s) ++end;
+        }
+        Rng rng(mix_key(p.seed, epoch, kStreamWindow, (static_cast<std::uint64_t>(q) << 32) | window));
+        for (std::size_t i = end - begin; i-- > 1;) std::swap(l[begin + i], l[begin + rng.below(i + 1)]);
+        begin = end;
+        ++window;
+      }
+    }
+  }
+  if (split) {
+    pad(lists, share);
+    auto out = std::move(lists[static_cast<std::size_t>(p.rank)]);
+    out.resize(samples_per_rank(p));
+    return out;
+  }
+  const std::vector<std::uint32_t>& all = lists[0];
+  std::vector<std::uint32_t> out;
+  const std::size_t per_rank = samples_per_rank(p);
+  out.reserve(per_rank);
+  for (std::size_t k = 0; k < per_rank && n > 0; ++k) out.push_back(all[(static_cast<std::size_t>(p.rank) + k * w) % n]);
   return out;
 }
 
 }  // namespace
 
 std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch) {
+  if (p.shuffle_window > 0 && !p.shard_starts.empty()) return windowed(p, epoch);
   if (split_by_shard(p)) return by_shard(p, epoch);
   const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size);
   std::vector<std::uint32_t> perm(n);

@@ -19,6 +19,9 @@ struct OrderParams {
   // First record of each shard (records of a shard contiguous); empty when
   // the source is not sharded.
   std::vector<std::size_t> shard_starts;
+  // Shuffle within windows of this many shards (0: over the whole epoch, or
+  // the whole rank's share when split by shard). Only with shard_starts.
+  std::size_t shuffle_window = 0;
 };
 
 // Whether ranks split the epoch by shard: at least as many shards as ranks.
@@ -43,6 +46,16 @@ std::size_t batches_per_rank(const OrderParams& p);
 // more than their share (ceil(n / world), or floor with drop_last) pass the
 // surplus, in order, to ranks holding less, so ranks read mostly their own
 // shards and the guarantees above hold unchanged.
+//
+// With shuffle_window W > 0 (shards only), what a stream of shards needs:
+// the shard order and the shards' assignment to ranks are the same as
+// above (split by shard: shard k of the epoch's order to rank k mod world;
+// otherwise one list), the surplus of ranks holding more than their share
+// passed on as whole tails of shards before any shuffling, then each list
+// is cut into windows of W consecutive runs of one shard's records and
+// shuffled within each window only. So a rank reads at most W shards at a
+// time, and the order is still a function of (seed, epoch) alone; without
+// shuffle it is the order above.
 std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch);
 
 // A part of an epoch run on one topology: every one of world_size ranks

@@ -363,6 +363,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.shuffle = true;
   o.seed = 1234567890123ull;
   o.drop_last = true;
+  o.shuffle_window = 4;
   o.threads = 3;
   o.max_threads = 5;
   o.prefetch = 4;
@@ -428,7 +429,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 31u);
+  EXPECT_EQ(keys, 32u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {

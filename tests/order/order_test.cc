@@ -277,3 +277,122 @@ TEST(ElasticTest, ShardSplitLocalityMostlySurvives) {
 
 }  // namespace
 }  // namespace stoker::detail
+
+namespace stoker::detail {
+namespace {
+
+// shuffle_window: (shard sizes, window, world, drop_last).
+class WindowTest
+    : public ::testing::TestWithParam<std::tuple<std::vector<std::size_t>, std::size_t, int, bool>> {
+ protected:
+  OrderParams layout(bool shuffle) const {
+    const auto& [sizes, window, world, drop_last] = GetParam();
+    OrderParams p;
+    p.batch_size = 4;
+    p.shuffle = shuffle;
+    p.seed = 5;
+    p.drop_last = drop_last;
+    p.world_size = world;
+    p.shuffle_window = window;
+    for (std::size_t s : sizes) {
+      p.shard_starts.push_back(p.dataset_size);
+      p.dataset_size += s;
+    }
+    return p;
+  }
+  static std::size_t shard_of(const OrderParams& p, std::uint32_t rec) {
+    return static_cast<std::size_t>(std::upper_bound(p.shard_starts.begin(), p.shard_starts.end(), rec) -
+                                    p.shard_starts.begin()) - 1;
+  }
+  // The most shards "open" at once along seq: begun and not yet finished
+  // (padding, at the end, left out: it repeats the epoch's first records).
+  static std::size_t most_open(const OrderParams& p, const std::vector<std::uint32_t>& seq, std::size_t real) {
+    std::map<std::size_t, std::pair<std::size_t, std::size_t>> span;  // shard -> first, last position
+    for (std::size_t t = 0; t < real; ++t) {
+      const std::size_t s = shard_of(p, seq[t]);
+      auto it = span.find(s);
+      if (it == span.end()) {
+        span[s] = {t, t};
+      } else {
+        it->second.second = t;
+      }
+    }
+    std::size_t most = 0;
+    for (std::size_t t = 0; t < real; ++t) {
+      std::size_t open = 0;
+      for (const auto& [s, fl] : span) open += fl.first <= t && t <= fl.second;
+      most = std::max(most, open);
+    }
+    return most;
+  }
+};
+
+TEST_P(WindowTest, WithoutShuffleItIsTheUsualOrder) {
+  OrderParams p = layout(false), plain = p;
+  plain.shuffle_window = 0;
+  for (int r = 0; r < p.world_size; ++r) {
+    p.rank = plain.rank = r;
+    EXPECT_EQ(epoch_order(p, 3), epoch_order(plain, 3)) << "rank " << r;
+  }
+}
+
+TEST_P(WindowTest, EveryRecordOnceAndAtMostWindowShardsOpenPerRank) {
+  OrderParams p = layout(true);
+  const auto world = static_cast<std::size_t>(p.world_size);
+  std::vector<int> count(p.dataset_size, 0);
+  std::set<std::size_t> lens;
+  std::size_t total = 0;
+  for (int r = 0; r < p.world_size; ++r) {
+    p.rank = r;
+    const auto seq = epoch_order(p, 7);
+    EXPECT_EQ(seq, epoch_order(p, 7));  // a function of (seed, epoch)
+    lens.insert(seq.size());
+    total += seq.size();
+    for (auto i : seq) count[i]++;
+    // Each shard is one run of a rank's list (a surplus tail another's),
+    // and windows are whole runs: at most W shards are read at once. (Not
+    // checked where padding repeats the epoch's first records at the end.)
+    if (p.drop_last || world == 1) {
+      EXPECT_LE(most_open(p, seq, seq.size()), p.shuffle_window) << "rank " << r;
+    }
+  }
+  EXPECT_EQ(lens.size(), 1u);
+  if (p.drop_last) {
+    for (int c : count) EXPECT_LE(c, 1);
+  } else {
+    for (int c : count) EXPECT_GE(c, 1);
+    EXPECT_LT(total - p.dataset_size, world);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, WindowTest,
+    ::testing::Combine(::testing::Values(std::vector<std::size_t>{10, 10, 10, 10, 10, 10},
+                                         std::vector<std::size_t>{50, 3, 7, 20, 1}, std::vector<std::size_t>{5}),
+                       ::testing::Values(1, 2, 100), ::testing::Values(1, 2, 3), ::testing::Bool()));
+
+TEST(WindowOrderTest, ShufflesWithinWindowsAndDiffersByEpoch) {
+  OrderParams p;
+  p.batch_size = 8;
+  p.shuffle = true;
+  p.seed = 1;
+  p.shuffle_window = 2;
+  for (std::size_t s = 0; s < 200; s += 20) p.shard_starts.push_back(s);  // 10 shards of 20
+  p.dataset_size = 200;
+  const auto a = epoch_order(p, 0), b = epoch_order(p, 1);
+  EXPECT_NE(a, b);
+  // Each block of 40 holds exactly two whole shards, not in index order.
+  for (std::size_t w = 0; w < 5; ++w) {
+    std::set<std::size_t> shards;
+    for (std::size_t t = w * 40; t < w * 40 + 40; ++t) shards.insert(a[t] / 20);
+    EXPECT_EQ(shards.size(), 2u) << "window " << w;
+    EXPECT_FALSE(std::is_sorted(a.begin() + static_cast<std::ptrdiff_t>(w * 40),
+                                a.begin() + static_cast<std::ptrdiff_t>(w * 40 + 40)));
+  }
+  // Resuming on the same topology goes on exactly where the epoch stopped.
+  std::vector<std::uint32_t> rest(a.begin() + 24, a.end());
+  EXPECT_EQ(resumed_order(p, 0, {{1, 8, 3}}), rest);
+}
+
+}  // namespace
+}  // namespace stoker::detail

@@ -65,6 +65,7 @@ class Arm {
     o.threads = std::max(1, threads);
     o.prefetch = 0;
     o.shuffle = true;
+    o.shuffle_window = 0;  // the probe's records are a sample of the run's, not its shards
     o.rank = 0;
     o.world_size = 1;
     o.drop_last = false;

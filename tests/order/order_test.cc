@@ -392,6 +392,23 @@ TEST(WindowOrderTest, ShufflesWithinWindowsAndDiffersByEpoch) {
   // Resuming on the same topology goes on exactly where the epoch stopped.
   std::vector<std::uint32_t> rest(a.begin() + 24, a.end());
   EXPECT_EQ(resumed_order(p, 0, {{1, 8, 3}}), rest);
+  // Elastic: 2 ranks handed out 3 batches each, the rest on 3 ranks: every
+  // record of the epoch exactly once (drop_last off: padding repeats some).
+  OrderParams q = p;
+  std::vector<int> count(200, 0);
+  for (int r = 0; r < 2; ++r) {
+    q.world_size = 2;
+    q.rank = r;
+    const auto seq = epoch_order(q, 0);
+    for (std::size_t t = 0; t < 24; ++t) count[seq[t]]++;
+  }
+  for (int r = 0; r < 3; ++r) {
+    q.world_size = 3;
+    q.rank = r;
+    for (auto rec : resumed_order(q, 0, {{2, 8, 3}})) count[rec]++;
+  }
+  for (int c : count) EXPECT_GE(c, 1);
+  EXPECT_LE(std::accumulate(count.begin(), count.end(), 0), 200 + 2);
 }
 
 }  // namespace

@@ -9,14 +9,6 @@
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older glibc headers lack it
 #endif
 
-#if defined(__SANITIZE_ADDRESS__)
-#define STOKER_ARENA_HEAP 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STOKER_ARENA_HEAP 1
-#endif
-#endif
-
 namespace stoker::detail {
 namespace {
 
@@ -130,21 +122,21 @@ std::uint64_t Arena::holes() const {
 }
 
 ArenaBytes::ArenaBytes(std::shared_ptr<Arena> arena, std::size_t n) : n_(n) {
-#ifdef STOKER_ARENA_HEAP
-  (void)arena;
-  p_ = new std::uint8_t[n ? n : 1];
-#else
-  p_ = arena->alloc(n);
-  arena_ = std::move(arena);
-#endif
+  (void)arena;  // unused under AddressSanitizer
+  if constexpr (kArenaOnHeap) {
+    p_ = new std::uint8_t[n ? n : 1];
+  } else {
+    p_ = arena->alloc(n);
+    arena_ = std::move(arena);
+  }
 }
 
 ArenaBytes::~ArenaBytes() {
-#ifdef STOKER_ARENA_HEAP
-  delete[] p_;
-#else
-  if (p_) arena_->free(p_);
-#endif
+  if constexpr (kArenaOnHeap) {
+    delete[] p_;
+  } else if (p_) {
+    arena_->free(p_);
+  }
 }
 
 }  // namespace stoker::detail

@@ -18,10 +18,24 @@
 
 namespace stoker::detail {
 
+// Under AddressSanitizer ArenaBytes come from the heap (so overflows are
+// caught) and the Arena's counters stay at zero.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kArenaOnHeap = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kArenaOnHeap = true;
+#else
+inline constexpr bool kArenaOnHeap = false;
+#endif
+#else
+inline constexpr bool kArenaOnHeap = false;
+#endif
+
 class Arena {
  public:
-  // chunk: the size of each mapping (blocks over a quarter of it get one
-  // of their own).
+  // chunk: the largest mapping (they start at 2 MiB and double; blocks
+  // over a quarter of it get one of their own).
   explicit Arena(std::size_t chunk = std::size_t{32} << 20) : chunk_(chunk) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;

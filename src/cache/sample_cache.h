@@ -189,17 +189,18 @@ class SampleCache {
   std::mutex& stripe(std::size_t i) const { return stripes_[i % stripes_.size()]; }
 
   const std::uint64_t budget_;
-  // Entries' bytes (held by each, so it outlives them). NOTE: its chunks are
-  // populated whole when mapped, so their size is kept to an eighth of the
-  // budget (2-32 MiB): the unused rest of the last one is what the cache
-  // holds beyond its budget.
-  std::shared_ptr<Arena> arena_ =
-      std::make_shared<Arena>(std::clamp<std::uint64_t>(budget_ / 8, std::uint64_t{2} << 20, std::uint64_t{32} << 20));
+  // NOTE: an arena's mappings are populated whole when mapped, so their
+  // size is kept to an eighth of the budget (2-32 MiB): the unused rest of
+  // the last one is what the cache holds beyond its budget.
+  std::size_t chunk() const {
+    return static_cast<std::size_t>(std::clamp<std::uint64_t>(budget_ / 8, std::uint64_t{2} << 20, std::uint64_t{32} << 20));
+  }
+  // Entries' bytes (held by each, so it outlives them).
+  std::shared_ptr<Arena> arena_ = std::make_shared<Arena>(chunk());
   // The replacing entries' (the rewrite's): apart, so the first entries'
   // mappings hold only first entries, and empty (are returned whole) as
-  // the rewrite replaces them in record order.
-  std::shared_ptr<Arena> replacements_ =
-      std::make_shared<Arena>(std::clamp<std::uint64_t>(budget_ / 8, std::uint64_t{2} << 20, std::uint64_t{32} << 20));
+  // the rewrite replaces them in the order they were stored.
+  std::shared_ptr<Arena> replacements_ = std::make_shared<Arena>(chunk());
   std::vector<EntryPtr> entries_;  // guarded by stripe(i)
   mutable std::mutex log_mu_;
   std::vector<std::uint32_t> log_;  // records in the order they were stored

@@ -24,6 +24,17 @@ bool split_by_shard(const OrderParams& p) {
 
 namespace {
 
+// Rank p.rank's positions rank, rank + world, ... of the epoch's list
+// (DistributedSampler's rule; past its end, padding wraps to its start).
+std::vector<std::uint32_t> strided(const OrderParams& p, const std::vector<std::uint32_t>& all) {
+  const std::size_t n = all.size(), w = static_cast<std::size_t>(p.world_size), per_rank = samples_per_rank(p);
+  std::vector<std::uint32_t> out;
+  if (n == 0) return out;
+  out.reserve(per_rank);
+  for (std::size_t k = 0; k < per_rank; ++k) out.push_back(all[(static_cast<std::size_t>(p.rank) + k * w) % n]);
+  return out;
+}
+
 // The epoch's shard order (by_shard's and windowed's).
 std::vector<std::size_t> shard_order(const OrderParams& p, std::uint64_t epoch) {
   const std::size_t S = p.shard_starts.size();
@@ -128,12 +139,7 @@ std::vector<std::uint32_t> windowed(const OrderParams& p, std::uint64_t epoch) {
     out.resize(samples_per_rank(p));
     return out;
   }
-  const std::vector<std::uint32_t>& all = lists[0];
-  std::vector<std::uint32_t> out;
-  const std::size_t per_rank = samples_per_rank(p);
-  out.reserve(per_rank);
-  for (std::size_t k = 0; k < per_rank && n > 0; ++k) out.push_back(all[(static_cast<std::size_t>(p.rank) + k * w) % n]);
-  return out;
+  return strided(p, lists[0]);
 }
 
 }  // namespace
@@ -141,7 +147,7 @@ std::vector<std::uint32_t> windowed(const OrderParams& p, std::uint64_t epoch) {
 std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch) {
   if (p.shuffle_window > 0 && !p.shard_starts.empty()) return windowed(p, epoch);
   if (split_by_shard(p)) return by_shard(p, epoch);
-  const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size);
+  const std::size_t n = p.dataset_size;
   std::vector<std::uint32_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0u);
   if (p.shuffle && n > 1) {
@@ -151,14 +157,7 @@ std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch
       std::swap(perm[i], perm[j]);
     }
   }
-  const std::size_t per_rank = samples_per_rank(p);
-  std::vector<std::uint32_t> out;
-  out.reserve(per_rank);
-  for (std::size_t k = 0; k < per_rank; ++k) {
-    std::size_t pos = static_cast<std::size_t>(p.rank) + k * w;  // may exceed n: padding wraps
-    out.push_back(perm[pos % n]);
-  }
-  return out;
+  return strided(p, perm);
 }
 
 namespace {

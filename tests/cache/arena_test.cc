@@ -14,19 +14,7 @@
 namespace stoker::detail {
 namespace {
 
-// Under AddressSanitizer the bytes come from the heap (so overflows are
-// caught) and the arena's counters stay at zero.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kHeap = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kHeap = true;
-#else
-constexpr bool kHeap = false;
-#endif
-#else
-constexpr bool kHeap = false;
-#endif
+constexpr bool kHeap = kArenaOnHeap;
 
 TEST(ArenaTest, BlocksAreDistinctAlignedAndKeepTheirBytes) {
   auto arena = std::make_shared<Arena>(std::size_t{1} << 20);

@@ -26,6 +26,10 @@ PACKAGES=(
   # real photographs for the sample dataset
   mate-backgrounds lomiri-wallpapers-16.04 lomiri-wallpapers-20.04
   plasma-workspace-wallpapers
+  # remote shard tests: nginx serves shards on 127.0.0.1 (tests/python/remote_servers.py)
+  nginx-light
+  # libcurl headers: the HTTP(S)/S3 shard reader
+  libcurl4-openssl-dev
 )
 
 missing=()
@@ -37,18 +41,40 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+      echo "install-deps: not root and no sudo; install as root: apt-get install ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The tests start their own nginx on 127.0.0.1; the package's postinst may have started the
+  # system one on port 80 (where an init system runs): stop it, and keep it from starting at boot.
+  if printf '%s\n' "${missing[@]}" | grep -qx nginx-light; then
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+      $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true
+    fi
+    if [ -s /run/nginx.pid ] && $SUDO kill -0 "$(cat /run/nginx.pid)" 2>/dev/null; then
+      $SUDO kill -QUIT "$(cat /run/nginx.pid)" || true
+    fi
+  fi
+  echo "install-deps: done"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "install-deps: not root and no sudo; install as root: apt-get install ${missing[*]}" >&2
-    exit 1
-  fi
+# The S3 test server (@20minutes/s3rver, pinned by tests/fixtures/s3/package-lock.json). npm only
+# runs when node_modules is missing; without npm the S3 tests skip and say why.
+S3_FIXTURE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/fixtures/s3"
+if [ -d "$S3_FIXTURE/node_modules/@20minutes/s3rver" ]; then
+  echo "install-deps: S3 test server present (tests/fixtures/s3/node_modules)"
+elif command -v npm >/dev/null 2>&1; then
+  echo "install-deps: npm ci in tests/fixtures/s3 (the S3 test server)"
+  npm ci --prefix "$S3_FIXTURE" --no-audit --no-fund
+else
+  echo "install-deps: WARNING: npm not found: the S3 test server (tests/fixtures/s3) is not" \
+       "installed and the S3 tests will be skipped; install node >= 20 and npm, then rerun" >&2
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "install-deps: done"

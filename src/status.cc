@@ -13,6 +13,7 @@ const char* code_name(Code code) {
     case Code::kResourceExhausted: return "resource_exhausted";
     case Code::kCancelled: return "cancelled";
     case Code::kInternal: return "internal";
+    case Code::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

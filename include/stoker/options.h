@@ -176,6 +176,23 @@ struct LoaderOptions {
   // in memory_budget.
   int cache_max_side = 448;
 
+  // ---- Data that lives elsewhere (RemoteOptions in stoker/source.h) -------------
+  // Shards named by URL (https://, s3://) or command (pipe:) are fetched in
+  // the epoch's order, a few ahead (autotuned), and held while the epoch needs
+  // them: in memory under memory_budget, or with cache_dir in a node-local
+  // folder shared by every rank on the machine (each shard fetched once per
+  // node, kept under cache_limit bytes, least recently used evicted; 0 = 80%
+  // of the file system's free space). Batches equal those from the same
+  // shards on local disk.
+  std::string cache_dir;
+  std::uint64_t cache_limit = 0;
+  // Transfers at once, one kept-alive connection each. Default 8.
+  int remote_connections = 8;
+  // Retries of a request failing in a retryable way (timeout, reset, 429,
+  // 5xx; a pipe: command's non-zero exit), with exponential backoff and
+  // jitter, a broken transfer resumed from its last byte. Default 8.
+  int remote_retries = 8;
+
   // ---- Bad input ------------------------------------------------------------------
   // Default kSkip.
   OnCorrupt on_corrupt = OnCorrupt::kSkip;
@@ -202,6 +219,16 @@ void validate_options(const LoaderOptions& options);
 
 // The options' part that says how a COCO source is read.
 inline CocoOptions coco_options(const LoaderOptions& o) { return {o.image_root, o.skip_empty, o.keep_crowd}; }
+// The options' part that says how remote shards are fetched.
+inline RemoteOptions remote_options(const LoaderOptions& o) {
+  RemoteOptions r;
+  r.cache_dir = o.cache_dir;
+  r.cache_limit = o.cache_limit;
+  r.memory_budget = o.memory_budget;
+  r.connections = o.remote_connections;
+  r.retries = o.remote_retries;
+  return r;
+}
 
 // Every option as JSON (enums and transforms named as the Python API names
 // them), and back; options missing from the JSON keep their defaults. The

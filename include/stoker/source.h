@@ -11,6 +11,8 @@
 
 namespace stoker {
 
+struct Stats;
+
 // An indexed, immutable set of records. Thread-safe: any number of workers
 // may call read() concurrently.
 class Source {
@@ -47,6 +49,43 @@ class Source {
   // split the epoch by file when there are at least as many files as ranks.
   // Empty: split by record.
   virtual std::vector<std::size_t> shard_starts() const { return {}; }
+
+  // Sources that stream their bytes in from elsewhere (remote shards) read
+  // best when told the epoch ahead: wants_plan() says so; plan() gets the
+  // epoch's records by position, to be read from position `from` on (so the
+  // source fetches in order of first use and holds what is needed, within its
+  // budget; it may throw Error(kInvalidArgument) when the epoch cannot fit);
+  // progress() says positions below `done` are all read (what only they used
+  // is released); io_stats() adds the source's transfer counters. A read
+  // outside the plan still works (one request of its own).
+  virtual bool wants_plan() const { return false; }
+  virtual void plan(const std::vector<std::uint32_t>& /*records*/, std::size_t /*from*/) const {}
+  virtual void progress(std::size_t /*done*/) const {}
+  virtual void io_stats(Stats* /*stats*/) const {}
+};
+
+// How shards that live elsewhere are fetched: https://host/train-{000..127}.tar,
+// s3://bucket/prefix/train-{...}.tar or s3://bucket/prefix/*.tar (AWS_* variables
+// and ~/.aws profiles as the AWS CLI reads them), pipe:CMD (the shard is CMD's
+// standard output). The epoch's order is the same as for the same shards on
+// local disk.
+struct RemoteOptions {
+  // A node-local folder shards land in (atomically), shared by every process
+  // on the machine (each shard fetched once per node), evicted least recently
+  // used beyond cache_limit. Empty (the default): shards stream through memory.
+  std::string cache_dir;
+  // Bytes stoker's files in cache_dir may take. 0 (the default): 80% of the
+  // file system's free space when the source opens.
+  std::uint64_t cache_limit = 0;
+  // Bytes of shards held in memory at once without cache_dir. 0 (the
+  // default): the loader's memory budget (half the available memory).
+  std::uint64_t memory_budget = 0;
+  // Transfers at once (one connection each, kept alive). Default 8.
+  int connections = 8;
+  // Attempts after the first for a request that fails in a retryable way
+  // (timeout, reset, 429, 5xx, a pipe: command's non-zero exit), with
+  // exponential backoff and full jitter. Default 8.
+  int retries = 8;
 };
 
 // A torchvision ImageFolder tree: root/<class>/**/<file>. Classes are the
@@ -87,7 +126,7 @@ std::unique_ptr<Source> open_list_file(const std::string& path);
 // built go there instead (the user's folder is never written; the doctor's
 // probes use this).
 std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels = "cls",
-                                    const std::string& index_dir = "");
+                                    const std::string& index_dir = "", const RemoteOptions& remote = {});
 
 // How a COCO instances file becomes records (open_coco).
 struct CocoOptions {
@@ -119,9 +158,11 @@ std::unique_ptr<Source> open_coco(const std::string& path, const CocoOptions& op
 // as shards; a .json file as COCO instances (with `coco`); any other file as
 // a list file.
 std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels = "cls",
-                                    const std::string& index_dir = "", const CocoOptions& coco = {});
+                                    const std::string& index_dir = "", const CocoOptions& coco = {},
+                                    const RemoteOptions& remote = {});
 // One spec as open_source(); several must all be shard specs.
 std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels = "cls",
-                                     const std::string& index_dir = "", const CocoOptions& coco = {});
+                                     const std::string& index_dir = "", const CocoOptions& coco = {},
+                                     const RemoteOptions& remote = {});
 
 }  // namespace stoker

@@ -101,6 +101,35 @@ struct Stats {
   };
   std::vector<MixturePart> mixture;
 
+  // Remote shards (http(s)://, s3://, pipe:; RemoteOptions in stoker/source.h).
+  struct Remote {
+    bool active = false;              // the source reads shards that live elsewhere
+    std::uint64_t bytes_fetched = 0;  // response bodies: sidecars, retried parts and stray reads included
+    std::uint64_t requests = 0;       // requests sent, every attempt (commands run, for pipe:)
+    // Retried requests by cause: timeout, connect, reset, http_429, http_5xx, pipe.
+    std::map<std::string, std::uint64_t> retries;
+    double fetch_wait_s = 0;      // worker seconds spent waiting for shard bytes not yet arrived
+    double latency_p50_ms = 0;    // time to the first byte of a response
+    double latency_p99_ms = 0;
+    int prefetch_depth = 0;       // shards fetched ahead of those in use (autotuned)
+    std::vector<std::string> prefetch_log;  // each depth change with the measurements behind it
+    std::uint64_t resident_bytes = 0;       // shard bytes held in memory now
+    std::uint64_t stray_reads = 0;          // reads outside the epoch's plan (one ranged request each)
+    // How the shards' indexes were had: "sidecar" (<shard>.idx fetched),
+    // "cache" (cache_dir or index_dir), "scan" (the shard read through), or
+    // several joined by '+'; the bytes scanned.
+    std::string index;
+    std::uint64_t index_scanned_bytes = 0;
+    // cache_dir: shards found there, fetched into it, bytes written, entries
+    // evicted to stay under cache_limit, shards that bypassed it (no room).
+    std::uint64_t cache_dir_hits = 0;
+    std::uint64_t cache_dir_misses = 0;
+    std::uint64_t cache_dir_bytes_written = 0;
+    std::uint64_t cache_dir_evictions = 0;
+    std::uint64_t cache_dir_bypass = 0;
+  };
+  Remote remote;
+
   // Busy seconds and samples per worker thread (index = worker id).
   struct Thread {
     double read_s = 0, decode_s = 0, transform_s = 0;

@@ -18,6 +18,7 @@ enum class Code {
   kUnsupported,       // a valid file in a format or variant stoker cannot decode
   kResourceExhausted, // a size cap was exceeded (image pixels, memory)
   kCancelled,         // the loader was stopped
+  kUnavailable,       // remote data could not be fetched (retries spent, object changed): never skipped as corrupt
   kInternal,          // an exception escaped a sample's processing (a bug): caught, counted, reported
 };
 
@@ -37,6 +38,7 @@ class [[nodiscard]] Status {
   static Status Unsupported(std::string m) { return {Code::kUnsupported, std::move(m)}; }
   static Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -42,6 +42,7 @@ Example:
         case stoker::Code::kInvalidArgument: PyErr_SetString(PyExc_ValueError, e.what()); return;
         case stoker::Code::kNotFound: PyErr_SetString(PyExc_FileNotFoundError, e.what()); return;
         case stoker::Code::kIOError: PyErr_SetString(PyExc_OSError, e.what()); return;
+        case stoker::Code::kUnavailable: PyErr_SetString(PyExc_ConnectionError, e.what()); return;
         case stoker::Code::kCorrupt:
         case stoker::Code::kUnsupported:
         case stoker::Code::kResourceExhausted:

@@ -198,7 +198,11 @@ class Loader:
         source (str, os.PathLike, or a list or tuple of them): an ImageFolder
             directory (class = sorted sub-directory names, as torchvision),
             WebDataset-style tar shards (a .tar path, a brace pattern like
-            "train-{000000..000015}.tar", a glob, or a list of them), or a
+            "train-{000000..000015}.tar", a glob, or a list of them; shards
+            elsewhere as URLs: "https://host/train-{000000..000127}.tar",
+            "s3://bucket/prefix/train-{...}.tar" or "s3://bucket/prefix/*.tar"
+            with the AWS CLI's environment variables and ~/.aws profiles,
+            or "pipe:CMD" for a command printing the shard), or a
             list file of `path,label` lines (or a CSV whose header row names
             its columns, e.g. `image,mask,label`), or a stoker.Mix of several
             data sets drawn with weights (an epoch is then its
@@ -315,6 +319,19 @@ class Loader:
         memory_budget (int): bytes for the cache (0 = half the available
             memory, never above the cgroup limit, divided by LOCAL_WORLD_SIZE
             when torchrun runs several ranks on a node). Default 0.
+        cache_dir (str or os.PathLike): remote shards: a node-local folder
+            they land in, shared by every rank on the machine (each shard
+            fetched once per node). None (the default): shards stream
+            through memory (within memory_budget).
+        cache_limit (int): bytes stoker's files in cache_dir may take, least
+            recently used shards evicted beyond it (0 = 80% of the file
+            system's free space). Default 0.
+        remote_connections (int): remote shards: transfers at once, each
+            on a kept-alive connection. Default 8.
+        remote_retries (int): remote shards: retries of a request that
+            failed in a retryable way (timeout, reset, 429, 5xx, a pipe:
+            command's non-zero exit), with exponential backoff and jitter; a
+            broken transfer resumes from its last byte. Default 8.
         cache_max_side (int): with cache="decoded", the most the shorter
             side of a stored image may be; the default 448 keeps
             RandomResizedCrop(224) output within 40 dB PSNR of the exact path
@@ -428,6 +445,8 @@ class Loader:
                  cache: Literal["mmap", "ram", "decoded", "auto"] = "mmap", memory_budget: int = 0, cache_max_side: int = 448,
                  max_threads: int = 0, trace: bool = False, stage_timing: bool = True, preload: bool = True,
                  cache_rewrite: bool = True, shuffle_window: int = 0,
+                 cache_dir: Optional[_Path] = None, cache_limit: int = 0, remote_connections: int = 8,
+                 remote_retries: int = 8,
                  progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
                  fields: Optional[Iterable[_FieldType]] = None,
                  batch_transforms: Iterable[Union[MixUp, CutMix, RandomChoice]] = (),
@@ -481,6 +500,8 @@ class Loader:
                        cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
                        trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
                        cache_rewrite=bool(cache_rewrite), shuffle_window=shuffle_window,
+                       cache_dir=os.fspath(cache_dir) if cache_dir is not None else "", cache_limit=cache_limit,
+                       remote_connections=remote_connections, remote_retries=remote_retries,
                        progress={None: "auto", True: "on", False: "off"}[progress],
                        fields=[f._json() for f in fields or ()])
         options_json = json.dumps(options, default=_json_value)
@@ -666,7 +687,13 @@ class Loader:
             cache_rewritten, cache_rewrite_bytes_before,
             cache_rewrite_bytes_after, cache_rewrite_cpu_s, corrupt, corrupt_by_reason, corrupt_examples, boxes_dropped,
             boxes_truncated, per_thread (a list of dicts: read_s, decode_s,
-            transform_s, samples), h2d_s, h2d_bytes.
+            transform_s, samples), mixture, remote (None, or for shards
+            that live elsewhere a dict: bytes_fetched, requests, retries by
+            cause, fetch_wait_s, latency_p50_ms, latency_p99_ms,
+            prefetch_depth, prefetch_log, resident_bytes, stray_reads,
+            index, index_scanned_bytes, cache_dir_hits, cache_dir_misses,
+            cache_dir_bytes_written, cache_dir_evictions,
+            cache_dir_bypass), h2d_s, h2d_bytes.
 
         Example:
             >>> s = loader.stats()

@@ -78,6 +78,9 @@ class Loader::Impl {
     }
     num_samples_ = detail::samples_per_rank(order_);
     num_batches_ = detail::batches_per_rank(order_);
+    // NOTE: a streaming source starts fetching the first epoch now (the first
+    // batch comes sooner), and refuses here an order its budget cannot hold.
+    if (source_->wants_plan()) source_->plan(detail::resumed_order(order_, 0, {}), 0);
     threads_ = opt_.threads > 0 ? opt_.threads : opt_.max_threads > 0 ? opt_.max_threads : available_cores();
     const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
     const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
@@ -106,7 +109,9 @@ class Loader::Impl {
       pthread_setname_np(workers_.back().native_handle(), name.c_str());
     }
     rewrite_on_ = cache_ && opt_.cache == Cache::kRam && opt_.cache_rewrite;
-    if (cache_ && opt_.cache == Cache::kRam && opt_.preload) {
+    // NOTE: a streaming source is read in the epoch's order (its plan), not
+    // the preload's record order.
+    if (cache_ && opt_.cache == Cache::kRam && opt_.preload && !source_->wants_plan()) {
       constexpr int kPreloadThreads = 4;
       if (rewrite_on_) {
         for (int i = 0; i < kPreloadThreads; ++i) idle_scratch_.push_back(std::make_unique<detail::Scratch>());
@@ -220,6 +225,9 @@ class Loader::Impl {
     deliver_ = std::min<std::size_t>(resume_batches_, epoch_batches_);
     next_task_ = deliver_ * opt_.batch_size;
     resume_batches_ = 0;
+    // NOTE: a streaming source (remote shards) fetches in the order this
+    // epoch reads; it may refuse an epoch that cannot fit its budget.
+    if (source_->wants_plan()) source_->plan(seq_, next_task_);
     running_ = true;
     window_ = Window{};  // NOTE: time between epochs (evaluation, checkpoints) is not the loader's
     lock.unlock();
@@ -273,8 +281,10 @@ class Loader::Impl {
       }
     }
     ++deliver_;
+    const std::size_t done = std::min(seq_.size(), deliver_ * opt_.batch_size);
     autotune_locked(t1, t1 - t0);
     lock.unlock();
+    if (source_->wants_plan()) source_->progress(done);
     work_cv_.notify_all();
     batches_.fetch_add(1, std::memory_order_relaxed);
     if (channel_.due(t1)) publish(false);
@@ -329,6 +339,7 @@ class Loader::Impl {
       }
     }
     s.threads_max = threads_;
+    source_->io_stats(&s);
     const detail::SlotPool::Counts pc = pool_->counts();
     s.batch_buffers = pc.allocated;
     s.batch_buffer_bytes = s.batch_buffers * pool_->batch_bytes();
@@ -728,12 +739,12 @@ std::size_t Batch::image_bytes() const { return bytes_; }
 // NOTE: the options are checked before the source is opened (a bad option
 // is reported as such, not as a missing file, and before a long folder scan).
 Loader::Loader(const std::string& source, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options)))),
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options), remote_options(options)))),
              options) {  // NOTE: a copy: argument order is unspecified
   impl_->specs_ = {source};
 }
 Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options)))),
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options), remote_options(options)))),
              options) {
   impl_->specs_ = sources;
 }

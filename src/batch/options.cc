@@ -181,6 +181,10 @@ const std::vector<Option>& options() {
       boolean<&LoaderOptions::cache_rewrite>("cache_rewrite"),
       choice<&LoaderOptions::progress, &kProgress>("progress"),
       integer<&LoaderOptions::cache_max_side>("cache_max_side"),
+      text<&LoaderOptions::cache_dir>("cache_dir"),
+      integer<&LoaderOptions::cache_limit>("cache_limit"),
+      integer<&LoaderOptions::remote_connections>("remote_connections"),
+      integer<&LoaderOptions::remote_retries>("remote_retries"),
       {"transforms",
        [](const LoaderOptions& o) -> json {
          json t = json::array();
@@ -355,6 +359,12 @@ void validate_options(const LoaderOptions& o) {
   }
   if (o.max_image_pixels == 0) detail::invalid("max_image_pixels must be > 0");
   if (o.cache_max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
+  if (o.remote_connections < 1 || o.remote_connections > 256) {
+    detail::invalid("remote_connections must be in [1, 256], got " + std::to_string(o.remote_connections));
+  }
+  if (o.remote_retries < 0 || o.remote_retries > 100) {
+    detail::invalid("remote_retries must be in [0, 100], got " + std::to_string(o.remote_retries));
+  }
   validate_fields(o);
   validate_views(o);
 }

@@ -13,6 +13,8 @@
 
 #include "source/file_reader.h"
 #include "source/shard_index.h"
+#include "source/remote/transport.h"
+#include "source/shard_bytes.h"
 #include "source/shard_source.h"
 #include "source/tar.h"
 #include "stoker/source.h"
@@ -86,7 +88,7 @@ std::vector<std::string> expand_shard_spec(const std::string& spec) {
 }
 
 bool looks_like_shards(const std::string& spec) {
-  return ends_with(spec, ".tar") || spec.find('{') != std::string::npos || spec.find_first_of("*?[") != std::string::npos;
+  return !remote_scheme(spec).empty() || ends_with(spec, ".tar") || spec.find('{') != std::string::npos || spec.find_first_of("*?[") != std::string::npos;
 }
 
 namespace {
@@ -101,7 +103,8 @@ std::int64_t mtime_ns(const struct stat& st) {
 // shard's absolute path with '/' spelled '%'.
 std::string index_path(const std::string& shard, const std::string& index_dir) {
   if (index_dir.empty()) return shard + ".idx";
-  std::string flat = std::filesystem::absolute(shard).lexically_normal().string();
+  std::string flat =
+      remote_scheme(shard).empty() ? std::filesystem::absolute(shard).lexically_normal().string() : shard;
   std::replace(flat.begin(), flat.end(), '/', '%');
   return index_dir + "/" + flat + ".idx";
 }
@@ -142,41 +145,26 @@ namespace {
 
 class ShardSource final : public Source {
  public:
-  ShardSource(const std::vector<std::string>& shards, const ShardOptions& opt) {
-    for (const auto& path : shards) {
-      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        int e = errno;
-        close_all();
-        throw Error(e == ENOENT ? Code::kNotFound : Code::kIOError, "shard '" + path + "': " + std::strerror(e));
-      }
-      shards_.push_back({path, fd});
-      ShardIndex index;
-      Status s = load_or_build_index(path, fd, opt, &index);
-      if (!s.ok()) {
-        close_all();
-        throw Error(s);
-      }
+  ShardSource(std::vector<std::string> names, std::vector<ShardIndex> indexes, std::unique_ptr<ShardBytes> bytes)
+      : names_(std::move(names)), bytes_(std::move(bytes)) {
+    for (std::size_t s = 0; s < indexes.size(); ++s) {
       starts_.push_back(records_.size());
-      const std::string name = std::filesystem::path(path).filename().string();
-      for (auto& r : index.records) {
+      std::string name = names_[s];
+      if (remote_scheme(name).empty()) name = std::filesystem::path(name).filename().string();
+      for (auto& r : indexes[s].records) {
         const std::uint32_t first = static_cast<std::uint32_t>(members_.size());
         if (members_.size() + r.members.size() > UINT32_MAX) {
-          close_all();
           throw Error(Code::kResourceExhausted, "shards hold more than 2^32 members");
         }
         for (const auto& m : r.members) members_.push_back({m.offset, m.size, intern(m.suffix)});
-        records_.push_back({static_cast<std::uint32_t>(shards_.size() - 1), r.offset, r.size, r.label,
-                            std::move(r.error), name + ":" + r.key, first,
-                            static_cast<std::uint32_t>(r.members.size())});
+        records_.push_back({static_cast<std::uint32_t>(s), r.offset, r.size, r.label, std::move(r.error),
+                            name + ":" + r.key, first, static_cast<std::uint32_t>(r.members.size())});
       }
     }
     if (records_.empty()) {
-      close_all();
-      throw Error(Code::kNotFound, "shards (" + std::to_string(shards.size()) + " files) hold no samples");
+      throw Error(Code::kNotFound, "shards (" + std::to_string(names_.size()) + " files) hold no samples");
     }
   }
-  ~ShardSource() override { close_all(); }
 
   std::size_t size() const override { return records_.size(); }
   const std::string& key(std::size_t i) const override { return records_[i].key; }
@@ -216,16 +204,40 @@ class ShardSource final : public Source {
   const std::vector<std::string>& classes() const override { return classes_; }
   std::vector<std::size_t> shard_starts() const override { return starts_; }
   std::string describe() const override {
-    return std::to_string(shards_.size()) + " tar shard" + (shards_.size() == 1 ? "" : "s") + " ('" +
-           shards_.front().path + "'" + (shards_.size() > 1 ? ", ..." : "") + "; " + std::to_string(records_.size()) +
-           " records)";
+    return std::to_string(names_.size()) + " tar shard" + (names_.size() == 1 ? "" : "s") + " ('" + names_.front() +
+           "'" + (names_.size() > 1 ? ", ..." : "") + "; " + std::to_string(records_.size()) + " records)";
   }
+  bool wants_plan() const override { return bytes_->wants_plan(); }
+  void plan(const std::vector<std::uint32_t>& seq, std::size_t from) const override {
+    if (!bytes_->wants_plan()) return;
+    // Per shard: its first and last position from `from` on, and the byte
+    // span of the records used there (a shard's records are contiguous).
+    std::vector<ShardBytes::Use> by_shard(names_.size(), {0, SIZE_MAX, 0, UINT64_MAX, 0});
+    for (std::size_t p = from; p < seq.size(); ++p) {
+      const Record& r = records_[seq[p]];
+      ShardBytes::Use& u = by_shard[r.shard];
+      u.shard = r.shard;
+      if (u.first == SIZE_MAX) u.first = p;
+      u.last = p;
+      std::uint64_t lo = r.offset, hi = r.offset + r.size;
+      for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
+        lo = std::min(lo, members_[k].offset);
+        hi = std::max(hi, members_[k].offset + members_[k].size);
+      }
+      u.lo = std::min(u.lo, lo);
+      u.hi = std::max(u.hi, hi);
+    }
+    std::vector<ShardBytes::Use> uses;
+    for (const auto& u : by_shard) {
+      if (u.first != SIZE_MAX) uses.push_back(u);
+    }
+    std::sort(uses.begin(), uses.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    bytes_->plan(std::move(uses), from);
+  }
+  void progress(std::size_t done) const override { bytes_->progress(done); }
+  void io_stats(Stats* s) const override { bytes_->io_stats(s); }
 
  private:
-  struct Shard {
-    std::string path;
-    int fd;
-  };
   struct Record {
     std::uint32_t shard;
     std::uint64_t offset;
@@ -248,23 +260,11 @@ class ShardSource final : public Source {
     return static_cast<std::uint32_t>(suffixes_.size() - 1);
   }
   Status read_at(std::uint32_t shard, std::uint64_t offset, std::uint64_t size, std::vector<std::uint8_t>* out) const {
-    out->resize(static_cast<std::size_t>(size));
-    const long long n = pread_full(shards_[shard].fd, out->data(), out->size(), offset);
-    if (n < 0) return Status::IOError(shards_[shard].path + ": read failed: " + std::strerror(errno));
-    if (static_cast<std::size_t>(n) < out->size()) {
-      return Status::IOError(shards_[shard].path + ": shard shrank: offset " +
-                             std::to_string(offset + static_cast<std::uint64_t>(n)) + " is past its end");
-    }
-    return Status::Ok();
-  }
-  void close_all() {
-    for (auto& s : shards_) {
-      if (s.fd >= 0) ::close(s.fd);
-      s.fd = -1;
-    }
+    return bytes_->read_at(shard, offset, size, out);
   }
 
-  std::vector<Shard> shards_;
+  std::vector<std::string> names_;
+  std::unique_ptr<ShardBytes> bytes_;
   std::vector<Record> records_;
   std::vector<Member> members_;
   std::vector<std::string> suffixes_;
@@ -273,23 +273,83 @@ class ShardSource final : public Source {
 };
 
 }  // namespace
+
+LocalShardBytes::LocalShardBytes(std::vector<std::string> paths, std::vector<int> fds)
+    : paths_(std::move(paths)), fds_(std::move(fds)) {}
+
+LocalShardBytes::~LocalShardBytes() {
+  for (int fd : fds_) ::close(fd);
+}
+
+Status LocalShardBytes::read_at(std::uint32_t shard, std::uint64_t offset, std::uint64_t size,
+                                std::vector<std::uint8_t>* out) const {
+  out->resize(static_cast<std::size_t>(size));
+  const long long n = pread_full(fds_[shard], out->data(), out->size(), offset);
+  if (n < 0) return Status::IOError(paths_[shard] + ": read failed: " + std::strerror(errno));
+  if (static_cast<std::size_t>(n) < out->size()) {
+    return Status::IOError(paths_[shard] + ": shard shrank: offset " + std::to_string(offset + static_cast<std::uint64_t>(n)) +
+                           " is past its end");
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<Source> make_shard_source(std::vector<std::string> names, std::vector<ShardIndex> indexes,
+                                          std::unique_ptr<ShardBytes> bytes) {
+  return std::make_unique<ShardSource>(std::move(names), std::move(indexes), std::move(bytes));
+}
+
+namespace {
+
+std::unique_ptr<Source> open_local_shards(const std::vector<std::string>& paths, const ShardOptions& opt) {
+  std::vector<int> fds;
+  auto close_all = [&fds] {
+    for (int fd : fds) ::close(fd);
+  };
+  std::vector<ShardIndex> indexes(paths.size());
+  for (std::size_t s = 0; s < paths.size(); ++s) {
+    int fd = ::open(paths[s].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      close_all();
+      throw Error(e == ENOENT ? Code::kNotFound : Code::kIOError, "shard '" + paths[s] + "': " + std::strerror(e));
+    }
+    fds.push_back(fd);
+    Status st = load_or_build_index(paths[s], fd, opt, &indexes[s]);
+    if (!st.ok()) {
+      close_all();
+      throw Error(st);
+    }
+  }
+  auto bytes = std::make_unique<LocalShardBytes>(paths, std::move(fds));  // owns the fds from here
+  return make_shard_source(paths, std::move(indexes), std::move(bytes));
+}
+
+}  // namespace
 }  // namespace detail
 
 std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels,
-                                    const std::string& index_dir) {
+                                    const std::string& index_dir, const RemoteOptions& remote) {
   detail::ShardOptions opt;
   opt.labels = labels;
   opt.index_dir = index_dir;
   if (labels != "cls" && labels.rfind("json:", 0) != 0) {
     throw Error(Code::kInvalidArgument, "labels must be 'cls' or 'json:<field>', got '" + labels + "'");
   }
+  if (specs.empty()) throw Error(Code::kInvalidArgument, "no shards given");
+  bool remote_specs = false, local_specs = false;
+  for (const auto& s : specs) (detail::remote_scheme(s).empty() ? local_specs : remote_specs) = true;
+  if (remote_specs && local_specs) {
+    throw Error(Code::kInvalidArgument, "shards: local paths and URLs in one source ('" + specs.front() + "', ...); "
+                                        "give one kind (a Mix can combine sources)");
+  }
+  if (remote_specs) return detail::open_remote_shards(specs, opt, remote);
   std::vector<std::string> paths;
   for (const auto& s : specs) {
     auto e = detail::expand_shard_spec(s);
     paths.insert(paths.end(), e.begin(), e.end());
   }
   if (paths.empty()) throw Error(Code::kInvalidArgument, "no shards given");
-  return std::make_unique<detail::ShardSource>(paths, opt);
+  return detail::open_local_shards(paths, opt);
 }
 
 }  // namespace stoker

@@ -1,10 +1,13 @@
 // Internals of the tar shard source, exposed for the CLI and tests.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "source/shard_bytes.h"
 #include "source/shard_index.h"
+#include "stoker/source.h"
 #include "stoker/status.h"
 
 namespace stoker::detail {
@@ -29,7 +32,19 @@ Status write_index_file(const std::string& shard, ShardIndex* index, const std::
 std::vector<std::string> expand_braces(const std::string& pattern);
 // Braces, then globs (sorted). Throws Error when a glob matches nothing.
 std::vector<std::string> expand_shard_spec(const std::string& spec);
-// A path ending in .tar, or a brace or glob pattern.
+// A path ending in .tar, a brace or glob pattern, a URL or a pipe: command.
 bool looks_like_shards(const std::string& spec);
+
+// Where a shard's sidecar lives in index_dir: the shard's absolute path (or
+// URL) with '/' spelled '%'; next to it when index_dir is empty.
+std::string index_path(const std::string& shard, const std::string& index_dir);
+
+// The tar shard source over shards already indexed, reading through `bytes`.
+std::unique_ptr<Source> make_shard_source(std::vector<std::string> names, std::vector<ShardIndex> indexes,
+                                          std::unique_ptr<ShardBytes> bytes);
+
+// http(s)://, s3:// and pipe: shards (source/remote/remote_shards.cc).
+std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs, const ShardOptions& opt,
+                                           const RemoteOptions& remote);
 
 }  // namespace stoker::detail

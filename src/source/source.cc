@@ -100,8 +100,8 @@ Status Source::read_member(std::size_t i, const std::string& member, std::vector
 }
 
 std::unique_ptr<Source> open_source(const std::string& spec, const std::string& labels, const std::string& index_dir,
-                                    const CocoOptions& coco) {
-  if (detail::looks_like_shards(spec)) return open_shards({spec}, labels, index_dir);
+                                    const CocoOptions& coco, const RemoteOptions& remote) {
+  if (detail::looks_like_shards(spec)) return open_shards({spec}, labels, index_dir, remote);
   std::error_code ec;
   auto st = std::filesystem::status(spec, ec);
   if (ec || !std::filesystem::exists(st)) {
@@ -114,16 +114,16 @@ std::unique_ptr<Source> open_source(const std::string& spec, const std::string& 
 }
 
 std::unique_ptr<Source> open_sources(const std::vector<std::string>& specs, const std::string& labels,
-                                     const std::string& index_dir, const CocoOptions& coco) {
+                                     const std::string& index_dir, const CocoOptions& coco, const RemoteOptions& remote) {
   if (specs.empty()) throw Error(Code::kInvalidArgument, "source: no path given");
-  if (specs.size() == 1) return open_source(specs[0], labels, index_dir, coco);
+  if (specs.size() == 1) return open_source(specs[0], labels, index_dir, coco, remote);
   for (const auto& s : specs) {
     std::error_code ec;
     if (std::filesystem::is_directory(s, ec)) {
       throw Error(Code::kInvalidArgument, "source: a list of paths must name tar shards, got directory '" + s + "'");
     }
   }
-  return open_shards(specs, labels, index_dir);
+  return open_shards(specs, labels, index_dir, remote);
 }
 
 }  // namespace stoker

@@ -72,7 +72,28 @@ std::string Stats::to_json() const {
     o << (i ? "," : "") << "{\"name\":" << json_quote(m.name) << ",\"weight_share\":" << m.weight_share
       << ",\"per_epoch\":" << m.per_epoch << ",\"drawn\":" << m.drawn << "}";
   }
-  o << "],\"autotune_log\":[";
+  o << "],\"remote\":";
+  if (!remote.active) {
+    o << "null";
+  } else {
+    const Remote& r = remote;
+    o << "{\"bytes_fetched\":" << r.bytes_fetched << ",\"requests\":" << r.requests << ",\"retries\":{";
+    first = true;
+    for (const auto& [k, v] : r.retries) {
+      o << (first ? "" : ",") << json_quote(k) << ":" << v;
+      first = false;
+    }
+    o << "},\"fetch_wait_s\":" << r.fetch_wait_s << ",\"latency_p50_ms\":" << r.latency_p50_ms
+      << ",\"latency_p99_ms\":" << r.latency_p99_ms << ",\"prefetch_depth\":" << r.prefetch_depth
+      << ",\"prefetch_log\":[";
+    for (std::size_t i = 0; i < r.prefetch_log.size(); ++i) o << (i ? "," : "") << json_quote(r.prefetch_log[i]);
+    o << "],\"resident_bytes\":" << r.resident_bytes << ",\"stray_reads\":" << r.stray_reads
+      << ",\"index\":" << json_quote(r.index) << ",\"index_scanned_bytes\":" << r.index_scanned_bytes
+      << ",\"cache_dir_hits\":" << r.cache_dir_hits << ",\"cache_dir_misses\":" << r.cache_dir_misses
+      << ",\"cache_dir_bytes_written\":" << r.cache_dir_bytes_written
+      << ",\"cache_dir_evictions\":" << r.cache_dir_evictions << ",\"cache_dir_bypass\":" << r.cache_dir_bypass << "}";
+  }
+  o << ",\"autotune_log\":[";
   for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << json_quote(autotune_log[i]);
   o << "]}";
   return o.str();

@@ -381,6 +381,10 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.progress = Progress::kOn;
   o.cache_max_side = 300;
   o.cache_rewrite = false;
+  o.cache_dir = "/tmp/shards";
+  o.cache_limit = 1 << 30;
+  o.remote_connections = 3;
+  o.remote_retries = 2;
   o.transforms = {RandomResizedCrop{32, 40, {0.25, 0.9}, {0.5, 2.0}}, Resize{50, 0, 80}, CenterCrop{30, 31},
                   RandomHorizontalFlip{0.3}, RandomVerticalFlip{0.2}, RandomGrayscale{0.7},
                   Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
@@ -418,6 +422,10 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(std::get<RandomResizedCrop>(r.views[0].transforms[0]).scale[0], 0.4);
   EXPECT_EQ(r.image_root, "images");
   EXPECT_TRUE(r.skip_empty && r.keep_crowd);
+  EXPECT_EQ(r.cache_dir, "/tmp/shards");
+  EXPECT_EQ(r.cache_limit, 1u << 30);
+  EXPECT_EQ(r.remote_connections, 3);
+  EXPECT_EQ(r.remote_retries, 2);
   // Missing fields keep their defaults; malformed input is a clear error.
   EXPECT_EQ(options_from_json("{}").batch_size, LoaderOptions{}.batch_size);
   EXPECT_THROW(options_from_json("not json"), Error);
@@ -429,7 +437,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 32u);
+  EXPECT_EQ(keys, 36u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {

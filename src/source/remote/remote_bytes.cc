@@ -1,0 +1,404 @@
+// Remote shards' bytes: see remote_bytes.h.
+#include "source/remote/remote_bytes.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "source/file_reader.h"
+#include "stoker/stats.h"
+#include "util/util.h"
+
+namespace stoker::detail {
+
+struct RemoteShardBytes::Shard {
+  std::string url;
+  ObjectInfo info;
+  enum class State { kAbsent, kFetching, kReady, kFailed };
+  State state = State::kAbsent;
+  // Held in memory (bytes [lo, hi) of the object), or in the node cache
+  // (the whole object, in entry->fd()). Stable while readers > 0.
+  std::unique_ptr<std::uint8_t[]> mem;
+  std::unique_ptr<NodeCache::Entry> entry;
+  std::uint64_t lo = 0, hi = 0;
+  std::uint64_t received = 0;  // bytes [lo, lo + received) are in
+  std::uint64_t charged = 0;   // bytes of it counted in resident_
+  Status error;                // kFailed: why
+  int readers = 0;             // reads copying out of it now
+  bool release_pending = false;
+  std::int64_t started_ns = 0;
+};
+
+namespace {
+constexpr int kMaxDepth = 32;
+}
+
+RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<ObjectInfo> infos,
+                                   std::shared_ptr<Transport> transport, std::shared_ptr<RemoteCounters> counters,
+                                   std::shared_ptr<NodeCache> cache, const RemoteBytesOptions& opt)
+    : transport_(std::move(transport)), counters_(std::move(counters)), cache_(std::move(cache)), opt_(opt) {
+  for (std::size_t s = 0; s < urls.size(); ++s) {
+    auto sh = std::make_unique<Shard>();
+    sh->url = std::move(urls[s]);
+    sh->info = std::move(infos[s]);
+    shards_.push_back(std::move(sh));
+  }
+  plan_index_.assign(shards_.size(), SIZE_MAX);
+  const int n = std::max(1, opt_.connections);
+  for (int i = 0; i < n; ++i) {
+    fetchers_.emplace_back([this] { fetch_main(); });
+    pthread_setname_np(fetchers_.back().native_handle(), "stoker-fetch");
+  }
+}
+
+RemoteShardBytes::~RemoteShardBytes() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  transport_->cancel();
+  fetch_cv_.notify_all();
+  data_cv_.notify_all();
+  for (auto& t : fetchers_) t.join();
+}
+
+std::uint64_t RemoteShardBytes::peak_bytes(const std::vector<Use>& uses) const {
+  // The most bytes the plan holds at once: a shard from its first use to its
+  // last, whole when its records span at least half of it (as fetched).
+  std::vector<std::pair<std::size_t, std::int64_t>> events;
+  for (const Use& u : uses) {
+    const std::uint64_t size = shards_[u.shard]->info.size;
+    const std::uint64_t bytes = 2 * (u.hi - u.lo) >= size ? size : u.hi - u.lo;
+    events.push_back({u.first, static_cast<std::int64_t>(bytes)});
+    events.push_back({u.last + 1, -static_cast<std::int64_t>(bytes)});
+  }
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second;  // releases first
+  });
+  std::int64_t now = 0, peak = 0;
+  for (const auto& e : events) peak = std::max(peak, now += e.second);
+  return static_cast<std::uint64_t>(peak);
+}
+
+void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
+  if (!cache_) {
+    const std::uint64_t peak = peak_bytes(uses);
+    if (peak > opt_.memory_budget) {
+      std::uint64_t largest = 1;
+      for (const Use& u : uses) largest = std::max(largest, shards_[u.shard]->info.size);
+      const std::uint64_t fits = std::max<std::uint64_t>(1, opt_.memory_budget / (2 * largest));
+      const auto mib = [](std::uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
+      throw Error(Code::kInvalidArgument,
+                  "remote shards: this epoch holds up to " + mib(peak) + " of shards in memory at once (a shuffle reads "
+                  "every shard it spans at once), more than the memory budget of " + mib(opt_.memory_budget) +
+                  ": shuffle within windows of shards (shuffle_window=" + std::to_string(fits) +
+                  " fits), give cache_dir= (shards then wait on local disk), or raise memory_budget");
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  std::vector<std::size_t> index(shards_.size(), SIZE_MAX);
+  for (std::size_t k = 0; k < uses.size(); ++k) index[uses[k].shard] = k;
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    Shard* sh = shards_[s].get();
+    if (sh->state == Shard::State::kAbsent) continue;
+    // Kept only when the new plan uses it and it holds what the plan reads.
+    const bool keep = index[s] != SIZE_MAX && sh->state != Shard::State::kFailed && sh->lo <= uses[index[s]].lo &&
+                      sh->hi >= uses[index[s]].hi;
+    if (!keep) release_locked(sh);
+  }
+  plan_ = std::move(uses);
+  plan_index_ = std::move(index);
+  next_ = 0;
+  demand_ = std::min<std::size_t>(1, plan_.size());
+  done_ = from;
+  last_release_ns_ = -1;
+  lock.unlock();
+  fetch_cv_.notify_all();
+}
+
+void RemoteShardBytes::progress(std::size_t done) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = std::max(done_, done);
+  for (std::size_t k = 0; k < next_ && k < plan_.size(); ++k) {
+    const Use& u = plan_[k];
+    Shard* sh = shards_[u.shard].get();
+    if (u.last >= done_ || plan_index_[u.shard] != k || sh->state == Shard::State::kAbsent) continue;
+    plan_index_[u.shard] = SIZE_MAX;  // read through: a later read of it is a stray one
+    const std::int64_t now = now_ns();
+    if (last_release_ns_ >= 0) {
+      const double s = static_cast<double>(now - last_release_ns_) * 1e-9;
+      consume_s_ewma_ = consume_s_ewma_ == 0 ? s : 0.7 * consume_s_ewma_ + 0.3 * s;
+    }
+    last_release_ns_ = now;
+    release_locked(sh);
+  }
+  // NOTE: shards whose first use the consumer has reached are needed now.
+  while (demand_ < plan_.size() && plan_[demand_].first <= done_) ++demand_;
+  fetch_cv_.notify_all();
+}
+
+void RemoteShardBytes::release_locked(Shard* sh) const {
+  if (sh->readers > 0 || sh->state == Shard::State::kFetching) {
+    sh->release_pending = true;
+    return;
+  }
+  resident_ -= sh->charged;
+  sh->charged = 0;
+  sh->mem.reset();
+  sh->entry.reset();  // the node cache's lock: the entry may be evicted from here
+  sh->state = Shard::State::kAbsent;
+  sh->lo = sh->hi = sh->received = 0;
+  sh->error = Status::Ok();
+  sh->release_pending = false;
+}
+
+bool RemoteShardBytes::may_start_locked(std::size_t k) const {
+  // NOTE: a shard needed now always starts (the plan's peak was checked
+  // against the budget); those ahead of it only within depth and budget.
+  if (k < demand_) return true;
+  if (k >= demand_ + static_cast<std::size_t>(depth_)) return false;
+  if (cache_) return true;
+  const Use& u = plan_[k];
+  const std::uint64_t size = shards_[u.shard]->info.size;
+  const std::uint64_t bytes = 2 * (u.hi - u.lo) >= size ? size : u.hi - u.lo;
+  return resident_ == 0 || resident_ + bytes <= opt_.memory_budget;
+}
+
+void RemoteShardBytes::tune_locked(double fetch_s, std::uint64_t bytes) const {
+  (void)bytes;
+  fetch_s_ewma_ = fetch_s_ewma_ == 0 ? fetch_s : 0.7 * fetch_s_ewma_ + 0.3 * fetch_s;
+  if (consume_s_ewma_ <= 0) return;
+  // Enough shards in flight to cover one fetch's time at the consumption
+  // rate, plus one.
+  const int want = std::clamp(static_cast<int>(std::ceil(fetch_s_ewma_ / consume_s_ewma_)) + 1, 1, kMaxDepth);
+  if (want != depth_) {
+    char line[160];
+    std::snprintf(line, sizeof line, "prefetch depth %d -> %d: a shard takes %.3f s to fetch, %.3f s to consume", depth_,
+                  want, fetch_s_ewma_, consume_s_ewma_);
+    if (depth_log_.size() < 64) depth_log_.push_back(line);
+    depth_ = want;
+  }
+}
+
+void RemoteShardBytes::fetch_main() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    while (next_ < plan_.size() && shards_[plan_[next_].shard]->state != Shard::State::kAbsent) ++next_;
+    if (next_ >= plan_.size() || !may_start_locked(next_)) {
+      fetch_cv_.wait(lock);
+      continue;
+    }
+    const Use u = plan_[next_++];
+    Shard* sh = shards_[u.shard].get();
+    sh->state = Shard::State::kFetching;
+    const std::uint64_t size = sh->info.size;
+    const bool whole = cache_ || 2 * (u.hi - u.lo) >= size;
+    sh->lo = whole ? 0 : u.lo;
+    sh->hi = whole ? size : u.hi;
+    sh->received = 0;
+    sh->error = Status::Ok();
+    sh->started_ns = now_ns();
+    lock.unlock();
+    fetch(sh);
+    lock.lock();
+    if (sh->state == Shard::State::kReady) {
+      tune_locked(static_cast<double>(now_ns() - sh->started_ns) * 1e-9, sh->hi - sh->lo);
+    }
+    if (sh->release_pending) release_locked(sh);
+    data_cv_.notify_all();
+    fetch_cv_.notify_all();
+  }
+}
+
+void RemoteShardBytes::fetch(Shard* sh) const {
+  auto arrived = [this, sh](std::uint64_t n) {
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sh->received += n;
+      wake = waiting_ > 0;
+    }
+    if (wake) data_cv_.notify_all();
+  };
+  auto finish = [this, sh](Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (st.ok()) {
+      sh->state = Shard::State::kReady;
+    } else {
+      sh->state = Shard::State::kFailed;
+      // NOTE: whatever the cause (network, a full cache disk), the bytes are
+      // not there: kUnavailable, which on_corrupt="skip" never skips.
+      sh->error = st.code() == Code::kUnavailable || st.code() == Code::kCancelled
+                      ? st
+                      : Status(Code::kUnavailable, sh->url + ": " + st.message());
+    }
+  };
+  const std::uint64_t size = sh->info.size;
+  if (cache_) {
+    std::unique_ptr<NodeCache::Entry> e;
+    Status st = cache_->open(sh->url, sh->info.etag, size, [this] { return transport_->cancelled(); }, &e);
+    if (!st.ok()) return finish(st);
+    if (e->state() == NodeCache::Entry::State::kHit) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sh->entry = std::move(e);
+        sh->received = size;
+      }
+      return finish(Status::Ok());
+    }
+    if (e->state() == NodeCache::Entry::State::kDownload) {
+      const int fd = e->fd();
+      const std::uint64_t have = e->resume_from();
+      NodeCache::Entry* entry = e.get();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sh->entry = std::move(e);
+        sh->received = have;
+      }
+      data_cv_.notify_all();
+      std::uint64_t pos = have;
+      const std::string part = cache_->dir();
+      st = transport_->get(sh->url, have, size - have, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
+        std::size_t done = 0;
+        while (done < n) {
+          const ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(pos + done));
+          if (w < 0) {
+            if (errno == EINTR) continue;
+            return Status::IOError("cache_dir '" + part + "': writing " + sh->url + ": " + std::strerror(errno));
+          }
+          done += static_cast<std::size_t>(w);
+        }
+        pos += n;
+        arrived(n);
+        return Status::Ok();
+      });
+      if (st.ok()) st = entry->commit();
+      return finish(st);
+    }
+    // kBypass: no room in cache_dir; through memory.
+    sh->lo = 0;
+    sh->hi = size;
+  }
+  const std::uint64_t span = sh->hi - sh->lo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sh->mem = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(span));
+    sh->charged = span;
+    resident_ += span;
+  }
+  std::uint8_t* dst = sh->mem.get();
+  std::uint64_t pos = 0;
+  Status st = transport_->get(sh->url, sh->lo, span, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
+    if (pos + n > span) return Status::Internal(sh->url + ": more bytes than asked for");
+    std::memcpy(dst + pos, p, n);
+    pos += n;
+    arrived(n);
+    return Status::Ok();
+  });
+  finish(st);
+}
+
+Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size,
+                                 std::vector<std::uint8_t>* out) const {
+  Shard* sh = shards_[shard].get();
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::size_t k = plan_index_[shard];
+  if (k != SIZE_MAX && sh->state == Shard::State::kAbsent && off >= plan_[k].lo && off + size <= plan_[k].hi) {
+    // Planned, not started: needed now.
+    if (demand_ <= k) {
+      demand_ = k + 1;
+      fetch_cv_.notify_all();
+    }
+    const std::int64_t t0 = now_ns();
+    ++waiting_;
+    data_cv_.wait(lock, [&] { return stop_ || sh->state != Shard::State::kAbsent || plan_index_[shard] != k; });
+    --waiting_;
+    counters_->fetch_wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+  }
+  if (stop_) return Status(Code::kCancelled, sh->url + ": the source is closing");
+  if ((sh->state == Shard::State::kFetching || sh->state == Shard::State::kReady) && off >= sh->lo &&
+      off + size <= sh->hi) {
+    const std::uint64_t need = off + size - sh->lo;
+    if (sh->received < need && sh->state == Shard::State::kFetching) {
+      const std::int64_t t0 = now_ns();
+      ++waiting_;
+      data_cv_.wait(lock, [&] { return stop_ || sh->received >= need || sh->state != Shard::State::kFetching; });
+      --waiting_;
+      counters_->fetch_wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+      if (stop_) return Status(Code::kCancelled, sh->url + ": the source is closing");
+    }
+    if (sh->state == Shard::State::kFailed) return sh->error;
+    if (sh->received >= need) {
+      ++sh->readers;
+      lock.unlock();
+      out->resize(static_cast<std::size_t>(size));
+      Status st;
+      if (sh->mem) {
+        std::memcpy(out->data(), sh->mem.get() + (off - sh->lo), static_cast<std::size_t>(size));
+      } else {
+        const long long n = pread_full(sh->entry->fd(), out->data(), out->size(), off);
+        if (n != static_cast<long long>(size)) {
+          st = Status(Code::kUnavailable, sh->url + ": cache_dir file read failed at " + std::to_string(off) + ": " +
+                                              (n < 0 ? std::strerror(errno) : "short read"));
+        }
+      }
+      lock.lock();
+      if (--sh->readers == 0 && sh->release_pending) release_locked(sh);
+      return st;
+    }
+  }
+  if (sh->state == Shard::State::kFailed && k != SIZE_MAX) return sh->error;
+  lock.unlock();
+  // NOTE: a read outside the plan (a probe, a sample, a replacement for a
+  // corrupt record): one ranged request of its own.
+  counters_->stray_reads.fetch_add(1, std::memory_order_relaxed);
+  out->resize(static_cast<std::size_t>(size));
+  std::uint64_t pos = 0;
+  Status st = transport_->get(sh->url, off, size, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
+    if (pos + n > size) return Status::Internal(sh->url + ": more bytes than asked for");
+    std::memcpy(out->data() + pos, p, n);
+    pos += n;
+    return Status::Ok();
+  });
+  if (st.ok() && pos != size) st = Status(Code::kUnavailable, sh->url + ": short read at " + std::to_string(off));
+  if (!st.ok() && st.code() != Code::kUnavailable && st.code() != Code::kCancelled) {
+    st = Status(Code::kUnavailable, st.message());
+  }
+  return st;
+}
+
+void RemoteShardBytes::io_stats(Stats* s) const {
+  Stats::Remote& r = s->remote;
+  r.active = true;
+  r.bytes_fetched = counters_->bytes_fetched.load(std::memory_order_relaxed);
+  r.requests = counters_->requests.load(std::memory_order_relaxed);
+  for (int c = 0; c < static_cast<int>(RetryCause::kCount); ++c) {
+    r.retries[kRetryCauseNames[c]] = counters_->retries[c].load(std::memory_order_relaxed);
+  }
+  r.fetch_wait_s = static_cast<double>(counters_->fetch_wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+  r.latency_p50_ms = counters_->latency.quantile(0.5);
+  r.latency_p99_ms = counters_->latency.quantile(0.99);
+  r.stray_reads = counters_->stray_reads.load(std::memory_order_relaxed);
+  r.index = opt_.index_how;
+  r.index_scanned_bytes = counters_->index_scanned_bytes.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.prefetch_depth = depth_;
+    r.prefetch_log = depth_log_;
+    r.resident_bytes = resident_;
+  }
+  if (cache_) {
+    const NodeCacheStats c = cache_->stats();
+    r.cache_dir_hits = c.hits;
+    r.cache_dir_misses = c.misses;
+    r.cache_dir_bytes_written = c.bytes_written;
+    r.cache_dir_evictions = c.evictions;
+    r.cache_dir_bypass = c.bypass;
+  }
+}
+
+}  // namespace stoker::detail

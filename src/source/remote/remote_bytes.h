@@ -1,0 +1,72 @@
+// Remote shards' bytes (shard_bytes.h): fetched in the epoch's order of first
+// use, a few shards ahead, held while the epoch needs them, read while they
+// arrive.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "source/remote/node_cache.h"
+#include "source/remote/transport.h"
+#include "source/shard_bytes.h"
+
+namespace stoker::detail {
+
+struct RemoteBytesOptions {
+  int connections = 8;             // fetches at once
+  std::uint64_t memory_budget = 0; // shard bytes in memory at once (required > 0)
+  std::string index_how;           // Stats::Remote::index
+};
+
+class RemoteShardBytes final : public ShardBytes {
+ public:
+  // `counters` and `transport` outlive this; `cache` may be null.
+  RemoteShardBytes(std::vector<std::string> urls, std::vector<ObjectInfo> infos, std::shared_ptr<Transport> transport,
+                   std::shared_ptr<RemoteCounters> counters, std::shared_ptr<NodeCache> cache,
+                   const RemoteBytesOptions& opt);
+  ~RemoteShardBytes() override;
+
+  Status read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size, std::vector<std::uint8_t>* out) const override;
+  bool wants_plan() const override { return true; }
+  void plan(std::vector<Use> uses, std::size_t from) const override;
+  void progress(std::size_t done) const override;
+  void io_stats(Stats* s) const override;
+
+ private:
+  struct Shard;
+  void fetch_main();
+  void fetch(Shard* sh) const;
+  void release_locked(Shard* sh) const;
+  bool may_start_locked(std::size_t k) const;
+  void tune_locked(double fetch_s, std::uint64_t bytes) const;
+  std::uint64_t peak_bytes(const std::vector<Use>& uses) const;
+
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::shared_ptr<Transport> transport_;
+  std::shared_ptr<RemoteCounters> counters_;
+  std::shared_ptr<NodeCache> cache_;
+  const RemoteBytesOptions opt_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable fetch_cv_;  // fetchers: a fetch may start
+  mutable std::condition_variable data_cv_;   // readers: bytes arrived, a fetch ended
+  mutable std::vector<Use> plan_;             // by first use
+  mutable std::vector<std::size_t> plan_index_;  // shard -> its index in plan_, SIZE_MAX when unplanned
+  mutable std::size_t next_ = 0;             // plan_ items below this have been started (or skipped)
+  mutable std::size_t demand_ = 0;           // plan_ items below this are needed now (read or first)
+  mutable std::size_t done_ = 0;             // positions below this are all read
+  mutable std::uint64_t resident_ = 0;       // bytes in memory (fetched or being fetched)
+  mutable int depth_ = 2;                    // plan items started beyond demand_
+  mutable int waiting_ = 0;                  // readers waiting on data_cv_
+  mutable double fetch_s_ewma_ = 0, consume_s_ewma_ = 0;
+  mutable std::int64_t last_release_ns_ = -1;
+  mutable std::vector<std::string> depth_log_;
+  bool stop_ = false;
+  std::vector<std::thread> fetchers_;
+};
+
+}  // namespace stoker::detail

@@ -659,6 +659,9 @@ class Loader::Impl {
       Status st = maker_->make(rec, item, seed, epoch, out, ws);
       if (st.ok()) return st;
       st = Status(st.code(), "record " + std::to_string(rec) + " '" + source_->key(rec) + "': " + st.message());
+      // NOTE: data that could not be fetched (remote shards whose retries ran
+      // out, an object changed mid-run) is not a corrupt sample: never skipped.
+      if (st.code() == Code::kUnavailable || st.code() == Code::kCancelled) return st;
       corrupt_.add(st);
       if (opt_.on_corrupt == OnCorrupt::kRaise) return st;
       if (attempt >= opt_.max_consecutive_corrupt) {

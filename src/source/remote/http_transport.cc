@@ -109,6 +109,14 @@ class HttpTransport final : public Transport {
     Response r;
     std::string body;
     Status st = perform(url, /*head=*/true, 0, kToEnd, nullptr, nullptr, &r, &body, nullptr);
+    if (!st.ok() && s3_ && r.status >= 400 && r.status != 404 && !retryable_status(r.status)) {
+      // NOTE: a HEAD's error has no body; S3 says why (SignatureDoesNotMatch,
+      // AccessDenied, ...) only in a GET's. Ask once more, for the message.
+      std::uint64_t got = 0;
+      const Sink none = [](const std::uint8_t*, std::size_t) { return Status::Ok(); };
+      Status why = perform(url, false, 0, 1, nullptr, &none, &r, &body, &got);
+      if (!why.ok()) return why;
+    }
     if (!st.ok()) return st;
     if (!r.content_length) return Status(Code::kUnavailable, display(url) + ": the server sent no Content-Length");
     out->size = *r.content_length;
@@ -315,7 +323,8 @@ class HttpTransport final : public Transport {
       std::string range;
       if (head) {
         a.easy_setopt(h, CURLOPT_NOBODY, 1L);
-      } else if (from > 0 || end != UINT64_MAX) {
+      } else if (from > 0 || (end != UINT64_MAX && !(pinned && end == pinned->size))) {
+        // NOTE: the whole object is a plain GET; a part or a resumption a Range.
         range = std::to_string(from) + "-" + (end == UINT64_MAX ? std::string() : std::to_string(end - 1));
         a.easy_setopt(h, CURLOPT_RANGE, range.c_str());
       }

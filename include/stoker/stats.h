@@ -111,7 +111,9 @@ struct Stats {
     double fetch_wait_s = 0;      // worker seconds spent waiting for shard bytes not yet arrived
     double latency_p50_ms = 0;    // time to the first byte of a response
     double latency_p99_ms = 0;
-    int prefetch_depth = 0;       // shards fetched ahead of those in use (autotuned)
+    int prefetch_depth = 0;       // shards fetched ahead of those in use (autotuned from the next two)
+    double shard_fetch_s = 0;     // a shard's fetch time (moving average; 0 until measured)
+    double shard_consume_s = 0;   // the time the loader takes to read through one (moving average)
     std::vector<std::string> prefetch_log;  // each depth change with the measurements behind it
     std::uint64_t resident_bytes = 0;       // shard bytes held in memory now
     std::uint64_t stray_reads = 0;          // reads outside the epoch's plan (one ranged request each)

@@ -385,3 +385,181 @@ TEST(DoctorTest, ProbeSampleSpreadsOverTheSet) {
 }
 }  // namespace
 }  // namespace stoker::doctor
+
+namespace stoker::doctor {
+namespace {
+// A loader's "remote" stats (Stats::Remote as stats.cc writes it): 60 MB
+// fetched in 40 requests, the given fetch wait, 500 ms p50 time to first byte,
+// and the prefetcher's depth (a shard takes 1.6 s to fetch, 0.2 s to consume).
+json remote_stats(double fetch_wait_s, int depth = 8) {
+  return json{{"bytes_fetched", 60000000},
+              {"requests", 40},
+              {"retries", {{"timeout", 2}, {"connect", 0}, {"reset", 0}, {"http_429", 0}, {"http_5xx", 3}, {"pipe", 0}}},
+              {"fetch_wait_s", fetch_wait_s},
+              {"latency_p50_ms", 500},
+              {"latency_p99_ms", 1900},
+              {"prefetch_depth", depth},
+              {"shard_fetch_s", 1.6},
+              {"shard_consume_s", 0.2},
+              {"prefetch_log", json::array({"prefetch depth 2 -> " + std::to_string(depth) +
+                                            ": a shard takes 1.600 s to fetch, 0.200 s to consume"})},
+              {"resident_bytes", 12000000},
+              {"stray_reads", 0},
+              {"index", "sidecar"},
+              {"index_scanned_bytes", 0},
+              {"cache_dir_hits", 0},
+              {"cache_dir_misses", 0},
+              {"cache_dir_bytes_written", 0},
+              {"cache_dir_evictions", 0},
+              {"cache_dir_bypass", 0}};
+}
+
+bool has(const std::vector<std::string>& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// Reads 15 s of the workers' 18, of which 12 s waiting for remote bytes (at
+// least half the read time): storage-bound, and the storage is remote.
+TEST(DoctorTest, RemoteFetchWaitIsRemoteStorageBound) {
+  RunFacts f = run(1000, 10, 9.5, 15, 2, 1, /*cores_busy=*/0.3);
+  auto& snap = f.series["loader-1-0"].last;
+  snap["describe"] = "10 tar shards ('train-000000.tar', ...; 1000 records)";
+  snap["options"]["remote_connections"] = 8;
+  snap["stats"]["remote"] = remote_stats(12);
+  Verdict v = diagnose(f, fake(10e-3, 1e-3, 2e-3));
+  EXPECT_EQ(v.kind, Bottleneck::kRemoteStorage);
+  EXPECT_STREQ(bottleneck_name(v.kind), "input-bound on storage (remote)");
+  // The numbers: 60 MB over the loader's 10 s, latency, retries by cause, depth against its limit.
+  const std::string e = joined(v.evidence);
+  EXPECT_TRUE(has(v.evidence, "6.0 MB/s fetched (60.0 MB in 40 requests")) << e;
+  EXPECT_TRUE(has(v.evidence, "p50 500 ms, p99 1900 ms")) << e;
+  EXPECT_TRUE(has(v.evidence, "retries: 5 (http_5xx 3, timeout 2)")) << e;
+  EXPECT_TRUE(has(v.evidence, "waited 12.0 s for shard bytes not yet arrived: 80% of their read time")) << e;
+  EXPECT_TRUE(has(v.evidence, "prefetch depth 8 shards ahead with 8 connections (at the connections' limit")) << e;
+  EXPECT_TRUE(has(v.evidence, "shard indexes from: sidecar")) << e;
+  EXPECT_FALSE(has(v.evidence, "cache_dir:")) << e;  // not in use
+  // cache_dir: the wait (12 of the workers' 18 s) gone from the second epoch:
+  // 10 ms per sample -> 3.33 ms, the CPU left (6 ms per sample on 2 cores
+  // with the 0.5 ms step) below it: 300 samples/s.
+  const Suggestion* c = find(v, "cache_dir=");
+  ASSERT_TRUE(c);
+  EXPECT_NEAR(c->predicted_rate, 300, 1e-6);
+  EXPECT_GT(c->predicted_lo, 0);
+  EXPECT_NE(c->action.find("about 100 MB"), std::string::npos) << c->action;  // 100 kB x 1000 samples
+  // Depth 8 = 8 connections: twice the connections halve the wait: 10 ms -> 6.67 ms.
+  const Suggestion* k = find(v, "remote_connections=16 (now 8)");
+  ASSERT_TRUE(k);
+  EXPECT_NEAR(k->predicted_rate, 150, 1e-6);
+  // 500 ms before the first byte of a 1.6 s fetch (31%): larger shards, not predicted.
+  const Suggestion* s = find(v, "Larger shards (now about 10 MB each)");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->predicted_rate, 0);
+  EXPECT_NE(s->action.find("500 ms, is 31% of a shard's 1.60 s fetch"), std::string::npos) << s->action;
+  // Not the local storage's suggestions: the prefetcher fetches the plan's
+  // shards whether cached in RAM or not; more workers would wait the same.
+  EXPECT_EQ(find(v, "cache=\"ram\""), nullptr);
+  EXPECT_EQ(find(v, "Pack the records"), nullptr);
+  EXPECT_EQ(find(v, "threads="), nullptr);
+  EXPECT_TRUE(has(v.notes, "every shard is still fetched each epoch")) << joined(v.notes);
+  // cache_dir predicted above the run's rate; ranked by gain.
+  EXPECT_GT(c->gain, 1);
+  EXPECT_GT(c->gain, k->gain);
+}
+
+// Connections are suggested only when the depth reached them; larger shards
+// only when latency is a large part of a fetch; with cache_dir set and
+// evicting, a larger cache_limit instead of cache_dir.
+TEST(DoctorTest, RemoteSuggestionsFollowTheirConditions) {
+  RunFacts f = run(1000, 10, 9.5, 15, 2, 1, /*cores_busy=*/0.3);
+  auto& snap = f.series["loader-1-0"].last;
+  snap["options"]["remote_connections"] = 8;
+  snap["options"]["cache_dir"] = "/local/cache";
+  snap["options"]["cache_limit"] = 50000000;
+  json r = remote_stats(12, /*depth=*/4);
+  r["latency_p50_ms"] = 20;
+  r["cache_dir_misses"] = 30;
+  r["cache_dir_bytes_written"] = 60000000;
+  r["cache_dir_evictions"] = 12;
+  snap["stats"]["remote"] = r;
+  Verdict v = diagnose(f, Probes{}, /*probe=*/false);
+  EXPECT_EQ(v.kind, Bottleneck::kRemoteStorage);
+  EXPECT_EQ(find(v, "remote_connections="), nullptr);
+  EXPECT_EQ(find(v, "Larger shards"), nullptr);
+  EXPECT_EQ(find(v, "cache_dir=\""), nullptr);
+  const Suggestion* l = find(v, "A larger cache_limit (now 50 MB)");
+  ASSERT_TRUE(l);
+  EXPECT_NE(l->action.find("12 shards were evicted"), std::string::npos) << l->action;
+  EXPECT_TRUE(has(v.evidence, "cache_dir: 0 shards found there, 30 fetched into it (60.0 MB written), 12 evicted"))
+      << joined(v.evidence);
+  EXPECT_TRUE(has(v.evidence, "(below the connections' limit)")) << joined(v.evidence);
+}
+
+// Local data ("remote": null, as stats.cc writes it): the local storage verdict as before.
+TEST(DoctorTest, LocalStorageBoundWithRemoteNullIsUnchanged) {
+  RunFacts f = run(1000, 10, 9.5, 15, 2, 1, /*cores_busy=*/0.3);
+  f.series["loader-1-0"].last["stats"]["remote"] = nullptr;
+  Verdict v = diagnose(f, fake(10e-3, 1e-3, 2e-3));
+  EXPECT_EQ(v.kind, Bottleneck::kStorage);
+  EXPECT_STREQ(bottleneck_name(v.kind), "input-bound on storage");
+  EXPECT_NE(find(v, "cache=\"ram\""), nullptr);
+  EXPECT_NE(find(v, "Pack the records"), nullptr);
+  EXPECT_EQ(find(v, "cache_dir="), nullptr);
+  EXPECT_FALSE(has(v.evidence, "remote shards")) << joined(v.evidence);
+  // The same as a snapshot from before remote shards (no key).
+  Verdict old = diagnose(run(1000, 10, 9.5, 15, 2, 1, 0.3), fake(10e-3, 1e-3, 2e-3));
+  EXPECT_EQ(old.kind, Bottleneck::kStorage);
+  EXPECT_EQ(old.evidence, v.evidence);
+  ASSERT_EQ(old.suggestions.size(), v.suggestions.size());
+  for (std::size_t i = 0; i < v.suggestions.size(); ++i) {
+    EXPECT_EQ(old.suggestions[i].action, v.suggestions[i].action);
+    EXPECT_EQ(old.suggestions[i].predicted_rate, v.suggestions[i].predicted_rate);
+  }
+}
+
+// Remote shards, but the workers were decoding (reads 0.5 s of 19): decode-bound;
+// and reads dominating with little of them waiting on fetches: local storage.
+TEST(DoctorTest, RemoteWithLowFetchWaitIsNotRemoteBound) {
+  RunFacts f = run(1000, 10, 9, 0.5, 17, 1.5);
+  f.series["loader-1-0"].last["stats"]["remote"] = remote_stats(0.3);
+  Verdict v = diagnose(f, fake(10e-3, 1e-3, 2.5e-3));
+  EXPECT_EQ(v.kind, Bottleneck::kDecode);
+  EXPECT_EQ(find(v, "cache_dir="), nullptr);
+  EXPECT_EQ(find(v, "remote_connections="), nullptr);
+  EXPECT_NE(find(v, "cache=\"decoded\""), nullptr);
+  EXPECT_TRUE(has(v.evidence, "remote shards: 6.0 MB/s fetched")) << joined(v.evidence);  // facts still shown
+
+  RunFacts g = run(1000, 10, 9.5, 15, 2, 1, /*cores_busy=*/0.3);
+  g.series["loader-1-0"].last["stats"]["remote"] = remote_stats(7.4);  // under half of the 15 s of reads
+  Verdict w = diagnose(g, Probes{}, /*probe=*/false);
+  EXPECT_EQ(w.kind, Bottleneck::kStorage);
+  EXPECT_EQ(find(w, "cache_dir="), nullptr);
+}
+
+TEST(DoctorTest, RemoteFactsParse) {
+  EXPECT_FALSE(remote_facts(json{{"samples", 1}, {"remote", nullptr}}).active);
+  EXPECT_FALSE(remote_facts(json{{"samples", 1}}).active);
+  EXPECT_FALSE(remote_facts(json{{"remote", "?"}}).active);
+  EXPECT_FALSE(remote_facts(json()).active);
+  const RemoteFacts r = remote_facts(json{{"remote", remote_stats(2.5, 6)}});
+  EXPECT_TRUE(r.active);
+  EXPECT_EQ(r.bytes_fetched, 6e7);
+  EXPECT_EQ(r.fetch_wait_s, 2.5);
+  EXPECT_EQ(r.prefetch_depth, 6);
+  EXPECT_EQ(r.retries, (std::map<std::string, double>{{"http_5xx", 3}, {"timeout", 2}}));  // non-zero causes
+  EXPECT_NEAR(r.shard_fetch_s, 1.6, 1e-12);
+  EXPECT_NEAR(r.shard_consume_s, 0.2, 1e-12);
+  EXPECT_EQ(r.index, "sidecar");
+  // Fields missing or of another type read as 0.
+  const RemoteFacts odd = remote_facts(json{{"remote", {{"fetch_wait_s", "x"}, {"prefetch_log", 3}}}});
+  EXPECT_TRUE(odd.active);
+  EXPECT_EQ(odd.fetch_wait_s, 0);
+  EXPECT_TRUE(odd.prefetch_log.empty());
+}
+}  // namespace
+}  // namespace stoker::doctor

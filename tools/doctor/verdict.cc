@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdarg>
+#include <cstdlib>
+#include <cstring>
 
 namespace stoker::doctor {
 namespace {
@@ -170,6 +172,76 @@ void add(Verdict* v, std::string action, double predicted, std::string basis) {
   v->suggestions.push_back(std::move(s));
 }
 
+// A JSON object's number, 0 when missing or not a number.
+double number(const nlohmann::json& o, const char* key) {
+  const auto it = o.find(key);
+  return it != o.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+// The most shards the remote prefetcher keeps started ahead of those in use
+// (kMaxDepth in src/source/remote/remote_bytes.cc).
+constexpr int kRemoteMaxDepth = 32;
+// The most LoaderOptions::remote_connections (validate_options).
+constexpr int kRemoteMaxConnections = 256;
+// Larger shards are suggested when a request's p50 time to first byte is at
+// least this share of a shard's fetch time.
+constexpr double kLatencyShare = 0.25;
+
+// "no retries" / "retries: 5 (http_5xx 3, timeout 2)"
+std::string retries_text(const RemoteFacts& r) {
+  double total = 0;
+  std::string by;
+  for (const auto& [cause, n] : r.retries) {
+    total += n;
+    by += fmt("%s%s %.0f", by.empty() ? "" : ", ", cause.c_str(), n);
+  }
+  return total > 0 ? fmt("retries: %.0f (%s)", total, by.c_str()) : "no retries";
+}
+
+// The number of shards from a shard source's description ("128 tar shards
+// ('...', ...; 1000 records)"); 0 when it is not one.
+double shard_count(const std::string& describe) {
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(describe.c_str(), &end, 10);
+  return end && end != describe.c_str() && std::strncmp(end, " tar shard", 10) == 0 ? static_cast<double>(n) : 0;
+}
+
+// The remote-shard lines of the evidence: what was fetched and how fast, the
+// wait for it, the prefetcher's depth against what capped it, cache_dir.
+void remote_evidence(Verdict* v, const RemoteFacts& r, double wall, double busy_read, double busy, int connections) {
+  v->evidence.push_back(fmt("remote shards: %.1f MB/s fetched (%.1f MB in %.0f requests over the loader's %.1f s); time "
+                            "to first byte p50 %.0f ms, p99 %.0f ms; %s",
+                            wall > 0 ? r.bytes_fetched / wall / 1e6 : 0, r.bytes_fetched / 1e6, r.requests, wall,
+                            r.latency_p50_ms, r.latency_p99_ms, retries_text(r).c_str()));
+  const std::string at_cap = r.prefetch_depth >= kRemoteMaxDepth ? fmt("at its cap of %d", kRemoteMaxDepth) : "";
+  const std::string cap =
+      r.prefetch_depth >= connections
+          ? fmt("at the connections' limit: no more than %d fetched at once%s%s", connections,
+                at_cap.empty() ? "" : "; ", at_cap.c_str())
+          : at_cap.empty() ? std::string("below the connections' limit") : at_cap;
+  v->evidence.push_back(fmt("the workers waited %.1f s for shard bytes not yet arrived: %.0f%% of their read time, %.0f%% "
+                            "of all their time; prefetch depth %d shard%s ahead with %d connection%s (%s)%s%s%s",
+                            r.fetch_wait_s, busy_read > 0 ? 100 * std::min(1.0, r.fetch_wait_s / busy_read) : 0,
+                            busy > 0 ? 100 * std::min(1.0, r.fetch_wait_s / busy) : 0, r.prefetch_depth,
+                            r.prefetch_depth == 1 ? "" : "s", connections, connections == 1 ? "" : "s", cap.c_str(),
+                            r.prefetch_log.empty() ? "" : "; last change: \"",
+                            r.prefetch_log.empty() ? "" : r.prefetch_log.back().c_str(),
+                            r.prefetch_log.empty() ? "" : "\""));
+  if (r.cache_dir_hits + r.cache_dir_misses + r.cache_dir_bypass > 0) {
+    v->evidence.push_back(fmt("cache_dir: %.0f shards found there, %.0f fetched into it (%.1f MB written), %.0f evicted "
+                              "to stay under cache_limit, %.0f bypassed it (no room)",
+                              r.cache_dir_hits, r.cache_dir_misses, r.cache_dir_bytes_written / 1e6,
+                              r.cache_dir_evictions, r.cache_dir_bypass));
+  }
+  if (!r.index.empty()) {
+    v->evidence.push_back(fmt("shard indexes from: %s%s; %.0f reads outside the epoch's plan (one request each); %.1f MB "
+                              "of shards in memory now",
+                              r.index.c_str(),
+                              r.index_scanned_bytes > 0 ? fmt(" (%.1f MB scanned)", r.index_scanned_bytes / 1e6).c_str() : "",
+                              r.stray_reads, r.resident_bytes / 1e6));
+  }
+}
+
 void machine_evidence(Verdict* v, const RunFacts& f, const Means& m) {
   v->evidence.push_back(fmt("CPU: %.2f of %d cores busy on average; the command's processes used %.2f cores; "
                             "iowait %.1f%% of CPU time",
@@ -180,6 +252,89 @@ void machine_evidence(Verdict* v, const RunFacts& f, const Means& m) {
   v->evidence.push_back(fmt("memory: peak PSS of the command %.0f MiB; page cache %.0f MiB; available %.0f MiB",
                             m.peak_pss, m.page_cache, f.mem_available_mib));
   if (m.gpu_util >= 0) v->evidence.push_back(fmt("GPU: %.0f%% utilised on average", 100 * m.gpu_util));
+}
+
+// A remote-bound loader's suggestions. `fr`: the share of the workers' time
+// spent waiting for remote bytes, what each change shortens. Predicted as the
+// local storage verdict's cache="ram" is (the input side's time per sample
+// scaled, the step and the cores bounding it), where a model applies.
+void remote_suggestions(Verdict* v, const RemoteFacts& r, const nlohmann::json& snap, const nlohmann::json& opts,
+                        const Model& model, double cpu, double busy_read, double busy, double wall,
+                        double loader_samples, int connections) {
+  const double fr = busy > 0 ? std::min(r.fetch_wait_s, busy_read) / busy : 0;
+  const double cpu_left = cpu * (1 - fr);  // waiting is no CPU work
+  const double dataset_mb = loader_samples > 0 ? number(snap["stats"], "bytes_read") / loader_samples *
+                                                     snap.value("dataset_size", 0.0) / 1e6
+                                               : 0;
+  const double shards = shard_count(snap.value("describe", std::string()));
+  const double shard_mb = shards > 0 ? dataset_mb / shards : 0;
+  const double mbs = wall > 0 ? r.bytes_fetched / wall / 1e6 : 0;
+  // NOTE: not cache="ram" (nor, without this note, the probe's measured
+  // cache="decoded"): the prefetcher fetches every shard of each epoch's plan
+  // whether its records are cached in memory or not.
+  v->notes.push_back("with remote shards, in-memory caches (cache=\"ram\", cache=\"decoded\") take the wait out of "
+                     "the loop from the second epoch but not the transfers: every shard is still fetched each epoch; "
+                     "with cache_dir each is fetched once per node");
+  const std::string cache_dir = opts.value("cache_dir", std::string());
+  if (cache_dir.empty()) {
+    add(v,
+        fmt("cache_dir=\"<a folder on local disk>\": shards land there as they are fetched (once per node, shared by "
+            "every rank on the machine) and are read locally from the second epoch on; the data set is about %.0f MB "
+            "(cache_limit: 80%% of the file system's free space unless set)",
+            dataset_mb),
+        model.rate(std::max(0.005, 1 - fr), cpu_left),
+        fmt("the workers waited for remote bytes %.0f%% of their time; from the second epoch that wait is gone (the "
+            "rest of their read time, %.0f%%, stays); the first epoch still fetches",
+            100 * fr, busy > 0 ? 100 * (busy_read / busy - fr) : 0));
+  } else if (r.cache_dir_evictions > 0 || r.cache_dir_bypass > 0) {
+    const double limit = opts.value("cache_limit", 0.0);
+    add(v,
+        fmt("A larger cache_limit (now %s) or a cache_dir with more room: the data set is about %.0f MB; %.0f shards were "
+            "evicted and %.0f bypassed it (no room), and are fetched again each epoch",
+            limit > 0 ? fmt("%.0f MB", limit / 1e6).c_str() : "80% of the free space", dataset_mb,
+            r.cache_dir_evictions, r.cache_dir_bypass),
+        0, "not predicted: depends on how much of the data set then stays in cache_dir");
+  } else {
+    v->notes.push_back(fmt("cache_dir is set and nothing was evicted: the %.0f shards fetched into it this run are read "
+                           "locally from the second epoch on (a wait within the first epoch remains)",
+                           r.cache_dir_misses));
+  }
+  // A shard's fetch time: logged by the prefetcher's tuner; else estimated
+  // from the shard size and the rate per connection in use.
+  double fetch_s = r.shard_fetch_s;
+  bool estimated = false;
+  const int in_flight = std::max(1, std::min(connections, r.prefetch_depth));
+  if (fetch_s <= 0 && shard_mb > 0 && mbs > 0) {
+    fetch_s = shard_mb * in_flight / mbs;
+    estimated = true;
+  }
+  const double latency_share = fetch_s > 0 ? r.latency_p50_ms / 1e3 / fetch_s : 0;
+  if (r.prefetch_depth >= connections && connections < kRemoteMaxConnections) {
+    const int k = std::min(kRemoteMaxConnections, 2 * connections);
+    add(v,
+        fmt("remote_connections=%d (now %d): the prefetcher wanted %d shards ahead and could fetch %d at once", k,
+            connections, r.prefetch_depth, connections),
+        model.rate((1 - fr) + fr * connections / k, cpu_left),
+        fmt("the wait for remote bytes (%.0f%% of the workers' time) scales with 1/connections (%d -> %d) while each "
+            "transfer is bound by its own latency and rate rather than the link's (%.1f MB/s fetched now%s): an upper "
+            "bound where the link or the server is the limit",
+            100 * fr, connections, k, mbs,
+            fetch_s > 0 ? fmt("; p50 time to first byte %.0f ms of a shard's %.2f s fetch%s", r.latency_p50_ms, fetch_s,
+                              estimated ? " (estimated)" : "")
+                              .c_str()
+                        : ""));
+  }
+  if (fetch_s > 0 && latency_share >= kLatencyShare) {
+    add(v,
+        fmt("Larger shards%s (stoker pack ... --shard-size): a request's p50 time to first byte, %.0f ms, is %.0f%% of a "
+            "shard's %.2f s fetch%s, paid once per shard",
+            shard_mb > 0 ? fmt(" (now about %.0f MB each)", shard_mb).c_str() : "", r.latency_p50_ms,
+            100 * latency_share, fetch_s, estimated ? " (estimated)" : ""),
+        0,
+        fmt("not predicted: shards 4x larger would spend up to %.0f%% less time fetching per byte, if the rest of a "
+            "fetch scales with its bytes",
+            100 * 0.75 * std::min(1.0, latency_share)));
+  }
 }
 
 void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const Series* ps, const Probes& probes,
@@ -235,6 +390,9 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
                             100 * rs, 100 * ds, 100 * xs, loader_samples > 0 ? 1e3 * busy_read / loader_samples : 0,
                             loader_samples > 0 ? 1e3 * busy_decode / loader_samples : 0,
                             loader_samples > 0 ? 1e3 * busy_transform / loader_samples : 0));
+  const RemoteFacts rf = remote_facts(st);
+  const int connections = opts.value("remote_connections", 8);
+  if (rf.active) remote_evidence(v, rf, wall, busy_read, busy, connections);
   machine_evidence(v, f, m);
 
   if (v->wait_share < kInputBoundShare) {
@@ -266,11 +424,18 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     return;
   }
   const bool storage = rs >= 0.4 || (m.iowait >= 0.2 && rs >= 0.25);
-  v->kind = storage ? Bottleneck::kStorage : ds >= xs ? Bottleneck::kDecode : Bottleneck::kTransform;
+  // Remote: the reads were mostly waits for shard bytes still being fetched
+  // (fetch_wait_s is spent inside the workers' read time).
+  const bool remote = storage && rf.active && busy_read > 0 && rf.fetch_wait_s >= kRemoteWaitShare * busy_read;
+  v->kind = remote    ? Bottleneck::kRemoteStorage
+            : storage ? Bottleneck::kStorage
+            : ds >= xs ? Bottleneck::kDecode
+                       : Bottleneck::kTransform;
 
-  // More threads when cores sat idle.
+  // More threads when cores sat idle. NOTE: not when the reads wait on remote
+  // fetches: more workers would wait on the same shards.
   const double idle = f.cores - m.cores_busy;
-  if (threads < f.cores && idle >= 0.5) {
+  if (!remote && threads < f.cores && idle >= 0.5) {
     const int k = std::min(f.cores, threads + static_cast<int>(std::floor(idle + 0.25)));
     if (k > threads) {
       add(v, fmt("threads=%d (now %d): %.1f cores sat idle", k, threads, idle),
@@ -278,7 +443,9 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
           fmt("input time per sample scales with 1/threads (%d -> %d) while cores are idle", threads, k));
     }
   }
-  if (storage) {
+  if (remote) {
+    remote_suggestions(v, rf, snap, opts, model, cpu, busy_read, busy, wall, loader_samples, connections);
+  } else if (storage) {
     const double dataset = snap.value("dataset_size", 0.0);
     const double bytes = loader_samples > 0 ? static_cast<double>(st.value("bytes_read", 0.0)) / loader_samples : 0;
     const double need_mib = bytes * dataset / (1 << 20);
@@ -547,12 +714,50 @@ const char* bottleneck_name(Bottleneck b) {
   switch (b) {
     case Bottleneck::kCompute: return "compute-bound (the model step)";
     case Bottleneck::kStorage: return "input-bound on storage";
+    case Bottleneck::kRemoteStorage: return "input-bound on storage (remote)";
     case Bottleneck::kDecode: return "input-bound on decode";
     case Bottleneck::kTransform: return "input-bound on transforms";
     case Bottleneck::kHostToDevice: return "input-bound on host-to-device copy";
     case Bottleneck::kNoData: return "no data";
   }
   return "?";
+}
+
+RemoteFacts remote_facts(const nlohmann::json& stats) {
+  RemoteFacts r;
+  if (!stats.is_object()) return r;
+  const auto it = stats.find("remote");
+  if (it == stats.end() || !it->is_object()) return r;  // null: local data; missing: a loader from before
+  const nlohmann::json& j = *it;
+  r.active = true;
+  r.bytes_fetched = number(j, "bytes_fetched");
+  r.requests = number(j, "requests");
+  if (const auto rt = j.find("retries"); rt != j.end() && rt->is_object()) {
+    for (const auto& [cause, n] : rt->items()) {
+      if (n.is_number() && n.get<double>() > 0) r.retries[cause] = n.get<double>();
+    }
+  }
+  r.fetch_wait_s = number(j, "fetch_wait_s");
+  r.latency_p50_ms = number(j, "latency_p50_ms");
+  r.latency_p99_ms = number(j, "latency_p99_ms");
+  r.prefetch_depth = static_cast<int>(number(j, "prefetch_depth"));
+  if (const auto pl = j.find("prefetch_log"); pl != j.end() && pl->is_array()) {
+    for (const auto& line : *pl) {
+      if (line.is_string()) r.prefetch_log.push_back(line.get<std::string>());
+    }
+  }
+  r.shard_fetch_s = number(j, "shard_fetch_s");
+  r.shard_consume_s = number(j, "shard_consume_s");
+  r.resident_bytes = number(j, "resident_bytes");
+  r.stray_reads = number(j, "stray_reads");
+  if (const auto ix = j.find("index"); ix != j.end() && ix->is_string()) r.index = ix->get<std::string>();
+  r.index_scanned_bytes = number(j, "index_scanned_bytes");
+  r.cache_dir_hits = number(j, "cache_dir_hits");
+  r.cache_dir_misses = number(j, "cache_dir_misses");
+  r.cache_dir_bytes_written = number(j, "cache_dir_bytes_written");
+  r.cache_dir_evictions = number(j, "cache_dir_evictions");
+  r.cache_dir_bypass = number(j, "cache_dir_bypass");
+  return r;
 }
 
 Verdict diagnose(const RunFacts& f, const Probes& probes, bool probe) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,10 @@
 
 namespace stoker::doctor {
 
-enum class Bottleneck { kCompute, kStorage, kDecode, kTransform, kHostToDevice, kNoData };
+// kRemoteStorage: storage-bound, and the storage is remote shards (https://,
+// s3://, pipe:): the workers' reads were mostly waits for shard bytes not yet
+// fetched.
+enum class Bottleneck { kCompute, kStorage, kRemoteStorage, kDecode, kTransform, kHostToDevice, kNoData };
 const char* bottleneck_name(Bottleneck b);  // "input-bound on decode", ...
 
 struct Suggestion {
@@ -65,6 +69,34 @@ struct RunFacts {
   std::map<std::string, Series> series;
   double mem_available_mib = 0;
 };
+
+// A loader snapshot's remote-shard counters (its stats' "remote": Stats::Remote
+// in stoker/stats.h), as the verdict reads them. Not active for local data
+// ("remote": null), a snapshot from before remote shards (no key), or
+// anything else that is not an object; fields missing or of another type
+// read as 0 / empty.
+struct RemoteFacts {
+  bool active = false;
+  double bytes_fetched = 0, requests = 0;
+  std::map<std::string, double> retries;  // by cause, non-zero ones only
+  double fetch_wait_s = 0;                // worker seconds waiting for shard bytes not yet arrived
+  double latency_p50_ms = 0, latency_p99_ms = 0;
+  int prefetch_depth = 0;
+  std::vector<std::string> prefetch_log;
+  // A shard's fetch time and the time the loader takes to consume one
+  // (moving averages; 0: not measured yet).
+  double shard_fetch_s = 0, shard_consume_s = 0;
+  double resident_bytes = 0, stray_reads = 0;
+  std::string index;
+  double index_scanned_bytes = 0;
+  double cache_dir_hits = 0, cache_dir_misses = 0, cache_dir_bytes_written = 0, cache_dir_evictions = 0,
+         cache_dir_bypass = 0;
+};
+RemoteFacts remote_facts(const nlohmann::json& stats);
+
+// Remote-bound: storage-bound (the read-share test) and the workers waited
+// for remote bytes at least this share of their read time.
+constexpr double kRemoteWaitShare = 0.5;
 
 // Input-bound when the loop waited at least this share of its time.
 constexpr double kInputBoundShare = 0.15;

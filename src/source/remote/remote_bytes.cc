@@ -403,6 +403,8 @@ void RemoteShardBytes::io_stats(Stats* s) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     r.prefetch_depth = depth_;
+    r.shard_fetch_s = fetch_s_ewma_;
+    r.shard_consume_s = consume_s_ewma_;
     r.prefetch_log = depth_log_;
     r.resident_bytes = resident_;
   }

@@ -125,18 +125,24 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
 void RemoteShardBytes::progress(std::size_t done) const {
   std::lock_guard<std::mutex> lock(mu_);
   done_ = std::max(done_, done);
+  int released = 0;
   for (std::size_t k = 0; k < next_ && k < plan_.size(); ++k) {
     const Use& u = plan_[k];
     Shard* sh = shards_[u.shard].get();
     if (u.last >= done_ || plan_index_[u.shard] != k || sh->state == Shard::State::kAbsent) continue;
     plan_index_[u.shard] = SIZE_MAX;  // read through: a later read of it is a stray one
+    release_locked(sh);
+    ++released;
+  }
+  if (released > 0) {
+    // The consumption time of a shard: the time since the last release over
+    // the shards released now (a window's shards end together).
     const std::int64_t now = now_ns();
     if (last_release_ns_ >= 0) {
-      const double s = static_cast<double>(now - last_release_ns_) * 1e-9;
+      const double s = static_cast<double>(now - last_release_ns_) * 1e-9 / released;
       consume_s_ewma_ = consume_s_ewma_ == 0 ? s : 0.7 * consume_s_ewma_ + 0.3 * s;
     }
     last_release_ns_ = now;
-    release_locked(sh);
   }
   // NOTE: shards whose first use the consumer has reached are needed now.
   while (demand_ < plan_.size() && plan_[demand_].first <= done_) ++demand_;

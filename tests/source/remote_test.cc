@@ -1,0 +1,173 @@
+// Remote shards through the pipe: transport (a real command, `cat`), so the
+// fetcher threads, the plan, the release after last use and the errors run in
+// the C++ suite (and under the sanitizers); tests/python/test_remote.py covers
+// HTTP and S3 against real servers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "source/tar.h"
+#include "stoker/loader.h"
+#include "stoker/source.h"
+#include "stoker/stats.h"
+#include "test_util.h"
+
+namespace stoker {
+namespace {
+
+using testing::TempDir;
+
+// `shards` shards of `per` records each: a JPEG (sizes vary) and its label.
+std::string make_shards(const TempDir& d, int shards, int per) {
+  int n = 0;
+  for (int s = 0; s < shards; ++s) {
+    detail::TarWriter w(d.file("s-" + std::to_string(s) + ".tar"));
+    EXPECT_TRUE(w.open().ok());
+    for (int k = 0; k < per; ++k, ++n) {
+      const int width = 20 + (n * 7) % 40, height = 18 + (n * 11) % 30;
+      const auto jpg = testing::encode_jpeg(testing::test_pixels(width, height, static_cast<std::uint32_t>(n)), width, height);
+      std::string key = "r";  // NOTE: not "r" + to_string(n): GCC 12's -Wrestrict false positive
+      key += std::to_string(n);
+      const std::string label = std::to_string(n);
+      EXPECT_TRUE(w.add(key + ".jpg", jpg.data(), jpg.size(), 0).ok());
+      EXPECT_TRUE(w.add(key + ".cls", reinterpret_cast<const std::uint8_t*>(label.data()), label.size(), 0).ok());
+    }
+    EXPECT_TRUE(w.finish().ok());
+  }
+  return d.path() + "/s-{0.." + std::to_string(shards - 1) + "}.tar";
+}
+
+LoaderOptions options(std::size_t window) {
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 3;
+  o.shuffle = true;
+  o.seed = 11;
+  o.shuffle_window = window;
+  o.dtype = DType::kUInt8;
+  o.transforms = {RandomResizedCrop{16, 16}, RandomHorizontalFlip{}};
+  o.remote_connections = 2;
+  return o;
+}
+
+std::vector<std::vector<std::uint8_t>> epoch(Loader& l, std::uint64_t e) {
+  l.set_epoch(e);
+  std::vector<std::vector<std::uint8_t>> out;
+  for (const Batch& b : l) {
+    auto* p = static_cast<const std::uint8_t*>(b.images());
+    out.emplace_back(p, p + b.image_bytes());
+    auto* y = reinterpret_cast<const std::uint8_t*>(b.labels());
+    out.back().insert(out.back().end(), y, y + b.size() * sizeof(std::int64_t));
+  }
+  return out;
+}
+
+TEST(RemoteTest, PipeRecordsEqualLocalOnes) {
+  TempDir d;
+  const std::string local = make_shards(d, 3, 5);
+  auto here = open_shards({local});
+  auto there = open_shards({"pipe:cat " + local});
+  ASSERT_EQ(there->size(), here->size());
+  EXPECT_EQ(there->shard_starts(), here->shard_starts());
+  EXPECT_TRUE(there->wants_plan());
+  EXPECT_FALSE(here->wants_plan());
+  std::vector<std::uint8_t> a, b;
+  for (std::size_t i = 0; i < here->size(); ++i) {  // no plan: every read is a stray one
+    EXPECT_EQ(there->label(i), here->label(i));
+    ASSERT_TRUE(here->read(i, &a).ok());
+    ASSERT_TRUE(there->read(i, &b).ok());
+    EXPECT_EQ(a, b) << i;
+  }
+  Stats s;
+  there->io_stats(&s);
+  EXPECT_TRUE(s.remote.active);
+  EXPECT_EQ(s.remote.index, "scan");
+  EXPECT_EQ(s.remote.stray_reads, here->size());
+}
+
+TEST(RemoteTest, PipeBatchesEqualLocalAndShardsAreReleasedAfterUse) {
+  TempDir d;
+  const std::string local = make_shards(d, 6, 7);
+  for (std::size_t window : {0u, 1u, 2u}) {
+    Loader here(local, options(window));
+    Loader there("pipe:cat " + local, options(window));
+    for (std::uint64_t e : {0u, 1u}) {
+      EXPECT_EQ(epoch(there, e), epoch(here, e)) << "window " << window << " epoch " << e;
+      // Every shard released after its last use (a fetch still finishing,
+      // its command exiting, releases it when done: waited for, bounded).
+      Stats s = there.stats();
+      for (int i = 0; i < 1000 && s.remote.resident_bytes > 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        s = there.stats();
+      }
+      EXPECT_TRUE(s.remote.active);
+      EXPECT_EQ(s.remote.resident_bytes, 0u);
+      EXPECT_EQ(s.corrupt, 0u);
+    }
+    const Stats s = there.stats();
+    // Each shard is fetched once per epoch (plus the scan at open), a stray
+    // read at most for the record the loader looks at before its plan.
+    EXPECT_LE(s.remote.requests, 6u * 3 + 2) << "window " << window;
+    EXPECT_EQ(s.remote.retries.at("pipe"), 0u);
+  }
+}
+
+TEST(RemoteTest, AnEpochThatCannotFitItsBudgetIsRefusedNamingTheWindowThatFits) {
+  TempDir d;
+  const std::string local = make_shards(d, 6, 7);
+  LoaderOptions o = options(0);
+  o.memory_budget = 1;  // smaller than any shard
+  try {
+    Loader l("pipe:cat " + local, o);
+    FAIL() << "a full shuffle over 6 shards fits in 1 byte?";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("shuffle_window="), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cache_dir="), std::string::npos) << e.what();
+  }
+}
+
+TEST(RemoteTest, AFailingCommandIsNamedAndNeverSkipped) {
+  TempDir d;
+  (void)make_shards(d, 2, 3);
+  RemoteOptions r;
+  r.retries = 1;
+  try {
+    (void)open_shards({"pipe:echo no such bucket >&2; exit 7"}, "cls", "", r);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kUnavailable);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("pipe:echo no such bucket"), std::string::npos) << m;
+    EXPECT_NE(m.find("status 7"), std::string::npos) << m;
+    EXPECT_NE(m.find("no such bucket"), std::string::npos) << m;
+    EXPECT_NE(m.find("2 attempts"), std::string::npos) << m;
+  }
+  // A command that works at open (the index scan) and fails later: the
+  // batch raises whatever on_corrupt says, and nothing is counted corrupt.
+  testing::write_file(d.file("once.sh"), "if [ -e " + d.file("ran") + " ]; then echo shard gone >&2; exit 9; fi\n"
+                                         "touch " + d.file("ran") + "; cat " + d.file("s-1.tar") + "\n");
+  LoaderOptions o = options(0);
+  o.shuffle = false;
+  o.remote_retries = 0;
+  o.on_corrupt = OnCorrupt::kSkip;
+  Loader l("pipe:{cat " + d.file("s-0.tar") + ",sh " + d.file("once.sh") + "}", o);
+  bool raised = false;
+  try {
+    for (const Batch& b : l) (void)b;
+  } catch (const Error& e) {
+    raised = true;
+    EXPECT_EQ(e.code(), Code::kUnavailable);
+    EXPECT_NE(std::string(e.what()).find("once.sh"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shard gone"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(raised);
+  EXPECT_EQ(l.stats().corrupt, 0u);
+}
+
+}  // namespace
+}  // namespace stoker

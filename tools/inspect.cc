@@ -42,6 +42,12 @@ std::size_t bucket(std::uint64_t v, const std::vector<std::uint64_t>& edges) {
   return b;
 }
 
+std::vector<std::uint32_t> record_order(std::size_t n) {
+  std::vector<std::uint32_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+  return order;
+}
+
 void inspect(const std::vector<std::string>& paths) {
   auto src = open_sources(paths);
   std::printf("%s\n", src->describe().c_str());
@@ -55,7 +61,10 @@ void inspect(const std::vector<std::string>& paths) {
   std::vector<std::uint8_t> buf;
   detail::ImageDecoder dec;
   std::uint64_t total_bytes = 0, total_px = 0, good = 0;
+  // Remote shards stream in record order, each released once read through.
+  if (src->wants_plan()) src->plan(record_order(src->size()), 0);
   for (std::size_t i = 0; i < src->size(); ++i) {
+    if (src->wants_plan() && i % 64 == 0) src->progress(i);
     per_label[src->label(i)]++;
     Status s = src->read(i, &buf);
     if (s.ok()) s = dec.open(buf.data(), buf.size(), 1ull << 40);
@@ -151,14 +160,20 @@ int verify(const std::vector<std::string>& paths, int threads) {
   std::mutex mu;
   std::vector<std::pair<std::size_t, std::string>> bad;
   const auto t0 = std::chrono::steady_clock::now();
+  // Remote shards stream in record order; a shard is released once every
+  // thread is past its records (the lowest record a thread holds).
+  if (src->wants_plan()) src->plan(record_order(src->size()), 0);
+  std::vector<std::atomic<std::size_t>> holding(static_cast<std::size_t>(threads));
+  for (auto& h : holding) h = 0;
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
+    pool.emplace_back([&, t] {
       std::vector<std::uint8_t> buf;
       detail::ImageDecoder dec;
       detail::ImageBuffer img;
       detail::ImageView view;
       for (std::size_t i; (i = next.fetch_add(1)) < src->size(); done.fetch_add(1)) {
+        holding[static_cast<std::size_t>(t)] = i;
         Status s = src->read(i, &buf);
         if (s.ok()) s = dec.open(buf.data(), buf.size(), 178956970);
         if (s.ok()) s = dec.decode({0, 0, dec.width(), dec.height()}, &img, &view);
@@ -167,6 +182,7 @@ int verify(const std::vector<std::string>& paths, int threads) {
           bad.emplace_back(i, s.to_string());
         }
       }
+      holding[static_cast<std::size_t>(t)] = SIZE_MAX;
     });
   }
   Progress progress("verify");
@@ -175,6 +191,11 @@ int verify(const std::vector<std::string>& paths, int threads) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.update(d, src->size(), secs, "");
     if (d >= src->size()) break;
+    if (src->wants_plan()) {
+      std::size_t low = SIZE_MAX;
+      for (const auto& h : holding) low = std::min<std::size_t>(low, h);
+      src->progress(std::min(low, next.load()));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   for (auto& t : pool) t.join();

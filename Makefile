@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
 
 all: build
 
@@ -110,6 +110,11 @@ bench-segdet: build data
 
 bench-pack: build data
 	$(PYTHON) bench/pack_bench.py $(DATA) --build $(BUILD)
+
+# Remote shards (issue: data that lives elsewhere): the same shards over loopback HTTP (nginx behind the
+# fault proxy, 20 ms per request) against local disk, 2 threads; bytes per epoch; cache_dir's second epoch.
+bench-remote: build data
+	$(PYTHON) bench/remote_bench.py $(DATA) --rounds 3 --build $(BUILD)
 
 # Many epochs: batch buffers within their bound, RSS within buffers + slack, fds and threads constant (not part of `make test`).
 soak: build data

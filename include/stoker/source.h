@@ -60,6 +60,10 @@ class Source {
   // outside the plan still works (one request of its own).
   virtual bool wants_plan() const { return false; }
   virtual void plan(const std::vector<std::uint32_t>& /*records*/, std::size_t /*from*/) const {}
+  // The epoch likely to follow (the next one), so the source can fetch its
+  // first shards once this epoch's are all under way; plan() then says
+  // which epoch it really is.
+  virtual void plan_ahead(const std::vector<std::uint32_t>& /*records*/) const {}
   virtual void progress(std::size_t /*done*/) const {}
   virtual void io_stats(Stats* /*stats*/) const {}
 };

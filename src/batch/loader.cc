@@ -207,6 +207,9 @@ class Loader::Impl {
     std::vector<detail::Segment> earlier = resume_earlier_;
     lock.unlock();
     seq = detail::resumed_order(order_, epoch, earlier);  // outside the lock: O(dataset)
+    // A streaming source fetches the next epoch's first shards while this one ends.
+    std::vector<std::uint32_t> ahead;
+    if (source_->wants_plan() && !mix_) ahead = detail::resumed_order(order_, epoch + 1, {});
     std::vector<std::uint32_t> draws;
     if (mix_) draws = mix_->draws(order_.seed, order_.shuffle, epoch);
     lock.lock();
@@ -227,7 +230,10 @@ class Loader::Impl {
     resume_batches_ = 0;
     // NOTE: a streaming source (remote shards) fetches in the order this
     // epoch reads; it may refuse an epoch that cannot fit its budget.
-    if (source_->wants_plan()) source_->plan(seq_, next_task_);
+    if (source_->wants_plan()) {
+      source_->plan(seq_, next_task_);
+      source_->plan_ahead(ahead);
+    }
     running_ = true;
     window_ = Window{};  // NOTE: time between epochs (evaluation, checkpoints) is not the loader's
     lock.unlock();

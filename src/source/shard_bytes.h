@@ -32,6 +32,7 @@ class ShardBytes {
   // Source::plan / progress / io_stats, per shard (see stoker/source.h).
   virtual bool wants_plan() const { return false; }
   virtual void plan(std::vector<Use> /*uses, by first use*/, std::size_t /*from*/) const {}
+  virtual void plan_ahead(std::vector<Use> /*the next epoch's uses, by first use*/) const {}
   virtual void progress(std::size_t /*done*/) const {}
   virtual void io_stats(Stats* /*s*/) const {}
 };

@@ -209,30 +209,10 @@ class ShardSource final : public Source {
   }
   bool wants_plan() const override { return bytes_->wants_plan(); }
   void plan(const std::vector<std::uint32_t>& seq, std::size_t from) const override {
-    if (!bytes_->wants_plan()) return;
-    // Per shard: its first and last position from `from` on, and the byte
-    // span of the records used there (a shard's records are contiguous).
-    std::vector<ShardBytes::Use> by_shard(names_.size(), {0, SIZE_MAX, 0, UINT64_MAX, 0});
-    for (std::size_t p = from; p < seq.size(); ++p) {
-      const Record& r = records_[seq[p]];
-      ShardBytes::Use& u = by_shard[r.shard];
-      u.shard = r.shard;
-      if (u.first == SIZE_MAX) u.first = p;
-      u.last = p;
-      std::uint64_t lo = r.offset, hi = r.offset + r.size;
-      for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
-        lo = std::min(lo, members_[k].offset);
-        hi = std::max(hi, members_[k].offset + members_[k].size);
-      }
-      u.lo = std::min(u.lo, lo);
-      u.hi = std::max(u.hi, hi);
-    }
-    std::vector<ShardBytes::Use> uses;
-    for (const auto& u : by_shard) {
-      if (u.first != SIZE_MAX) uses.push_back(u);
-    }
-    std::sort(uses.begin(), uses.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    bytes_->plan(std::move(uses), from);
+    if (bytes_->wants_plan()) bytes_->plan(uses(seq, from), from);
+  }
+  void plan_ahead(const std::vector<std::uint32_t>& seq) const override {
+    if (bytes_->wants_plan()) bytes_->plan_ahead(uses(seq, 0));
   }
   void progress(std::size_t done) const override { bytes_->progress(done); }
   void io_stats(Stats* s) const override { bytes_->io_stats(s); }
@@ -253,6 +233,31 @@ class ShardSource final : public Source {
     std::uint64_t size;
     std::uint32_t suffix;  // index into suffixes_
   };
+  // Per shard: its first and last position from `from` on, and the byte
+  // span of the records used there (a shard's records are contiguous); by first use.
+  std::vector<ShardBytes::Use> uses(const std::vector<std::uint32_t>& seq, std::size_t from) const {
+    std::vector<ShardBytes::Use> by_shard(names_.size(), {0, SIZE_MAX, 0, UINT64_MAX, 0});
+    for (std::size_t p = from; p < seq.size(); ++p) {
+      const Record& r = records_[seq[p]];
+      ShardBytes::Use& u = by_shard[r.shard];
+      u.shard = r.shard;
+      if (u.first == SIZE_MAX) u.first = p;
+      u.last = p;
+      std::uint64_t lo = r.offset, hi = r.offset + r.size;
+      for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
+        lo = std::min(lo, members_[k].offset);
+        hi = std::max(hi, members_[k].offset + members_[k].size);
+      }
+      u.lo = std::min(u.lo, lo);
+      u.hi = std::max(u.hi, hi);
+    }
+    std::vector<ShardBytes::Use> out;
+    for (const auto& u : by_shard) {
+      if (u.first != SIZE_MAX) out.push_back(u);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    return out;
+  }
   std::uint32_t intern(const std::string& suffix) {
     auto it = std::find(suffixes_.begin(), suffixes_.end(), suffix);
     if (it != suffixes_.end()) return static_cast<std::uint32_t>(it - suffixes_.begin());

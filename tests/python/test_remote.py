@@ -133,7 +133,7 @@ def test_pipe_index_and_bytes_come_from_cache_dir_the_second_time(www, tmp_path)
     assert_same(batches(second, 0), want)
     s = second.stats()["remote"]
     assert s["index"] == "cache" and s["bytes_fetched"] == 0 and s["requests"] == 0
-    assert s["cache_dir_hits"] == 4
+    assert s["cache_dir_hits"] >= 4  # the next epoch's first shards are opened ahead too
 
 
 def test_through_faults_every_sample_arrives_once_and_retries_are_counted(www, web, tmp_path):
@@ -304,7 +304,7 @@ def test_two_ranks_sharing_cache_dir_fetch_each_shard_once(www, tmp_path, shards
     assert set(out[0]["labels"]) | set(out[1]["labels"]) == here
 
 
-def test_cache_limit_holds_and_evicts_least_recently_used(www, tmp_path):
+def test_cache_limit_holds(www, tmp_path):
     sizes = [os.path.getsize(os.path.join(www, f"n-{i}.tar")) for i in range(4)]
     limit = int(sum(sizes) * 0.6)
     cache = tmp_path / "cache"
@@ -316,7 +316,9 @@ def test_cache_limit_holds_and_evicts_least_recently_used(www, tmp_path):
             used = sum(os.path.getsize(f) for f in glob.glob(str(cache / "**" / "*"), recursive=True) if os.path.isfile(f))
             assert used <= limit
         s = loader.stats()["remote"]
-        assert s["cache_dir_evictions"] >= 1
+        # The set does not fit: entries were evicted, or (all of them in use at that moment) a shard
+        # went through memory instead (which one depends on timing; node_cache_test checks the LRU order).
+        assert s["cache_dir_evictions"] + s["cache_dir_bypass"] >= 1
 
 
 def test_a_killed_rank_leaves_no_partial_file_and_the_next_resumes(numbered, tmp_path):

@@ -25,6 +25,7 @@ struct RemoteShardBytes::Shard {
   // Held in memory (bytes [lo, hi) of the object), or in the node cache
   // (the whole object, in entry->fd()). Stable while readers > 0.
   std::unique_ptr<std::uint8_t[]> mem;
+  std::uint64_t mem_capacity = 0;
   std::unique_ptr<NodeCache::Entry> entry;
   std::uint64_t lo = 0, hi = 0;
   std::uint64_t received = 0;  // bytes [lo, lo + received) are in
@@ -112,13 +113,35 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
                       sh->hi >= uses[index[s]].hi;
     if (!keep) release_locked(sh);
   }
+  // The most shards the plan uses at once (a window's): that many beyond
+  // those needed now are fetched ahead, plus the depth.
+  std::vector<std::pair<std::size_t, int>> events;
+  for (const Use& u : uses) {
+    events.push_back({u.first, 1});
+    events.push_back({u.last + 1, -1});
+  }
+  std::sort(events.begin(), events.end());
+  int live = 0;
+  concurrency_ = 1;
+  for (const auto& e : events) concurrency_ = std::max(concurrency_, live += e.second);
   plan_ = std::move(uses);
   plan_index_ = std::move(index);
+  ahead_.clear();
+  ahead_next_ = 0;
   next_ = 0;
   demand_ = std::min<std::size_t>(1, plan_.size());
   done_ = from;
   last_release_ns_ = -1;
   lock.unlock();
+  fetch_cv_.notify_all();
+}
+
+void RemoteShardBytes::plan_ahead(std::vector<Use> uses) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ahead_ = std::move(uses);
+    ahead_next_ = 0;
+  }
   fetch_cv_.notify_all();
 }
 
@@ -156,7 +179,15 @@ void RemoteShardBytes::release_locked(Shard* sh) const {
   }
   resident_ -= sh->charged;
   sh->charged = 0;
-  sh->mem.reset();
+  if (sh->mem) {
+    // NOTE: kept for the next shard (its pages are faulted in already: a
+    // fresh buffer per shard cost as much CPU as the transfer), a few at most.
+    if (spares_.size() < static_cast<std::size_t>(concurrency_ + depth_)) {
+      spares_.push_back({sh->mem_capacity, std::move(sh->mem)});
+    }
+    sh->mem.reset();
+    sh->mem_capacity = 0;
+  }
   sh->entry.reset();  // the node cache's lock: the entry may be evicted from here
   sh->state = Shard::State::kAbsent;
   sh->lo = sh->hi = sh->received = 0;
@@ -168,9 +199,12 @@ bool RemoteShardBytes::may_start_locked(std::size_t k) const {
   // NOTE: a shard needed now always starts (the plan's peak was checked
   // against the budget); those ahead of it only within depth and budget.
   if (k < demand_) return true;
-  if (k >= demand_ + static_cast<std::size_t>(depth_)) return false;
+  if (k >= demand_ + static_cast<std::size_t>(ahead_count())) return false;
+  return fits_locked(plan_[k]);
+}
+
+bool RemoteShardBytes::fits_locked(const Use& u) const {
   if (cache_) return true;
-  const Use& u = plan_[k];
   const std::uint64_t size = shards_[u.shard]->info.size;
   const std::uint64_t bytes = 2 * (u.hi - u.lo) >= size ? size : u.hi - u.lo;
   return resident_ == 0 || resident_ + bytes <= opt_.memory_budget;
@@ -196,11 +230,27 @@ void RemoteShardBytes::fetch_main() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     while (next_ < plan_.size() && shards_[plan_[next_].shard]->state != Shard::State::kAbsent) ++next_;
-    if (next_ >= plan_.size() || !may_start_locked(next_)) {
-      fetch_cv_.wait(lock);
-      continue;
+    Use u;
+    if (next_ < plan_.size()) {
+      if (!may_start_locked(next_)) {
+        fetch_cv_.wait(lock);
+        continue;
+      }
+      u = plan_[next_++];
+    } else {
+      // Every shard of this epoch started: the next epoch's first ones (not
+      // used again in this one), so its first batch does not wait for them.
+      while (ahead_next_ < ahead_.size() && (shards_[ahead_[ahead_next_].shard]->state != Shard::State::kAbsent ||
+                                             plan_index_[ahead_[ahead_next_].shard] != SIZE_MAX)) {
+        ++ahead_next_;
+      }
+      if (ahead_next_ >= ahead_.size() || ahead_next_ >= static_cast<std::size_t>(ahead_count()) ||
+          !fits_locked(ahead_[ahead_next_])) {
+        fetch_cv_.wait(lock);
+        continue;
+      }
+      u = ahead_[ahead_next_++];
     }
-    const Use u = plan_[next_++];
     Shard* sh = shards_[u.shard].get();
     sh->state = Shard::State::kFetching;
     const std::uint64_t size = sh->info.size;
@@ -294,7 +344,18 @@ void RemoteShardBytes::fetch(Shard* sh) const {
   const std::uint64_t span = sh->hi - sh->lo;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sh->mem = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(span));
+    auto best = spares_.end();
+    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+      if (it->first >= span && (best == spares_.end() || it->first < best->first)) best = it;
+    }
+    if (best != spares_.end()) {
+      sh->mem = std::move(best->second);
+      sh->mem_capacity = best->first;
+      spares_.erase(best);
+    } else {
+      sh->mem = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(span));
+      sh->mem_capacity = span;
+    }
     sh->charged = span;
     resident_ += span;
   }

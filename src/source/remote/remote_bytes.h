@@ -33,6 +33,7 @@ class RemoteShardBytes final : public ShardBytes {
   Status read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size, std::vector<std::uint8_t>* out) const override;
   bool wants_plan() const override { return true; }
   void plan(std::vector<Use> uses, std::size_t from) const override;
+  void plan_ahead(std::vector<Use> uses) const override;
   void progress(std::size_t done) const override;
   void io_stats(Stats* s) const override;
 
@@ -42,6 +43,10 @@ class RemoteShardBytes final : public ShardBytes {
   void fetch(Shard* sh) const;
   void release_locked(Shard* sh) const;
   bool may_start_locked(std::size_t k) const;
+  bool fits_locked(const Use& u) const;
+  // Shards started beyond those needed now: the plan's concurrency (a
+  // window's shards) plus the depth less one.
+  int ahead_count() const { return concurrency_ + depth_ - 1; }
   void tune_locked(double fetch_s, std::uint64_t bytes) const;
   std::uint64_t peak_bytes(const std::vector<Use>& uses) const;
 
@@ -60,7 +65,11 @@ class RemoteShardBytes final : public ShardBytes {
   mutable std::size_t demand_ = 0;           // plan_ items below this are needed now (read or first)
   mutable std::size_t done_ = 0;             // positions below this are all read
   mutable std::uint64_t resident_ = 0;       // bytes in memory (fetched or being fetched)
-  mutable int depth_ = 2;                    // plan items started beyond demand_
+  mutable int depth_ = 2;                    // autotuned: ceil(fetch time / consumption time) + 1
+  mutable int concurrency_ = 1;              // the most shards the plan uses at once
+  mutable std::vector<Use> ahead_;           // the next epoch's plan (plan_ahead), by first use
+  mutable std::size_t ahead_next_ = 0;
+  mutable std::vector<std::pair<std::uint64_t, std::unique_ptr<std::uint8_t[]>>> spares_;  // released buffers
   mutable int waiting_ = 0;                  // readers waiting on data_cv_
   mutable double fetch_s_ewma_ = 0, consume_s_ewma_ = 0;
   mutable std::int64_t last_release_ns_ = -1;

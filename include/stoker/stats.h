@@ -115,6 +115,9 @@ struct Stats {
     double shard_fetch_s = 0;     // a shard's fetch time (moving average; 0 until measured)
     double shard_consume_s = 0;   // the time the loader takes to read through one (moving average)
     std::vector<std::string> prefetch_log;  // each depth change with the measurements behind it
+    // Of bytes_fetched, those of shards fetched for the epoch expected next
+    // while the current one ended (they are the next epoch's bytes).
+    std::uint64_t fetched_ahead_bytes = 0;
     std::uint64_t resident_bytes = 0;       // shard bytes held in memory now
     std::uint64_t stray_reads = 0;          // reads outside the epoch's plan (one ranged request each)
     // How the shards' indexes were had: "sidecar" (<shard>.idx fetched),

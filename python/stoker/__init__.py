@@ -690,7 +690,7 @@ class Loader:
             transform_s, samples), mixture, remote (None, or for shards
             that live elsewhere a dict: bytes_fetched, requests, retries by
             cause, fetch_wait_s, latency_p50_ms, latency_p99_ms,
-            prefetch_depth, shard_fetch_s, shard_consume_s, prefetch_log,
+            prefetch_depth, shard_fetch_s, shard_consume_s, fetched_ahead_bytes, prefetch_log,
             resident_bytes, stray_reads,
             index, index_scanned_bytes, cache_dir_hits, cache_dir_misses,
             cache_dir_bytes_written, cache_dir_evictions,

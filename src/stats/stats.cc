@@ -86,6 +86,7 @@ std::string Stats::to_json() const {
     o << "},\"fetch_wait_s\":" << r.fetch_wait_s << ",\"latency_p50_ms\":" << r.latency_p50_ms
       << ",\"latency_p99_ms\":" << r.latency_p99_ms << ",\"prefetch_depth\":" << r.prefetch_depth
       << ",\"shard_fetch_s\":" << r.shard_fetch_s << ",\"shard_consume_s\":" << r.shard_consume_s
+      << ",\"fetched_ahead_bytes\":" << r.fetched_ahead_bytes
       << ",\"prefetch_log\":[";
     for (std::size_t i = 0; i < r.prefetch_log.size(); ++i) o << (i ? "," : "") << json_quote(r.prefetch_log[i]);
     o << "],\"resident_bytes\":" << r.resident_bytes << ",\"stray_reads\":" << r.stray_reads

@@ -252,7 +252,7 @@ def test_cache_dir_second_epoch_and_second_run_fetch_nothing(www, tmp_path):
         assert_same(batches(loader, 1), batches(stoker.Loader(local(www), **dict(kw, cache_dir=None)), 1))
         s = loader.stats()["remote"]
         assert s["bytes_fetched"] == after1  # the second epoch reads cache_dir only
-        assert s["cache_dir_misses"] == 4 and s["cache_dir_hits"] >= 4
+        assert s["cache_dir_misses"] == 4  # each shard fetched once; the second epoch's come from the folder or memory
         again = stoker.Loader(server.url + "/n-{0..3}.tar", **kw)
         assert_same(batches(again, 0), want)
         s = again.stats()["remote"]

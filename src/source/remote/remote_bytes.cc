@@ -34,6 +34,7 @@ struct RemoteShardBytes::Shard {
   int readers = 0;             // reads copying out of it now
   bool release_pending = false;
   std::int64_t started_ns = 0;
+  bool ahead = false;  // fetched for the epoch expected next
 };
 
 namespace {
@@ -127,6 +128,7 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
   plan_ = std::move(uses);
   plan_index_ = std::move(index);
   ahead_.clear();
+  ahead_index_.clear();
   ahead_next_ = 0;
   next_ = 0;
   demand_ = std::min<std::size_t>(1, plan_.size());
@@ -141,6 +143,8 @@ void RemoteShardBytes::plan_ahead(std::vector<Use> uses) const {
     std::lock_guard<std::mutex> lock(mu_);
     ahead_ = std::move(uses);
     ahead_next_ = 0;
+    ahead_index_.assign(shards_.size(), SIZE_MAX);
+    for (std::size_t k = 0; k < ahead_.size(); ++k) ahead_index_[ahead_[k].shard] = k;
   }
   fetch_cv_.notify_all();
 }
@@ -154,8 +158,15 @@ void RemoteShardBytes::progress(std::size_t done) const {
     Shard* sh = shards_[u.shard].get();
     if (u.last >= done_ || plan_index_[u.shard] != k || sh->state == Shard::State::kAbsent) continue;
     plan_index_[u.shard] = SIZE_MAX;  // read through: a later read of it is a stray one
-    release_locked(sh);
     ++released;
+    // NOTE: one of the next epoch's first shards stays (within the budget),
+    // rather than being fetched again for it soon after.
+    const std::size_t a = ahead_index_.empty() ? SIZE_MAX : ahead_index_[u.shard];
+    if (a < static_cast<std::size_t>(ahead_count()) && sh->state != Shard::State::kFailed && sh->lo <= ahead_[a].lo &&
+        sh->hi >= ahead_[a].hi && (cache_ || resident_ <= opt_.memory_budget)) {
+      continue;
+    }
+    release_locked(sh);
   }
   if (released > 0) {
     // The consumption time of a shard: the time since the last release over
@@ -182,7 +193,7 @@ void RemoteShardBytes::release_locked(Shard* sh) const {
   if (sh->mem) {
     // NOTE: kept for the next shard (its pages are faulted in already: a
     // fresh buffer per shard cost as much CPU as the transfer), a few at most.
-    if (spares_.size() < static_cast<std::size_t>(concurrency_ + depth_)) {
+    if (spares_.size() < static_cast<std::size_t>(concurrency_ + ahead_count())) {
       spares_.push_back({sh->mem_capacity, std::move(sh->mem)});
     }
     sh->mem.reset();
@@ -231,6 +242,7 @@ void RemoteShardBytes::fetch_main() {
   while (!stop_) {
     while (next_ < plan_.size() && shards_[plan_[next_].shard]->state != Shard::State::kAbsent) ++next_;
     Use u;
+    bool ahead = false;
     if (next_ < plan_.size()) {
       if (!may_start_locked(next_)) {
         fetch_cv_.wait(lock);
@@ -250,6 +262,7 @@ void RemoteShardBytes::fetch_main() {
         continue;
       }
       u = ahead_[ahead_next_++];
+      ahead = true;
     }
     Shard* sh = shards_[u.shard].get();
     sh->state = Shard::State::kFetching;
@@ -260,6 +273,7 @@ void RemoteShardBytes::fetch_main() {
     sh->received = 0;
     sh->error = Status::Ok();
     sh->started_ns = now_ns();
+    sh->ahead = ahead;
     lock.unlock();
     fetch(sh);
     lock.lock();
@@ -274,6 +288,7 @@ void RemoteShardBytes::fetch_main() {
 
 void RemoteShardBytes::fetch(Shard* sh) const {
   auto arrived = [this, sh](std::uint64_t n) {
+    if (sh->ahead) ahead_bytes_.fetch_add(n, std::memory_order_relaxed);
     bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -472,6 +487,7 @@ void RemoteShardBytes::io_stats(Stats* s) const {
     r.prefetch_depth = depth_;
     r.shard_fetch_s = fetch_s_ewma_;
     r.shard_consume_s = consume_s_ewma_;
+    r.fetched_ahead_bytes = ahead_bytes_.load(std::memory_order_relaxed);
     r.prefetch_log = depth_log_;
     r.resident_bytes = resident_;
   }

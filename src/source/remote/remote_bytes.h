@@ -3,6 +3,7 @@
 // arrive.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,8 @@ class RemoteShardBytes final : public ShardBytes {
   mutable int concurrency_ = 1;              // the most shards the plan uses at once
   mutable std::vector<Use> ahead_;           // the next epoch's plan (plan_ahead), by first use
   mutable std::size_t ahead_next_ = 0;
+  mutable std::vector<std::size_t> ahead_index_;  // shard -> its index in ahead_, SIZE_MAX when not there
+  mutable std::atomic<std::uint64_t> ahead_bytes_{0};  // bytes that arrived for shards fetched ahead
   mutable std::vector<std::pair<std::uint64_t, std::unique_ptr<std::uint8_t[]>>> spares_;  // released buffers
   mutable int waiting_ = 0;                  // readers waiting on data_cv_
   mutable double fetch_s_ewma_ = 0, consume_s_ewma_ = 0;

@@ -24,7 +24,7 @@ struct RemoteShardBytes::Shard {
   State state = State::kAbsent;
   // Held in memory (bytes [lo, hi) of the object), or in the node cache
   // (the whole object, in entry->fd()). Stable while readers > 0.
-  std::unique_ptr<std::uint8_t[]> mem;
+  Buffer mem{nullptr, ArenaFree{nullptr}};
   std::uint64_t mem_capacity = 0;
   std::unique_ptr<NodeCache::Entry> entry;
   std::uint64_t lo = 0, hi = 0;
@@ -368,8 +368,10 @@ void RemoteShardBytes::fetch(Shard* sh) const {
       sh->mem_capacity = best->first;
       spares_.erase(best);
     } else {
-      sh->mem = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(span));
-      sh->mem_capacity = span;
+      // NOTE: a little room, so the buffer serves the next shards of about this size.
+      const std::uint64_t cap = (span + span / 8 + 65535) & ~std::uint64_t{65535};
+      sh->mem = Buffer(arena_.alloc(static_cast<std::size_t>(cap)), ArenaFree{&arena_});
+      sh->mem_capacity = cap;
     }
     sh->charged = span;
     resident_ += span;

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/arena.h"
 #include "source/remote/node_cache.h"
 #include "source/remote/transport.h"
 #include "source/shard_bytes.h"
@@ -51,6 +52,15 @@ class RemoteShardBytes final : public ShardBytes {
   void tune_locked(double fetch_s, std::uint64_t bytes) const;
   std::uint64_t peak_bytes(const std::vector<Use>& uses) const;
 
+  // Shard buffers: huge-page mappings populated at once (a 4 KiB fault per
+  // page of a fresh malloc'd buffer cost as much CPU as the transfer).
+  struct ArenaFree {
+    Arena* arena;
+    void operator()(std::uint8_t* p) const noexcept { arena->free(p); }
+  };
+  using Buffer = std::unique_ptr<std::uint8_t, ArenaFree>;
+  mutable Arena arena_{std::size_t{4} << 20};
+
   std::vector<std::unique_ptr<Shard>> shards_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<RemoteCounters> counters_;
@@ -72,7 +82,7 @@ class RemoteShardBytes final : public ShardBytes {
   mutable std::size_t ahead_next_ = 0;
   mutable std::vector<std::size_t> ahead_index_;  // shard -> its index in ahead_, SIZE_MAX when not there
   mutable std::atomic<std::uint64_t> ahead_bytes_{0};  // bytes that arrived for shards fetched ahead
-  mutable std::vector<std::pair<std::uint64_t, std::unique_ptr<std::uint8_t[]>>> spares_;  // released buffers
+  mutable std::vector<std::pair<std::uint64_t, Buffer>> spares_;  // released buffers, by capacity
   mutable int waiting_ = 0;                  // readers waiting on data_cv_
   mutable double fetch_s_ewma_ = 0, consume_s_ewma_ = 0;
   mutable std::int64_t last_release_ns_ = -1;

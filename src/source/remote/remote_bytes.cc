@@ -112,7 +112,11 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
     // Kept only when the new plan uses it and it holds what the plan reads.
     const bool keep = index[s] != SIZE_MAX && sh->state != Shard::State::kFailed && sh->lo <= uses[index[s]].lo &&
                       sh->hi >= uses[index[s]].hi;
-    if (!keep) release_locked(sh);
+    if (keep) {
+      sh->release_pending = false;
+    } else {
+      release_locked(sh);
+    }
   }
   // The most shards the plan uses at once (a window's): that many beyond
   // those needed now are fetched ahead, plus the depth.
@@ -352,9 +356,8 @@ void RemoteShardBytes::fetch(Shard* sh) const {
       if (st.ok()) st = entry->commit();
       return finish(st);
     }
-    // kBypass: no room in cache_dir; through memory.
-    sh->lo = 0;
-    sh->hi = size;
+    // kBypass: no room in cache_dir; the whole shard through memory (lo, hi
+    // say so already: with cache_dir every fetch is of a whole shard).
   }
   const std::uint64_t span = sh->hi - sh->lo;
   {

@@ -183,6 +183,16 @@ def test_unreachable_host_and_missing_object_are_named(www, web):
     assert "/n-4.tar" in str(e.value) and "HTTP 404" in str(e.value)
 
 
+def test_a_password_in_the_url_is_never_shown(www, web):
+    url = web.url.replace("http://", "http://reader:hunter2secret@")
+    loader = stoker.Loader(url + "/n-{0..3}.tar", **KW)
+    assert_same(batches(loader, 0), batches(stoker.Loader(local(www), **KW), 0))
+    assert "hunter2secret" not in json.dumps(loader.stats())
+    with pytest.raises(FileNotFoundError) as e:
+        stoker.Loader(url + "/n-{0..4}.tar", **KW)
+    assert "hunter2secret" not in str(e.value) and "/n-4.tar" in str(e.value)
+
+
 def test_missing_sidecar_is_scanned_and_a_truncated_shard_is_named(www, tmp_path, capfd):
     d = tmp_path / "www"
     d.mkdir()

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "source/remote/transport.h"
 #include "source/tar.h"
 #include "stoker/loader.h"
 #include "stoker/source.h"
@@ -64,6 +65,15 @@ std::vector<std::vector<std::uint8_t>> epoch(Loader& l, std::uint64_t e) {
     out.back().insert(out.back().end(), y, y + b.size() * sizeof(std::int64_t));
   }
   return out;
+}
+
+TEST(RemoteTest, UrlsAreShownWithoutUserAndPassword) {
+  EXPECT_EQ(detail::redact_url("https://u:p@host:8/a/b.tar"), "https://host:8/a/b.tar");
+  EXPECT_EQ(detail::redact_url("http://host/a@b.tar"), "http://host/a@b.tar");  // an '@' in the path stays
+  EXPECT_EQ(detail::redact_url("https://u:p@w@host/x"), "https://host/x");
+  EXPECT_EQ(detail::redact_url("s3://bucket/k.tar"), "s3://bucket/k.tar");
+  EXPECT_EQ(detail::redact_url("pipe:curl https://u:p@h/x"), "pipe:curl https://u:p@h/x");  // a command is shown as given
+  EXPECT_EQ(detail::redact_url("data/x.tar"), "data/x.tar");
 }
 
 TEST(RemoteTest, PipeRecordsEqualLocalOnes) {

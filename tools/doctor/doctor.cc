@@ -26,6 +26,7 @@
 #include "doctor/channel.h"
 #include "doctor/html.h"
 #include "doctor/sampler.h"
+#include "source/remote/transport.h"
 #include "doctor/sweep.h"
 #include "doctor/temp_dir.h"
 #include "doctor/verdict.h"
@@ -253,7 +254,16 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   for (const auto& s : v.suggestions) {
     j["suggestions"].push_back({{"action", s.action}, {"predicted_rate", s.predicted_rate}, {"predicted_lo", s.predicted_lo}, {"predicted_hi", s.predicted_hi}, {"gain", s.gain}, {"basis", s.basis}});
   }
-  for (const auto& [k, s] : f.series) j["sources"][k] = s.last;
+  for (const auto& [k, s] : f.series) {
+    j["sources"][k] = s.last;
+    // NOTE: the probes reopen the user's specs as given; the report shows
+    // them without a user:password@.
+    if (auto it = j["sources"][k].find("sources"); it != j["sources"][k].end() && it->is_array()) {
+      for (auto& spec : *it) {
+        if (spec.is_string()) spec = detail::redact_url(spec.get<std::string>());
+      }
+    }
+  }
   for (const auto& s : f.samples) {
     j["timeline"].push_back({{"t", s.t}, {"core_busy", s.core_busy}, {"iowait", s.iowait}, {"tree_cpu", s.tree_cpu},
                              {"disk_read_mbs", s.disk_read_mbs}, {"disk_read_iops", s.disk_read_iops},

@@ -164,7 +164,7 @@ class HttpTransport final : public Transport {
   // What a message calls the object: its URL as the user gave it.
   static std::string display(const std::string& url) {
     const std::size_t q = url.find('?');
-    return q == std::string::npos ? url : url.substr(0, q);
+    return redact_url(q == std::string::npos ? url : url.substr(0, q));
   }
   std::string request_url(const std::string& url) const {
     if (s3_ && url.rfind("s3://", 0) == 0) {

@@ -19,6 +19,7 @@ namespace stoker::detail {
 
 struct RemoteShardBytes::Shard {
   std::string url;
+  std::string name;  // the URL in messages and cache keys: no user:password@
   ObjectInfo info;
   enum class State { kAbsent, kFetching, kReady, kFailed };
   State state = State::kAbsent;
@@ -48,6 +49,7 @@ RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<Ob
   for (std::size_t s = 0; s < urls.size(); ++s) {
     auto sh = std::make_unique<Shard>();
     sh->url = std::move(urls[s]);
+    sh->name = redact_url(sh->url);
     sh->info = std::move(infos[s]);
     shards_.push_back(std::move(sh));
   }
@@ -311,13 +313,13 @@ void RemoteShardBytes::fetch(Shard* sh) const {
       // not there: kUnavailable, which on_corrupt="skip" never skips.
       sh->error = st.code() == Code::kUnavailable || st.code() == Code::kCancelled
                       ? st
-                      : Status(Code::kUnavailable, sh->url + ": " + st.message());
+                      : Status(Code::kUnavailable, sh->name + ": " + st.message());
     }
   };
   const std::uint64_t size = sh->info.size;
   if (cache_) {
     std::unique_ptr<NodeCache::Entry> e;
-    Status st = cache_->open(sh->url, sh->info.etag, size, [this] { return transport_->cancelled(); }, &e);
+    Status st = cache_->open(sh->name, sh->info.etag, size, [this] { return transport_->cancelled(); }, &e);
     if (!st.ok()) return finish(st);
     if (e->state() == NodeCache::Entry::State::kHit) {
       {
@@ -345,7 +347,7 @@ void RemoteShardBytes::fetch(Shard* sh) const {
           const ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(pos + done));
           if (w < 0) {
             if (errno == EINTR) continue;
-            return Status::IOError("cache_dir '" + part + "': writing " + sh->url + ": " + std::strerror(errno));
+            return Status::IOError("cache_dir '" + part + "': writing " + sh->name + ": " + std::strerror(errno));
           }
           done += static_cast<std::size_t>(w);
         }
@@ -382,7 +384,7 @@ void RemoteShardBytes::fetch(Shard* sh) const {
   std::uint8_t* dst = sh->mem.get();
   std::uint64_t pos = 0;
   Status st = transport_->get(sh->url, sh->lo, span, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
-    if (pos + n > span) return Status::Internal(sh->url + ": more bytes than asked for");
+    if (pos + n > span) return Status::Internal(sh->name + ": more bytes than asked for");
     std::memcpy(dst + pos, p, n);
     pos += n;
     arrived(n);
@@ -408,7 +410,7 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
     --waiting_;
     counters_->fetch_wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
   }
-  if (stop_) return Status(Code::kCancelled, sh->url + ": the source is closing");
+  if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
   if ((sh->state == Shard::State::kFetching || sh->state == Shard::State::kReady) && off >= sh->lo &&
       off + size <= sh->hi) {
     const std::uint64_t need = off + size - sh->lo;
@@ -418,7 +420,7 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
       data_cv_.wait(lock, [&] { return stop_ || sh->received >= need || sh->state != Shard::State::kFetching; });
       --waiting_;
       counters_->fetch_wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
-      if (stop_) return Status(Code::kCancelled, sh->url + ": the source is closing");
+      if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
     }
     if (sh->state == Shard::State::kFailed) return sh->error;
     if (sh->received >= need) {
@@ -431,7 +433,7 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
       } else {
         const long long n = pread_full(sh->entry->fd(), out->data(), out->size(), off);
         if (n != static_cast<long long>(size)) {
-          st = Status(Code::kUnavailable, sh->url + ": cache_dir file read failed at " + std::to_string(off) + ": " +
+          st = Status(Code::kUnavailable, sh->name + ": cache_dir file read failed at " + std::to_string(off) + ": " +
                                               (n < 0 ? std::strerror(errno) : "short read"));
         }
       }
@@ -446,7 +448,7 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
   if (cache_) {
     // A complete entry in cache_dir serves it. NOTE: read through its own fd,
     // which keeps the bytes even if another process evicts the entry now.
-    const std::string path = cache_->entry_path(NodeCache::entry_key(sh->url, sh->info.etag, sh->info.size)) + ".tar";
+    const std::string path = cache_->entry_path(NodeCache::entry_key(sh->name, sh->info.etag, sh->info.size)) + ".tar";
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
       struct stat st;
@@ -461,12 +463,12 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
   counters_->stray_reads.fetch_add(1, std::memory_order_relaxed);
   std::uint64_t pos = 0;
   Status st = transport_->get(sh->url, off, size, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
-    if (pos + n > size) return Status::Internal(sh->url + ": more bytes than asked for");
+    if (pos + n > size) return Status::Internal(sh->name + ": more bytes than asked for");
     std::memcpy(out->data() + pos, p, n);
     pos += n;
     return Status::Ok();
   });
-  if (st.ok() && pos != size) st = Status(Code::kUnavailable, sh->url + ": short read at " + std::to_string(off));
+  if (st.ok() && pos != size) st = Status(Code::kUnavailable, sh->name + ": short read at " + std::to_string(off));
   if (!st.ok() && st.code() != Code::kUnavailable && st.code() != Code::kCancelled) {
     st = Status(Code::kUnavailable, st.message());
   }

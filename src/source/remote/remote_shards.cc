@@ -20,6 +20,7 @@ namespace {
 
 struct Opened {
   std::string url;
+  std::string name;     // the URL without user:password@: messages, cache keys, index file names
   ObjectInfo info;
   bool listed = false;  // info came from a listing
   ShardIndex index;
@@ -51,13 +52,13 @@ Status index_shard(Transport* t, NodeCache* cache, RemoteCounters* counters, con
     return true;
   };
   std::string text;
-  if (cache && cache->load_index(o->url, o->info.etag, &text) && try_text(text)) {
+  if (cache && cache->load_index(o->name, o->info.etag, &text) && try_text(text)) {
     o->how = "cache";
     return Status::Ok();
   }
   if (!opt.index_dir.empty()) {
     std::vector<std::uint8_t> bytes;
-    if (read_file(index_path(o->url, opt.index_dir), &bytes).ok() && try_text(std::string(bytes.begin(), bytes.end()))) {
+    if (read_file(index_path(o->name, opt.index_dir), &bytes).ok() && try_text(std::string(bytes.begin(), bytes.end()))) {
       o->how = "cache";
       return Status::Ok();
     }
@@ -66,7 +67,7 @@ Status index_shard(Transport* t, NodeCache* cache, RemoteCounters* counters, con
     Status st = t->get_small(o->url + ".idx", &text);
     if (st.ok() && try_text(text)) {
       o->how = "sidecar";
-      if (cache) cache->store_index(o->url, o->info.etag, text);
+      if (cache) cache->store_index(o->name, o->info.etag, text);
       return Status::Ok();
     }
     if (!st.ok() && st.code() != Code::kNotFound) return st;
@@ -87,17 +88,17 @@ Status index_shard(Transport* t, NodeCache* cache, RemoteCounters* counters, con
     std::memcpy(buf, data.data() + off, k);
     return static_cast<long long>(k);
   };
-  st = build_index(read_at, data.size(), o->url, opt.labels, &o->index);
+  st = build_index(read_at, data.size(), o->name, opt.labels, &o->index);
   if (!st.ok()) return st;
   o->index.shard_size = data.size();
   o->how = "scan";
   const std::string serialized = serialize_index(o->index);
   if (cache) {
-    cache->store_index(o->url, o->info.etag, serialized);
+    cache->store_index(o->name, o->info.etag, serialized);
     // NOTE: the bytes are here already: they become the cache entry, so the
     // first epoch reads them from disk instead of fetching them again.
     std::unique_ptr<NodeCache::Entry> e;
-    if (cache->open(o->url, o->info.etag, o->info.size, [t] { return t->cancelled(); }, &e).ok() &&
+    if (cache->open(o->name, o->info.etag, o->info.size, [t] { return t->cancelled(); }, &e).ok() &&
         e->state() == NodeCache::Entry::State::kDownload) {
       std::size_t done = static_cast<std::size_t>(e->resume_from());
       bool ok = true;
@@ -110,7 +111,7 @@ Status index_shard(Transport* t, NodeCache* cache, RemoteCounters* counters, con
       if (ok) (void)e->commit();
     }
   } else if (!opt.index_dir.empty()) {
-    (void)write_file_atomically(index_path(o->url, opt.index_dir), serialized);
+    (void)write_file_atomically(index_path(o->name, opt.index_dir), serialized);
   }
   return Status::Ok();
 }
@@ -147,10 +148,10 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
         std::vector<std::pair<std::string, ObjectInfo>> found;
         Status st = transport->list(u, &found);
         if (!st.ok()) throw Error(st);
-        if (found.empty()) throw Error(Code::kNotFound, "shard pattern '" + u + "' matches no object");
-        for (auto& [url, info] : found) shards.push_back({url, info, true, {}, ""});
+        if (found.empty()) throw Error(Code::kNotFound, "shard pattern '" + redact_url(u) + "' matches no object");
+        for (auto& [url, info] : found) shards.push_back({url, redact_url(url), info, true, {}, ""});
       } else {
-        shards.push_back({u, {}, false, {}, ""});
+        shards.push_back({u, redact_url(u), {}, false, {}, ""});
       }
     }
   }
@@ -207,8 +208,10 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
   bopt.connections = remote.connections;
   bopt.memory_budget = remote.memory_budget ? remote.memory_budget : default_memory_budget();
   bopt.index_how = how;
-  auto bytes = std::make_unique<RemoteShardBytes>(urls, std::move(infos), transport, counters, cache, bopt);
-  return make_shard_source(std::move(urls), std::move(indexes), std::move(bytes));
+  std::vector<std::string> names;  // NOTE: what keys, messages and describe() show: no user:password@
+  for (const auto& u : urls) names.push_back(redact_url(u));
+  auto bytes = std::make_unique<RemoteShardBytes>(std::move(urls), std::move(infos), transport, counters, cache, bopt);
+  return make_shard_source(std::move(names), std::move(indexes), std::move(bytes));
 }
 
 }  // namespace stoker::detail

@@ -28,6 +28,16 @@ std::string remote_scheme(const std::string& spec) {
   return "";
 }
 
+std::string redact_url(const std::string& url) {
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string::npos || remote_scheme(url).empty() || remote_scheme(url) == "pipe") return url;
+  const std::size_t host = scheme + 3;
+  const std::size_t path = url.find('/', host);
+  const std::size_t at = url.rfind('@', path == std::string::npos ? std::string::npos : path);
+  if (at == std::string::npos || at < host) return url;
+  return url.substr(0, host) + url.substr(at + 1);
+}
+
 namespace {
 constexpr double kLatencyLo = 0.05;  // ms, the first bucket's upper edge
 constexpr double kLatencyStep = 1.25;  // each bucket's edge is this times the previous one's

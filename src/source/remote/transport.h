@@ -19,6 +19,8 @@ namespace stoker::detail {
 
 // "http", "https", "s3", "pipe", or "" for a local path.
 std::string remote_scheme(const std::string& spec);
+// The URL as messages, keys and stats show it: without a user:password@.
+std::string redact_url(const std::string& url);
 
 // What identifies an object's bytes for a run: pinned at open, checked on
 // every response, so a shard changed mid-run is an error, never mixed data.

@@ -64,6 +64,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from augment_bench import cpu_model, median  # noqa: E402  (one definition for the benches)
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 TARGET_RATE, TARGET_BYTES = 0.9, 1.02
 QUIET = 0.15  # cores of other processes below which an epoch counts as quiet
@@ -127,22 +129,6 @@ def machine_cpu():
 
 def cpu_delta(a, b):
     return {k: b[k] - a[k] for k in a}
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def module_info():

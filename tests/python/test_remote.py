@@ -56,8 +56,9 @@ def local(www):
     return os.path.join(www, "n-{0..3}.tar")
 
 
-def tar_gets(server):
-    return [r for r in server.requests() if r["method"] == "GET" and r["path"].endswith(".tar")]
+def tar_gets(server, requests):
+    """The shard GETs in nginx's log, once it holds all `requests` (nginx logs a request after answering it)."""
+    return [r for r in server.requests(min_count=requests, timeout=10) if r["method"] == "GET" and r["path"].endswith(".tar")]
 
 
 @pytest.mark.parametrize("opts", [dict(shuffle=True, seed=5), dict(shuffle=True, seed=5, shuffle_window=2),
@@ -104,11 +105,11 @@ def test_http_bytes_fetched_are_the_shards_once(www, tmp_path):
         sizes = sum(os.path.getsize(f) for f in glob.glob(os.path.join(www, "n-*.tar")))
         sidecars = sum(os.path.getsize(f) for f in glob.glob(os.path.join(www, "n-*.tar.idx")))
         assert sizes <= s["bytes_fetched"] <= sizes + sidecars + s["stray_reads"] * 65536
-        gets = tar_gets(server)
+        gets = tar_gets(server, s["requests"])
         whole = [r["path"] for r in gets if not r["range"]]
         assert sorted(whole) == [f"/n-{i}.tar" for i in range(4)]  # each shard once
         assert len(gets) - len(whole) == s["stray_reads"] <= 2  # a record read before the plan (kind="auto")
-        assert s["requests"] == len(server.requests())
+        assert s["requests"] == len(server.requests(min_count=s["requests"], timeout=10))
 
 
 def test_pipe_cat_equals_local_and_a_failing_command_is_named(www, tmp_path):
@@ -149,7 +150,7 @@ def test_through_faults_every_sample_arrives_once_and_retries_are_counted(www, w
         loader = stoker.Loader(proxy.url + "/n-{0..3}.tar", **kw)
         got = batches(loader, 0)
         s = loader.stats()["remote"]
-        log = proxy.log()
+        log = proxy.log(min_count=s["requests"], timeout=10)  # the proxy logs a request once it is relayed
     assert_same(got, batches(stoker.Loader(local(www), **kw), 0))
     labels = np.concatenate([y for _, y in got])
     assert sorted(labels.tolist()) == list(range(37))  # every sample exactly once
@@ -265,9 +266,9 @@ def test_cache_dir_second_epoch_and_second_run_fetch_nothing(www, tmp_path):
         assert s["cache_dir_misses"] == 4  # each shard fetched once; the second epoch's come from the folder or memory
         again = stoker.Loader(server.url + "/n-{0..3}.tar", **kw)
         assert_same(batches(again, 0), want)
-        s = again.stats()["remote"]
-        assert s["bytes_fetched"] == 0 and s["index"] == "cache" and s["cache_dir_misses"] == 0
-        assert len([r for r in tar_gets(server) if not r["range"]]) == 4
+        s2 = again.stats()["remote"]
+        assert s2["bytes_fetched"] == 0 and s2["index"] == "cache" and s2["cache_dir_misses"] == 0
+        assert len([r for r in tar_gets(server, s["requests"] + s2["requests"]) if not r["range"]]) == 4
 
 
 RANK_SCRIPT = r"""
@@ -303,7 +304,8 @@ def test_two_ranks_sharing_cache_dir_fetch_each_shard_once(www, tmp_path, shards
             o, err = p.communicate(timeout=120)
             assert p.returncode == 0, err
             out.append(json.loads(o.strip().splitlines()[-1]))
-        gets = [r for r in tar_gets(server) if not r["range"]]  # whole shards (a ranged one is a stray read)
+        made = sum(o["remote"]["requests"] for o in out)
+        gets = [r for r in tar_gets(server, made) if not r["range"]]  # whole shards (a ranged one is a stray read)
     per_path = {}
     for r in gets:
         per_path[r["path"]] = per_path.get(r["path"], 0) + 1
@@ -361,7 +363,14 @@ def test_a_killed_rank_leaves_no_partial_file_and_the_next_resumes(numbered, tmp
         assert not glob.glob(str(cache / "**" / "*.tar"), recursive=True)
         again = stoker.Loader(url, cache_dir=str(cache), **KW)
         assert_same(batches(again, 0), want)
+        def resumed(entries):  # the resumption's GET, from the byte the killed download got to
+            return [r for r in entries if r["path"] == "/big-0.tar" and r["range"] and
+                    int(r["range"][6:].split("-")[0]) >= 20000]
         log = proxy.log()
+        deadline = time.monotonic() + 10  # the proxy logs a request once it is relayed
+        while time.monotonic() < deadline and not resumed(log):
+            time.sleep(0.05)
+            log = proxy.log()
     assert not glob.glob(str(cache / "**" / "*.part"), recursive=True)
     tars = glob.glob(str(cache / "**" / "*.tar"), recursive=True)
     assert len(tars) == 1 and open(tars[0], "rb").read() == big.read_bytes()
@@ -369,8 +378,10 @@ def test_a_killed_rank_leaves_no_partial_file_and_the_next_resumes(numbered, tmp
     gets = [r for r in log if r["path"] == "/big-0.tar" and r["method"] == "GET"]
     stalled = [r for r in gets if r["action"] == "stall_after_bytes"]
     assert len(stalled) == 1 and not stalled[0]["range"]
-    start = int(gets[-1]["range"][6:].split("-")[0])
-    assert start >= 20000 and gets[-1]["bytes"] == os.path.getsize(big) - start
+    again_gets = resumed(log)
+    assert len(again_gets) == 1
+    start = int(again_gets[0]["range"][6:].split("-")[0])
+    assert again_gets[0]["bytes"] == os.path.getsize(big) - start
 
 
 def test_full_cache_disk_is_an_error_naming_cache_dir_and_errno(www, tmp_path):

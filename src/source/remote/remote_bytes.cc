@@ -42,6 +42,11 @@ namespace {
 constexpr int kMaxDepth = 32;
 }
 
+// A resident shard can serve a use: not failed, and its bytes cover the span.
+bool RemoteShardBytes::holds(const Shard& sh, const Use& u) {
+  return sh.state != Shard::State::kFailed && sh.lo <= u.lo && sh.hi >= u.hi;
+}
+
 RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<ObjectInfo> infos,
                                    std::shared_ptr<Transport> transport, std::shared_ptr<RemoteCounters> counters,
                                    std::shared_ptr<NodeCache> cache, const RemoteBytesOptions& opt)
@@ -72,13 +77,20 @@ RemoteShardBytes::~RemoteShardBytes() {
   for (auto& t : fetchers_) t.join();
 }
 
+bool RemoteShardBytes::whole(const Use& u) const {
+  return cache_ || 2 * (u.hi - u.lo) >= shards_[u.shard]->info.size;
+}
+
+std::uint64_t RemoteShardBytes::fetch_bytes(const Use& u) const {
+  return whole(u) ? shards_[u.shard]->info.size : u.hi - u.lo;
+}
+
 std::uint64_t RemoteShardBytes::peak_bytes(const std::vector<Use>& uses) const {
   // The most bytes the plan holds at once: a shard from its first use to its
-  // last, whole when its records span at least half of it (as fetched).
+  // last, as it is fetched (fetch_bytes).
   std::vector<std::pair<std::size_t, std::int64_t>> events;
   for (const Use& u : uses) {
-    const std::uint64_t size = shards_[u.shard]->info.size;
-    const std::uint64_t bytes = 2 * (u.hi - u.lo) >= size ? size : u.hi - u.lo;
+    const std::uint64_t bytes = fetch_bytes(u);
     events.push_back({u.first, static_cast<std::int64_t>(bytes)});
     events.push_back({u.last + 1, -static_cast<std::int64_t>(bytes)});
   }
@@ -112,8 +124,7 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
     Shard* sh = shards_[s].get();
     if (sh->state == Shard::State::kAbsent) continue;
     // Kept only when the new plan uses it and it holds what the plan reads.
-    const bool keep = index[s] != SIZE_MAX && sh->state != Shard::State::kFailed && sh->lo <= uses[index[s]].lo &&
-                      sh->hi >= uses[index[s]].hi;
+    const bool keep = index[s] != SIZE_MAX && holds(*sh, uses[index[s]]);
     if (keep) {
       sh->release_pending = false;
     } else {
@@ -168,8 +179,7 @@ void RemoteShardBytes::progress(std::size_t done) const {
     // NOTE: one of the next epoch's first shards stays (within the budget),
     // rather than being fetched again for it soon after.
     const std::size_t a = ahead_index_.empty() ? SIZE_MAX : ahead_index_[u.shard];
-    if (a < static_cast<std::size_t>(ahead_count()) && sh->state != Shard::State::kFailed && sh->lo <= ahead_[a].lo &&
-        sh->hi >= ahead_[a].hi && (cache_ || resident_ <= opt_.memory_budget)) {
+    if (a < static_cast<std::size_t>(ahead_count()) && holds(*sh, ahead_[a]) && (cache_ || resident_ <= opt_.memory_budget)) {
       continue;
     }
     release_locked(sh);
@@ -222,9 +232,7 @@ bool RemoteShardBytes::may_start_locked(std::size_t k) const {
 
 bool RemoteShardBytes::fits_locked(const Use& u) const {
   if (cache_) return true;
-  const std::uint64_t size = shards_[u.shard]->info.size;
-  const std::uint64_t bytes = 2 * (u.hi - u.lo) >= size ? size : u.hi - u.lo;
-  return resident_ == 0 || resident_ + bytes <= opt_.memory_budget;
+  return resident_ == 0 || resident_ + fetch_bytes(u) <= opt_.memory_budget;
 }
 
 void RemoteShardBytes::tune_locked(double fetch_s, std::uint64_t bytes) const {
@@ -272,10 +280,8 @@ void RemoteShardBytes::fetch_main() {
     }
     Shard* sh = shards_[u.shard].get();
     sh->state = Shard::State::kFetching;
-    const std::uint64_t size = sh->info.size;
-    const bool whole = cache_ || 2 * (u.hi - u.lo) >= size;
-    sh->lo = whole ? 0 : u.lo;
-    sh->hi = whole ? size : u.hi;
+    sh->lo = whole(u) ? 0 : u.lo;
+    sh->hi = sh->lo + fetch_bytes(u);
     sh->received = 0;
     sh->error = Status::Ok();
     sh->started_ns = now_ns();
@@ -404,22 +410,14 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
       demand_ = k + 1;
       fetch_cv_.notify_all();
     }
-    const std::int64_t t0 = now_ns();
-    ++waiting_;
-    data_cv_.wait(lock, [&] { return stop_ || sh->state != Shard::State::kAbsent || plan_index_[shard] != k; });
-    --waiting_;
-    counters_->fetch_wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+    wait_locked(lock, [&] { return stop_ || sh->state != Shard::State::kAbsent || plan_index_[shard] != k; });
   }
   if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
   if ((sh->state == Shard::State::kFetching || sh->state == Shard::State::kReady) && off >= sh->lo &&
       off + size <= sh->hi) {
     const std::uint64_t need = off + size - sh->lo;
     if (sh->received < need && sh->state == Shard::State::kFetching) {
-      const std::int64_t t0 = now_ns();
-      ++waiting_;
-      data_cv_.wait(lock, [&] { return stop_ || sh->received >= need || sh->state != Shard::State::kFetching; });
-      --waiting_;
-      counters_->fetch_wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+      wait_locked(lock, [&] { return stop_ || sh->received >= need || sh->state != Shard::State::kFetching; });
       if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
     }
     if (sh->state == Shard::State::kFailed) return sh->error;
@@ -452,8 +450,8 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
       struct stat st;
-      const bool whole = ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == sh->info.size;
-      const long long n = whole ? pread_full(fd, out->data(), out->size(), off) : -1;
+      const bool complete = ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == sh->info.size;
+      const long long n = complete ? pread_full(fd, out->data(), out->size(), off) : -1;
       ::close(fd);
       if (n == static_cast<long long>(size)) return Status::Ok();
     }

@@ -15,6 +15,7 @@
 #include "source/remote/node_cache.h"
 #include "source/remote/transport.h"
 #include "source/shard_bytes.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 
@@ -51,6 +52,20 @@ class RemoteShardBytes final : public ShardBytes {
   int ahead_count() const { return concurrency_ + depth_ - 1; }
   void tune_locked(double fetch_s, std::uint64_t bytes) const;
   std::uint64_t peak_bytes(const std::vector<Use>& uses) const;
+  // A use is fetched whole when its records span at least half the shard
+  // (or into cache_dir, whose entries are whole objects), else as its span.
+  bool whole(const Use& u) const;
+  static bool holds(const Shard& sh, const Use& u);
+  std::uint64_t fetch_bytes(const Use& u) const;
+  // A reader's wait for bytes not yet arrived (counted in fetch_wait).
+  template <typename Pred>
+  void wait_locked(std::unique_lock<std::mutex>& lock, Pred ready) const {
+    const std::int64_t t0 = now_ns();
+    ++waiting_;
+    data_cv_.wait(lock, ready);
+    --waiting_;
+    counters_->fetch_wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+  }
 
   // Shard buffers: huge-page mappings populated at once (a 4 KiB fault per
   // page of a fresh malloc'd buffer cost as much CPU as the transfer).

@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
 
 all: build
 
@@ -115,6 +115,12 @@ bench-pack: build data
 # fault proxy, 20 ms per request) against local disk, 2 threads; bytes per epoch; cache_dir's second epoch.
 bench-remote: build data
 	$(PYTHON) bench/remote_bench.py $(DATA) --rounds 3 --build $(BUILD)
+
+# 3D volumes (issue 16): CT-like phantoms as .npy and .nii.gz (bench/volume_data.py, made in VOLUMES first), 4 patches
+# of 96^3 per volume by RandCropByPosNegLabel + ScaleIntensityRange + 3 RandFlips, against a DataLoader over numpy/nibabel.
+VOLUMES ?= data/volumes
+bench-volumes: build
+	$(PYTHON) bench/volume_bench.py $(VOLUMES) --volumes 24 --rounds 3
 
 # Many epochs: batch buffers within their bound, RSS within buffers + slack, fds and threads constant (not part of `make test`).
 soak: build data

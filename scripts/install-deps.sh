@@ -26,6 +26,9 @@ PACKAGES=(
   # real photographs for the sample dataset
   mate-backgrounds lomiri-wallpapers-16.04 lomiri-wallpapers-20.04
   plasma-workspace-wallpapers
+  # 3D volumes: tests' NIfTI reference reader and resampling reference, the
+  # volume benchmark's DataLoader baseline (bench/volume_bench.py)
+  python3-nibabel python3-scipy
   # remote shard tests: nginx serves shards on 127.0.0.1 (tests/python/remote_servers.py)
   nginx-light
   # libcurl headers: the HTTP(S)/S3 shard reader

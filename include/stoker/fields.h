@@ -35,6 +35,21 @@ enum class FieldKind {
             // .cls / json:<field> of shards), or a member holding an integer.
   kTensor,  // any numeric .npy, batched as is: every record must have record
             // 0's dtype and shape.
+  kVolume,  // a 3D scan (.npy, NIfTI-1/2 .nii, gzipped .nii.gz), (S0, S1, S2)
+            // or channels first (C, S0, S1, S2) (NIfTI: nibabel's axis
+            // order, its 4th dim the channels), any numeric dtype, NIfTI
+            // scaling applied: intensity. Cut into patches by
+            // LoaderOptions::volume_transforms (stoker/volume.h) without
+            // reading the whole volume; batched float32 [N*n, C, P0, P1, P2]
+            // (n patches per volume, consecutive), with <name>_start int64
+            // [N*n, 3] (the patch's first voxel in the volume) and
+            // <name>_affine float64 [N*n, 4, 4] (voxel to world, the volume's
+            // affine moved to the patch). At most one per schema: the
+            // reference of the label volumes. Not with images, masks, boxes.
+  kLabelVolume,  // a label volume paired with the kVolume: the same spatial
+                 // shape, integer values never scaled, nearest geometry,
+                 // padded with `fill`; [N*n, C, P0, P1, P2] uint8 when record
+                 // 0's is uint8, else int32.
 };
 
 // Coordinates of a box, as torchvision's BoundingBoxFormat names them.
@@ -47,18 +62,19 @@ struct Field {
   // The record member it is read from: a list file's column, a shard's
   // member suffix ("seg.png", or "seg" for the one member "seg.<ext>"),
   // "json:<key>" for a field of the record's .json member (labels and boxes).
-  // Empty (the default): images and labels come from the record itself (its
-  // image and its label); masks, boxes and tensors from the member named as
-  // the field.
+  // Empty (the default): images, volumes and labels come from the record
+  // itself (its image or volume, and its label); masks, boxes, tensors and
+  // label volumes from the member named as the field.
   std::string member;
-  // kMask, kBoxes, kTensor: a paired folder: the member is the file under
+  // kMask, kBoxes, kTensor, kVolume, kLabelVolume: a paired folder: the member is the file under
   // this folder whose path relative to it, without its extension, is the
   // record's (Source::relative_key) without its own ("data/seg/masks" for
   // images "data/seg/images/a/b.jpg" of folder "data/seg/images" ->
   // "data/seg/masks/a/b.png"), as VOC/ADE20K/Cityscapes-style trees pair
   // them. Empty (the default): `member`. Not with `member`.
   std::string folder{};
-  // kMask: the value of pixels padded outside the image (0..65535). Default 0.
+  // kMask, kLabelVolume: the value of pixels padded outside the image
+  // (0..65535). Default 0.
   int fill = 0;
   // kBoxes: rows of the padded batch tensor; more boxes are dropped and
   // counted. Default 100. REQUIRES: >= 1.
@@ -87,6 +103,14 @@ inline Field LabelField(std::string name, std::string member = "") {
 }
 inline Field TensorField(std::string name, std::string member = "") {
   return {std::move(name), FieldKind::kTensor, std::move(member)};
+}
+inline Field VolumeField(std::string name, std::string member = "") {
+  return {std::move(name), FieldKind::kVolume, std::move(member)};
+}
+inline Field LabelVolumeField(std::string name, std::string member = "", int fill = 0) {
+  Field f{std::move(name), FieldKind::kLabelVolume, std::move(member)};
+  f.fill = fill;
+  return f;
 }
 
 }  // namespace stoker

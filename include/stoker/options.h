@@ -10,6 +10,7 @@
 #include "stoker/fields.h"
 #include "stoker/source.h"
 #include "stoker/transforms.h"
+#include "stoker/volume.h"
 
 namespace stoker {
 
@@ -108,6 +109,10 @@ struct LoaderOptions {
   // would. With views, `transforms` must be empty and the schema may not
   // have masks or boxes. Default: none.
   std::vector<View> views;
+  // A schema with a VolumeField: its transforms (stoker/volume.h, MONAI's
+  // names), in order, in place of `transforms`; one sampling crop gives the
+  // patches (and their number per volume). Default: none.
+  std::vector<VolumeTransform> volume_transforms;
   // Images only; arrays keep their own dtype. Default kFloat32.
   DType dtype = DType::kFloat32;
   // Default kNCHW.
@@ -121,6 +126,10 @@ struct LoaderOptions {
   // instead of PIL's bilinear for that factor, and box edges rounded to the
   // scaled pixel grid).
   DecodeScale decode_scale = DecodeScale::kExact;
+  // Volumes with more voxels (channels included) than this are refused
+  // (counted as resource_exhausted) before any voxel memory is allocated.
+  // Default 2^31.
+  std::uint64_t max_volume_voxels = 1ULL << 31;
   // Images with more pixels than this are refused (counted as
   // resource_exhausted) before any pixel memory is allocated. The default is
   // Pillow's decompression-bomb error threshold (2 x 89,478,485).

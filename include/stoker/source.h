@@ -33,6 +33,15 @@ class Source {
   // the record lacks is kNotFound naming it and the members there are.
   // Sources of one file per record have no other members. REQUIRES: i < size()
   virtual Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const;
+  // Where a member's bytes lie in a local file, so that a part of it can be
+  // read without the rest (3D volumes read only a patch's voxels). `member`
+  // "" is the record itself. False when they do not lie in one local file
+  // (remote shards, sources that transform bytes); then read_member.
+  struct Extent {
+    std::string path;
+    std::uint64_t offset = 0, size = 0;
+  };
+  virtual bool member_extent(std::size_t /*i*/, const std::string& /*member*/, Extent* /*out*/) const { return false; }
   // The names of record i's members (empty for one file per record).
   virtual std::vector<std::string> members(std::size_t /*i*/) const { return {}; }
   // The record's path relative to the folder its source names records from

@@ -135,6 +135,29 @@ struct Stats {
   };
   Remote remote;
 
+  // 3D volumes (VolumeField; null in the JSON for other schemas).
+  struct Volume {
+    bool active = false;
+    int num_samples = 1;             // patches per volume load
+    std::uint64_t patches = 0;       // patches made
+    std::uint64_t loads = 0;         // volume loads (records made)
+    // Bytes of voxels read from files: a patch's window of an uncompressed
+    // volume, whole labels for their foreground index, whole files that are
+    // read into memory; patches cut from memory read none.
+    std::uint64_t bytes_read = 0;
+    double bytes_per_patch = 0;
+    std::uint64_t inflate_bytes = 0;  // .nii.gz voxels inflated (once per volume when the cache holds them)
+    double inflate_s = 0;             // worker seconds spent inflating
+    std::uint64_t cache_hits = 0;     // volume loads served from the volume cache
+    std::uint64_t cache_misses = 0;   // volume loads inflated or read whole (then kept when they fit)
+    std::uint64_t cache_entries = 0;  // volumes and label indexes kept
+    std::uint64_t cache_bytes = 0;
+    std::uint64_t cache_budget_bytes = 0;
+    std::uint64_t label_index_builds = 0;  // foreground indexes built (once per label volume when kept)
+    std::uint64_t posneg_one_class = 0;    // RandCropByPosNegLabel patches whose class was empty (the other used)
+  };
+  Volume volume;
+
   // Busy seconds and samples per worker thread (index = worker id).
   struct Thread {
     double read_s = 0, decode_s = 0, transform_s = 0;

@@ -50,7 +50,11 @@ from stoker._stoker import (  # noqa: F401
 from stoker import _stoker
 from stoker import _profiling
 from stoker import _staging
-from stoker.fields import Boxes, Image, Label, Mask, Tensor, detection_targets, FIELD_TYPES as _FIELD_TYPES
+from stoker.fields import Boxes, Image, Label, Mask, Tensor, Volume, LabelVolume, detection_targets, \
+    FIELD_TYPES as _FIELD_TYPES
+from stoker.volume import (CenterSpatialCrop, NormalizeIntensity, RandCropByPosNegLabel, RandFlip, RandRotate90,
+                           RandSpatialCrop, RandSpatialCropSamples, ScaleIntensityRange, SpatialPad,
+                           VOLUME_TRANSFORM_TYPES as _VOLUME_TRANSFORM_TYPES)
 from stoker.mixture import Mix
 from stoker.batch_transforms import CutMix, MixUp, RandomChoice
 from stoker.enums import AutoAugmentPolicy, InterpolationMode
@@ -63,7 +67,9 @@ __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "Ra
            "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize",
            "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide",
            "RandAugment", "AutoAugment", "RandomErasing", "RandomApply", "AugMix", "RandomCrop",
-           "RandomShortestSize", "detection_targets"]
+           "RandomShortestSize", "detection_targets", "Volume", "LabelVolume", "RandSpatialCrop",
+           "RandSpatialCropSamples", "RandCropByPosNegLabel", "CenterSpatialCrop", "SpatialPad", "RandFlip",
+           "RandRotate90", "ScaleIntensityRange", "NormalizeIntensity"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -76,8 +82,9 @@ _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, 
                    Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize, RandomPosterize, RandomAutocontrast,
                    RandomEqualize, RandomAdjustSharpness, RandomInvert, RandomRotation, RandomAffine,
                    TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply, AugMix, RandomCrop,
-                   RandomShortestSize]
-_FieldType = Union[Image, Mask, Boxes, Label, Tensor]
+                   RandomShortestSize, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel,
+                   CenterSpatialCrop, SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity]
+_FieldType = Union[Image, Mask, Boxes, Label, Tensor, Volume, LabelVolume]
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
 
@@ -237,7 +244,12 @@ class Loader:
             semantics on PIL images followed by ToTensor. The result must have a fixed size, so images need a
             RandomResizedCrop, CenterCrop or Resize((h, w)) after any
             Resize(int); the default () suits only .npy arrays and schemas
-            without an Image. Default ().
+            without an Image. With a stoker.Volume field: MONAI's volume
+            transforms instead (stoker.RandSpatialCrop,
+            RandSpatialCropSamples, RandCropByPosNegLabel, CenterSpatialCrop,
+            SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange,
+            NormalizeIntensity; see stoker.volume), one sampling crop among
+            them. Default ().
         threads (int): worker threads; 0 = autotuned (start with max_threads,
             default one per core, then give cores back to the training step
             while the loader is ahead; stats()["autotune_log"] says what
@@ -273,6 +285,9 @@ class Loader:
             sample error, counted as resource_exhausted) before any pixel
             memory is allocated. Default 178956970, Pillow's
             decompression-bomb limit.
+        max_volume_voxels (int): volumes (stoker.Volume, LabelVolume) with
+            more voxels, channels included, are refused the same way, from
+            their header. Default 2**31.
         labels (str): for shards, "cls" (the .cls member) or "json:<field>"
             (an integer field of the .json member). Default "cls".
         image_root (str or os.PathLike, optional): for a COCO instances
@@ -438,7 +453,8 @@ class Loader:
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  on_corrupt: Literal["skip", "raise"] = "skip", dtype: Literal["float32", "uint8"] = "float32",
                  layout: Literal["NCHW", "NHWC"] = "NCHW", output: Literal["torch", "numpy"] = "torch",
-                 max_image_pixels: int = _DEFAULT_MAX_IMAGE_PIXELS, labels: str = "cls",
+                 max_image_pixels: int = _DEFAULT_MAX_IMAGE_PIXELS, max_volume_voxels: int = 2 ** 31,
+                 labels: str = "cls",
                  image_root: Optional[_Path] = None, skip_empty: bool = False, keep_crowd: bool = False,
                  kind: Literal["auto", "image", "array"] = "auto", device: Union[str, "torch.device", None] = None,
                  pin_memory: bool = False, decode_scale: Literal["exact", "auto"] = "exact",
@@ -470,9 +486,12 @@ class Loader:
         self.device = _check_device(device, pin_memory, output)
         self.pin_memory = bool(pin_memory)
         transforms = list(transforms)
+        # MONAI-named volume transforms go to the volume schema's list (options "volume_transforms").
+        volume_transforms = [t for t in transforms if isinstance(t, _VOLUME_TRANSFORM_TYPES)]
+        transforms = [t for t in transforms if not isinstance(t, _VOLUME_TRANSFORM_TYPES)]
         for t in transforms:
             if not isinstance(t, _stoker._transform_types):
-                names = ", ".join(c.__name__ for c in _stoker._transform_types)
+                names = ", ".join(c.__name__ for c in _stoker._transform_types + _VOLUME_TRANSFORM_TYPES)
                 raise ValueError(f"transforms: {t!r} is not a stoker transform ({names})")
         if fields is not None:
             fields = list(fields)
@@ -494,7 +513,7 @@ class Loader:
                        threads=threads, prefetch=prefetch, max_threads=max_threads, rank=rank,
                        world_size=world_size, on_corrupt=on_corrupt,
                        max_consecutive_corrupt=max_consecutive_corrupt, dtype=dtype, layout=layout,
-                       max_image_pixels=max_image_pixels, labels=labels, kind=kind, decode_scale=decode_scale,
+                       max_image_pixels=max_image_pixels, max_volume_voxels=max_volume_voxels, labels=labels, kind=kind, decode_scale=decode_scale,
                        image_root=os.fspath(image_root) if image_root is not None else "",
                        skip_empty=bool(skip_empty), keep_crowd=bool(keep_crowd),
                        cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
@@ -503,7 +522,8 @@ class Loader:
                        cache_dir=os.fspath(cache_dir) if cache_dir is not None else "", cache_limit=cache_limit,
                        remote_connections=remote_connections, remote_retries=remote_retries,
                        progress={None: "auto", True: "on", False: "off"}[progress],
-                       fields=[f._json() for f in fields or ()])
+                       fields=[f._json() for f in fields or ()],
+                       volume_transforms=[t._json() for t in volume_transforms])
         options_json = json.dumps(options, default=_json_value)
         if mixture is not None:
             self._impl = _stoker._Loader._mixture(mixture, options_json, transforms, view_args)
@@ -516,7 +536,7 @@ class Loader:
         self._h2d_ns = 0     # consumer-thread time staging and starting host-to-device copies
         self._h2d_bytes = 0
         self.rank, self.world_size = rank, world_size
-        self.transforms = transforms
+        self.transforms = transforms + volume_transforms
         self.batch_transforms = _batch_transforms.BatchTransforms(list(batch_transforms), layout, dtype)
         if self.batch_transforms:
             self._mix_keys = _mix_keys(fields)

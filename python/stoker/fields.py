@@ -234,7 +234,76 @@ class Tensor(_Field):
         self._set_folder(folder)
 
 
-FIELD_TYPES = (Image, Mask, Boxes, Label, Tensor)
+class Volume(_Field):
+    """A 3D scan, cut into patches: float32 [B*n, C, P0, P1, P2].
+
+    Read from .npy ((D, H, W) or channels first (C, D, H, W), C or Fortran
+    order), NIfTI-1/2 ``.nii`` or gzipped ``.nii.gz`` (nibabel's axis order,
+    its 4th dim the channels; scl_slope/scl_inter applied), any numeric
+    dtype, recognised by content. The loader's volume transforms
+    (stoker.RandCropByPosNegLabel, RandSpatialCrop, ..., MONAI's names) cut
+    ``n`` patches per volume load (the sampling crop's ``num_samples``),
+    consecutive batch entries; an uncompressed volume's patch reads only the
+    bytes it covers. Also in the batch: ``<name>_start`` int64 [B*n, 3] (the
+    patch's first voxel in the volume, before flips) and ``<name>_affine``
+    float64 [B*n, 4, 4] (voxel to world: the volume's affine, nibabel's
+    ``img.affine``, moved to the patch; identity for .npy). At most one per
+    schema; a volume schema holds Volume, LabelVolume and Label fields.
+
+    Args:
+        name (str): its key in the batch. Default "image".
+        member (str, optional): the list file column or shard member suffix
+            it is read from. Default None: the record itself (a list file's
+            path column, e.g. ``image``).
+        folder (str or os.PathLike, optional): a paired folder, matched as
+            Mask's ``folder`` (``a.nii.gz`` pairs with ``a.nii.gz``).
+
+    <common sections>
+
+    Example:
+        >>> loader = stoker.Loader("data/volumes/npy.csv", batch_size=2,
+        ...     fields=[stoker.Volume("image"), stoker.LabelVolume("label")],
+        ...     transforms=[stoker.RandCropByPosNegLabel((96, 96, 96), label_key="label", num_samples=4)])
+        >>> batch = next(iter(loader))
+        >>> batch["image"].shape, batch["label"].shape
+        (torch.Size([8, 1, 96, 96, 96]), torch.Size([8, 1, 96, 96, 96]))
+    """
+    _kind = "volume"
+
+    def __init__(self, name: str = "image", member: Optional[str] = None,
+                 folder: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
+        super().__init__(name, member)
+        self._set_folder(folder)
+
+
+class LabelVolume(_Field):
+    """A label volume paired with the Volume: [B*n, C, P0, P1, P2] uint8 (int32 unless record 0's is uint8).
+
+    Same spatial shape as its volume (else a sample error), integer values
+    never scaled, every crop, pad, flip and rotation of the volume applied
+    with nearest-neighbour semantics, ``fill`` where SpatialPad pads.
+    RandCropByPosNegLabel's ``label_key`` names one.
+
+    Args:
+        name (str): its key in the batch. Default "label".
+        member (str, optional): the list file column or shard member suffix
+            it is read from. Default None: the one named ``name`` (a list
+            file's ``label`` column of paths).
+        folder (str or os.PathLike, optional): a paired folder (the Medical
+            Segmentation Decathlon's ``imagesTr``/``labelsTr``).
+        fill (int): padded voxels' value, in [0, 65535]. Default 0.
+
+    <common sections>
+    """
+    _kind = "label_volume"
+
+    def __init__(self, name: str = "label", member: Optional[str] = None,
+                 folder: Optional[Union[str, "os.PathLike[str]"]] = None, fill: int = 0) -> None:
+        super().__init__(name, member, fill=fill)
+        self._set_folder(folder)
+
+
+FIELD_TYPES = (Image, Mask, Boxes, Label, Tensor, Volume, LabelVolume)
 
 
 def detection_targets(batch: Dict[str, Any], name: str = "boxes") -> List[Dict[str, Any]]:

@@ -50,8 +50,15 @@ class Loader::Impl {
     if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
     maker_.emplace(*source_, opt_, nullptr);
     const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();
-    if (opt_.cache == Cache::kAuto) choose_cache(budget);
-    if (opt_.cache != Cache::kMmap) {
+    if (maker_->volumes()) {
+      // NOTE: volumes keep their own cache (inflated .nii.gz under "auto";
+      // every volume under "ram"/"decoded"); label indexes in every mode.
+      maker_->volumes()->set_cache(budget, opt_.cache != Cache::kMmap,
+                                   opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
+    } else if (opt_.cache == Cache::kAuto) {
+      choose_cache(budget);
+    }
+    if (opt_.cache != Cache::kMmap && !maker_->volumes()) {
       cache_ = std::make_unique<detail::SampleCache>(source_->size(), budget);
       maker_->set_cache(cache_.get());
       maker_->set_first_batch_flag(&before_first_batch_);
@@ -311,7 +318,8 @@ class Loader::Impl {
     std::uint8_t* base = slot->data.get();
     batch.tensors_.reserve(spec().outputs.size());
     for (const detail::OutputSpec& o : spec().outputs) {
-      TensorView t{o.name, o.descr, {static_cast<std::int64_t>(batch.size_)}, base + o.offset, batch.size_ * o.bytes};
+      TensorView t{o.name, o.descr, {static_cast<std::int64_t>(batch.size_) * o.per_record}, base + o.offset,
+                   batch.size_ * o.bytes};
       t.dims.insert(t.dims.end(), o.dims.begin(), o.dims.end());
       batch.tensors_.push_back(std::move(t));
     }
@@ -346,6 +354,7 @@ class Loader::Impl {
     }
     s.threads_max = threads_;
     source_->io_stats(&s);
+    if (maker_->volumes()) maker_->volumes()->add_stats(&s);
     const detail::SlotPool::Counts pc = pool_->counts();
     s.batch_buffers = pc.allocated;
     s.batch_buffer_bytes = s.batch_buffers * pool_->batch_bytes();

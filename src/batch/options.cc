@@ -15,6 +15,7 @@
 #include "stoker/options.h"
 #include "stoker/status.h"
 #include "transform/transform_defs.h"
+#include "transform/volume_defs.h"
 #include "util/util.h"
 
 namespace stoker {
@@ -34,7 +35,8 @@ const Names<DecodeScale> kScale = {{DecodeScale::kExact, "exact"}, {DecodeScale:
 const Names<OnCorrupt> kCorrupt = {{OnCorrupt::kSkip, "skip"}, {OnCorrupt::kRaise, "raise"}};
 const Names<FieldKind> kFieldKind = {{FieldKind::kImage, "image"}, {FieldKind::kMask, "mask"},
                                      {FieldKind::kBoxes, "boxes"}, {FieldKind::kLabel, "label"},
-                                     {FieldKind::kTensor, "tensor"}};
+                                     {FieldKind::kTensor, "tensor"}, {FieldKind::kVolume, "volume"},
+                                     {FieldKind::kLabelVolume, "label_volume"}};
 const Names<BoxFormat> kBoxFormat = {{BoxFormat::kXYXY, "xyxy"}, {BoxFormat::kXYWH, "xywh"},
                                      {BoxFormat::kCXCYWH, "cxcywh"}};
 const Names<Progress> kProgress = {{Progress::kAuto, "auto"}, {Progress::kOn, "on"}, {Progress::kOff, "off"}};
@@ -65,7 +67,7 @@ E value_of(const Names<E>& names, const json& v, const std::string& what) {
 json field_to_json(const Field& f) {
   json j = {{"name", f.name}, {"kind", name_of(kFieldKind, f.kind)}, {"member", f.member}};
   if (!f.folder.empty()) j["folder"] = f.folder;
-  if (f.kind == FieldKind::kMask) j["fill"] = f.fill;
+  if (f.kind == FieldKind::kMask || f.kind == FieldKind::kLabelVolume) j["fill"] = f.fill;
   if (f.kind == FieldKind::kBoxes) {
     j["max_boxes"] = f.max_boxes;
     j["format"] = name_of(kBoxFormat, f.format);
@@ -230,6 +232,18 @@ const std::vector<Option>& options() {
            o.views.push_back(std::move(view));
          }
        }},
+      {"volume_transforms",
+       [](const LoaderOptions& o) -> json {
+         json t = json::array();
+         for (const VolumeTransform& x : o.volume_transforms) t.push_back(json::parse(detail::volume_transform_to_json(x)));
+         return t;
+       },
+       [](LoaderOptions& o, const json& v, const char* n) {
+         if (!v.is_array()) bad(n, "a list", v);
+         o.volume_transforms.clear();
+         for (const auto& t : v) o.volume_transforms.push_back(detail::volume_transform_from_json(t.dump()));
+       }},
+      integer<&LoaderOptions::max_volume_voxels>("max_volume_voxels"),
       integer<&LoaderOptions::max_image_pixels>("max_image_pixels"),
       text<&LoaderOptions::labels>("labels"),
       text<&LoaderOptions::image_root>("image_root"),
@@ -250,7 +264,7 @@ void validate_fields(const LoaderOptions& o) {
                     "' describes the default schema; with fields, each field names its kind");
   }
   std::vector<std::string> keys;
-  int images = 0;
+  int images = 0, volumes = 0, label_volumes = 0;
   auto add_key = [&](const std::string& field, const std::string& key) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
       detail::invalid("field '" + field + "': the name '" + key + "' is used twice in the batch");
@@ -276,6 +290,15 @@ void validate_fields(const LoaderOptions& o) {
       case FieldKind::kLabel:
       case FieldKind::kTensor:
         break;
+      case FieldKind::kVolume:
+        if (++volumes > 1) detail::invalid(what + ": a schema has at most one volume field");
+        add_key(f.name, f.name + "_start");
+        add_key(f.name, f.name + "_affine");
+        break;
+      case FieldKind::kLabelVolume:
+        ++label_volumes;
+        if (f.fill < 0 || f.fill > 65535) detail::invalid(what + ": fill must be in [0, 65535], got " + std::to_string(f.fill));
+        break;
     }
     if (!f.folder.empty()) {
       if (f.kind == FieldKind::kImage || f.kind == FieldKind::kLabel) {
@@ -290,6 +313,34 @@ void validate_fields(const LoaderOptions& o) {
       detail::invalid("field '" + f.name + "' (" + name_of(kFieldKind, f.kind) +
                       ") follows an image's geometry, but the schema has no image field");
     }
+  }
+  if (label_volumes > 0 && volumes == 0) {
+    detail::invalid("a LabelVolume is paired with a Volume field, and the schema has none");
+  }
+  if (volumes > 0) {
+    std::vector<std::string> labels;
+    for (const Field& f : o.fields) {
+      if (f.kind == FieldKind::kImage || f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes ||
+          f.kind == FieldKind::kTensor) {
+        detail::invalid("field '" + f.name + "' (" + name_of(kFieldKind, f.kind) +
+                        "): a volume schema holds Volume, LabelVolume and Label fields only");
+      }
+      if (f.kind == FieldKind::kLabel && !f.member.empty()) {
+        detail::invalid("field '" + f.name + "' (label): with volumes, a Label is the source's label (no member=)");
+      }
+      if (f.kind == FieldKind::kLabelVolume) labels.push_back(f.name);
+    }
+    if (!o.transforms.empty()) {
+      detail::invalid("transforms: a volume schema takes MONAI-named volume transforms (RandSpatialCrop, "
+                      "RandCropByPosNegLabel, ...), not image transforms");
+    }
+    if (!o.views.empty()) detail::invalid("views: multi-crop views are for images, not volumes");
+    detail::check_volume_transforms(o.volume_transforms, labels);
+    return;
+  }
+  if (!o.volume_transforms.empty()) {
+    detail::invalid("volume transforms (" + std::string(detail::volume_transform_name(o.volume_transforms[0])) +
+                    ", ...) apply to a Volume field, and the schema has none");
   }
   if (images == 0 && !o.transforms.empty()) {
     detail::invalid("transforms apply to an image field, and the schema has none: pass transforms=[]");
@@ -358,6 +409,10 @@ void validate_options(const LoaderOptions& o) {
     detail::invalid("max_consecutive_corrupt must be >= 1, got " + std::to_string(o.max_consecutive_corrupt));
   }
   if (o.max_image_pixels == 0) detail::invalid("max_image_pixels must be > 0");
+  if (o.max_volume_voxels == 0) detail::invalid("max_volume_voxels must be > 0");
+  if (o.fields.empty() && !o.volume_transforms.empty()) {
+    detail::invalid("volume transforms apply to a Volume field: pass fields=[stoker.Volume(...), ...]");
+  }
   if (o.cache_max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
   if (o.remote_connections < 1 || o.remote_connections > 256) {
     detail::invalid("remote_connections must be in [1, 256], got " + std::to_string(o.remote_connections));

@@ -67,6 +67,7 @@ inline constexpr std::uint64_t kStreamOrder = 0x6f72646572ULL;      // "order"
 inline constexpr std::uint64_t kStreamTransform = 0x7866726dULL;    // "xfrm"
 inline constexpr std::uint64_t kStreamView = 0x76696577ULL;         // "view"
 inline constexpr std::uint64_t kStreamWindow = 0x77696e646f77ULL;  // "window"
+inline constexpr std::uint64_t kStreamPatch = 0x7061746368ULL;     // "patch"
 
 // The transform stream of copy `copy` of view `view` (LoaderOptions::views):
 // view 0's copy 0 is the single transform list's stream, so a one-view

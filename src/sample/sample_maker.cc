@@ -34,6 +34,8 @@ const char* kind_name(FieldKind k) {
     case FieldKind::kBoxes: return "boxes";
     case FieldKind::kLabel: return "label";
     case FieldKind::kTensor: return "tensor";
+    case FieldKind::kVolume: return "volume";
+    case FieldKind::kLabelVolume: return "label_volume";
   }
   return "?";
 }
@@ -127,6 +129,22 @@ void throw_in_sample(std::int64_t rec, bool bad_alloc) {
 SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, SampleCache* cache)
     : source_(source), opt_(options), cache_(cache) {
   resolve_schema();
+  const bool volumes = std::any_of(spec_.fields.begin(), spec_.fields.end(),
+                                   [](const FieldSpec& f) { return f.field.kind == FieldKind::kVolume; });
+  if (volumes) {
+    volumes_ = std::make_unique<VolumeMaker>(
+        source_, opt_, &spec_.fields,
+        [this](const FieldSpec& f, std::size_t rec, std::vector<std::uint8_t>* out) { return read_field(f, rec, out); },
+        [this](FieldSpec* f, std::string name, std::string descr, std::vector<std::int64_t> dims, std::size_t item,
+               int per_record) {
+          if (f && f->field.kind == FieldKind::kLabel && spec_.label_output < 0) {
+            spec_.label_output = static_cast<int>(spec_.outputs.size());
+          }
+          add_output(f, std::move(name), std::move(descr), std::move(dims), item, per_record);
+        });
+    place_outputs();
+    return;
+  }
   if (spec_.image >= 0 && !opt_.views.empty()) {
     for (const View& v : opt_.views) {
       try {
@@ -180,8 +198,18 @@ SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, Sam
       case FieldKind::kTensor:
         add_output(&f, f.field.name, f.tensor_descr, f.tensor_dims, f.tensor_item);
         break;
+      case FieldKind::kVolume:
+      case FieldKind::kLabelVolume:
+        invalid("field '" + f.field.name + "': a label volume needs a Volume field in the schema");
     }
   }
+  place_outputs();
+}
+
+SampleMaker::~SampleMaker() = default;
+
+// Each output's region of the batch buffer, 64-byte aligned, in order.
+void SampleMaker::place_outputs() {
   const OutputSpec& o0 = spec_.outputs.front();
   spec_.bytes = o0.bytes;
   spec_.dims = o0.dims;
@@ -195,8 +223,9 @@ SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, Sam
 }
 
 void SampleMaker::add_output(FieldSpec* f, std::string name, std::string descr, std::vector<std::int64_t> dims,
-                             std::size_t item) {
-  OutputSpec o{std::move(name), std::move(descr), std::move(dims), item, 0};
+                             std::size_t item, int per_record) {
+  OutputSpec o{std::move(name), std::move(descr), std::move(dims), item * static_cast<std::size_t>(per_record), 0,
+               per_record};
   for (auto d : o.dims) o.bytes *= static_cast<std::size_t>(d);
   if (f) f->output = static_cast<int>(spec_.outputs.size());
   spec_.outputs.push_back(std::move(o));
@@ -216,8 +245,9 @@ void SampleMaker::resolve_schema() {
     f.field = fields[i];
     const std::string& m = f.field.member;
     const bool spatial_or_tensor = f.field.kind == FieldKind::kMask || f.field.kind == FieldKind::kBoxes ||
-                                   f.field.kind == FieldKind::kTensor;
-    if (m.empty() && (f.field.kind == FieldKind::kImage || (!spec_.named && f.field.kind == FieldKind::kTensor))) {
+                                   f.field.kind == FieldKind::kTensor || f.field.kind == FieldKind::kLabelVolume;
+    if (m.empty() && (f.field.kind == FieldKind::kImage || f.field.kind == FieldKind::kVolume ||
+                      (!spec_.named && f.field.kind == FieldKind::kTensor))) {
       f.primary = true;
     } else if (m.rfind("json:", 0) == 0 && (f.field.kind == FieldKind::kLabel || f.field.kind == FieldKind::kBoxes)) {
       f.member = "json";
@@ -338,8 +368,12 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
       if (g_throw_bad_alloc.load(std::memory_order_relaxed)) throw std::bad_alloc();
       throw std::runtime_error("injected by testing::throw_in_sample");
     }
-    st = opt_.cache == Cache::kDecoded ? process_decoded(rec, draw, seed, epoch, out, s)
-                                         : process(rec, draw, seed, epoch, out, s);
+    if (volumes_) {
+      st = volumes_->make(rec, draw, seed, epoch, spec_, out.batch, out.pos, &s->volume, s->counters);
+    } else {
+      st = opt_.cache == Cache::kDecoded ? process_decoded(rec, draw, seed, epoch, out, s)
+                                           : process(rec, draw, seed, epoch, out, s);
+    }
   } catch (const std::bad_alloc&) {
     st = Status::ResourceExhausted("out of memory while making the sample");
   } catch (const std::exception& e) {
@@ -351,7 +385,8 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
     for (const FieldSpec& f : spec_.fields) {
       if (f.field.kind != FieldKind::kLabel) continue;
       const std::int64_t minus_one = -1;
-      std::memcpy(dest(out, f.output), &minus_one, sizeof minus_one);
+      const int n = spec_.outputs[static_cast<std::size_t>(f.output)].per_record;
+      for (int e = 0; e < n; ++e) std::memcpy(dest(out, f.output) + e * sizeof minus_one, &minus_one, sizeof minus_one);
     }
   }
   return st;
@@ -730,6 +765,8 @@ Status SampleMaker::other_fields(std::uint32_t rec, int width, int height, Sampl
     Status st;
     switch (f.field.kind) {
       case FieldKind::kImage:
+      case FieldKind::kVolume:
+      case FieldKind::kLabelVolume:
         break;
       case FieldKind::kLabel: {
         std::int64_t label = 0;

@@ -22,6 +22,7 @@
 #include "stoker/options.h"
 #include "stoker/source.h"
 #include "source/paired_folder.h"
+#include "sample/volume_maker.h"
 #include "transform/boxes.h"
 #include "transform/mask_plan.h"
 #include "transform/pipeline.h"
@@ -36,6 +37,10 @@ struct OutputSpec {
   std::vector<std::int64_t> dims;  // one sample's shape
   std::size_t bytes = 0;           // one sample's bytes
   std::size_t offset = 0;          // where the tensor starts in the batch buffer (64-byte aligned)
+  // Entries per sample: a volume's patches are `per_record` consecutive
+  // entries of the batch tensor ([N * per_record, dims...]); `bytes` is all
+  // of a sample's.
+  int per_record = 1;
 };
 
 // A field of the schema, resolved: where its bytes come from and which
@@ -92,6 +97,7 @@ struct Scratch {
   SampleCache::EntryPtr hit;  // the cache entry the sample in hand reads
   JpegTranscoder transcoder;  // cache=kRam: the rewrite (rewrite_cached)
   std::vector<std::uint8_t> rewritten;
+  VolumeScratch volume;  // a volume schema's buffers
 };
 
 class StageTimer;  // sample_maker.cc: one sample's stage times
@@ -109,6 +115,10 @@ class SampleMaker {
   // Error(kInvalidArgument) for options that cannot apply. `cache` (may be
   // null) is shared by every worker; source and cache must outlive the maker.
   SampleMaker(const Source& source, const LoaderOptions& options, SampleCache* cache);
+  ~SampleMaker();
+
+  // A volume schema's sample path (null for the others).
+  VolumeMaker* volumes() const { return volumes_.get(); }
 
   const SampleSpec& spec() const { return spec_; }
   // Output k's place for sample `out.pos`.
@@ -166,7 +176,8 @@ class SampleMaker {
   void decide_default_schema();
   void decide_from_samples();
   void add_output(FieldSpec* f, std::string name, std::string descr, std::vector<std::int64_t> dims,
-                  std::size_t item);
+                  std::size_t item, int per_record = 1);
+  void place_outputs();
   Status read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const;
   Status process(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
                  Scratch* s) const;
@@ -192,6 +203,7 @@ class SampleMaker {
   std::vector<int> view_outputs_;     // each view's output
   mutable std::atomic<bool> warned_truncated_{false};  // boxes past max_boxes: said once per loader
   SampleSpec spec_;
+  std::unique_ptr<VolumeMaker> volumes_;
 };
 
 namespace testing {

@@ -27,6 +27,21 @@ class FileListSource final : public Source {
   std::int64_t label(std::size_t i) const override { return labels_[i]; }
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override { return read_file(paths_[i], out); }
 
+  bool member_extent(std::size_t i, const std::string& member, Extent* out) const override {
+    std::string path;
+    if (member.empty() || (!cols_.header.empty() && member == cols_.primary)) {
+      path = paths_[i];
+    } else {
+      const std::size_t n = cols_.members.size();
+      for (std::size_t k = 0; k < n && path.empty(); ++k) {
+        if (cols_.members[k] == member && cols_.is_file[k]) path = cols_.cells[i * n + k];
+      }
+    }
+    if (path.empty()) return false;
+    *out = {path, 0, UINT64_MAX};  // the whole file, its size known when opened
+    return true;
+  }
+
   Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override {
     if (cols_.header.empty()) return Source::read_member(i, member, out);
     if (member == cols_.primary) return read(i, out);

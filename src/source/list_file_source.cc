@@ -1,5 +1,6 @@
 // A list file: `path,label` lines, or CSV whose header row names columns
 // (`image,mask,label`), parsed into a file list (file_list_source.h).
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
@@ -169,14 +170,17 @@ Status parse_list(const std::string& text, const std::string& name, const std::s
       mode = Mode::kLegacy;
     }
     if (mode == Mode::kAfterHeader) {
-      // Two columns: the second is the label (whatever its name) when so
-      // named or when this first row's holds an integer; else (`image,mask`)
-      // both are named columns.
+      // Two columns: the second is the label (whatever its name) when this
+      // first row's holds an integer, or when named `label` and not a path;
+      // else (`image,mask`, `image,label` of label volumes) both are named
+      // columns.
       std::int64_t v = 0;
       const std::string last = csv_ok && row.size() == 2    ? row[1]
                                : comma == std::string::npos ? ""
                                                             : trim(std::string_view(t).substr(comma + 1));
-      if (header.size() != 2 || header[1] == "label" || parse_label(last, &v)) {
+      const bool label_of_paths = header.size() == 2 && header[1] == "label" && !last.empty() && !is_integer(last) &&
+                                  last.find_first_of("./") != std::string::npos;
+      if (header.size() != 2 || (header[1] == "label" && !label_of_paths) || parse_label(last, &v)) {
         mode = Mode::kLegacy;
       } else {
         if (Status st = name_columns(); !st.ok()) return st;
@@ -212,6 +216,15 @@ Status parse_list(const std::string& text, const std::string& name, const std::s
                                      "), found " + std::to_string(row.size()));
     }
     if (row[primary].empty()) return Status::InvalidArgument(where() + "empty '" + header[primary] + "' cell");
+    // NOTE: a `label` column of paths (image,label as the Medical Segmentation
+    // Decathlon pairs a scan with its label volume) is a member column: the
+    // first row decides (a path has a '.' or a '/'; anything else stays a
+    // label, refused below when it is not an integer).
+    if (paths->empty() && label_col != SIZE_MAX && !row[label_col].empty() && !is_integer(row[label_col]) &&
+        row[label_col].find_first_of("./") != std::string::npos) {
+      member_cols.insert(std::upper_bound(member_cols.begin(), member_cols.end(), label_col), label_col);
+      label_col = SIZE_MAX;
+    }
     std::int64_t label = -1;
     if (label_col != SIZE_MAX && !parse_label(row[label_col], &label)) {
       return Status::InvalidArgument(where() + "label must be a non-negative integer, got '" +

@@ -30,6 +30,12 @@ PairedFolder::PairedFolder(std::string root) : root_(std::move(root)) {
 }
 
 Status PairedFolder::read(const std::string& relative_key, std::vector<std::uint8_t>* out) const {
+  std::string path;
+  Status st = find(relative_key, &path);
+  return st.ok() ? read_file(path, out) : st;
+}
+
+Status PairedFolder::find(const std::string& relative_key, std::string* path) const {
   const std::string stem = without_extension(relative_key);
   const auto it = files_.find(stem);
   if (it == files_.end()) {
@@ -39,7 +45,8 @@ Status PairedFolder::read(const std::string& relative_key, std::vector<std::uint
     return Status::InvalidArgument("several files '" + stem + ".*' in the paired folder '" + root_ +
                                    "' (which one pairs with the record is ambiguous)");
   }
-  return read_file(it->second, out);
+  *path = it->second;
+  return Status();
 }
 
 }  // namespace stoker::detail

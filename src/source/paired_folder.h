@@ -23,6 +23,8 @@ class PairedFolder {
   // path looked for when there is none; kInvalidArgument when two files
   // match ("b.png" and "b.npy").
   Status read(const std::string& relative_key, std::vector<std::uint8_t>* out) const;
+  // The path read() reads, with read()'s errors.
+  Status find(const std::string& relative_key, std::string* path) const;
 
   const std::string& root() const { return root_; }
   std::size_t size() const { return files_.size(); }

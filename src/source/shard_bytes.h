@@ -35,6 +35,8 @@ class ShardBytes {
   virtual void plan_ahead(std::vector<Use> /*the next epoch's uses, by first use*/) const {}
   virtual void progress(std::size_t /*done*/) const {}
   virtual void io_stats(Stats* /*s*/) const {}
+  // The local file holding shard `shard`, "" when it is not local.
+  virtual std::string local_path(std::uint32_t /*shard*/) const { return ""; }
 };
 
 // Today's local files: one fd per shard, one pread per read. Takes the fds.
@@ -43,6 +45,7 @@ class LocalShardBytes final : public ShardBytes {
   LocalShardBytes(std::vector<std::string> paths, std::vector<int> fds);
   ~LocalShardBytes() override;
   Status read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size, std::vector<std::uint8_t>* out) const override;
+  std::string local_path(std::uint32_t shard) const override { return paths_[shard]; }
 
  private:
   std::vector<std::string> paths_;

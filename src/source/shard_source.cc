@@ -174,6 +174,20 @@ class ShardSource final : public Source {
     if (!r.error.empty()) return Status::Corrupt(r.error);
     return read_at(r.shard, r.offset, r.size, out);
   }
+  bool member_extent(std::size_t i, const std::string& member, Extent* out) const override {
+    const Record& r = records_[i];
+    if (!r.error.empty()) return false;
+    std::string path = bytes_->local_path(r.shard);
+    if (path.empty()) return false;
+    if (member.empty()) {
+      *out = {std::move(path), r.offset, r.size};
+      return true;
+    }
+    const Member* m = find_member(r, member);
+    if (!m) return false;
+    *out = {std::move(path), m->offset, m->size};
+    return true;
+  }
   Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override {
     const Record& r = records_[i];
     // The member named exactly ("seg.png"), else the one "<member>.<ext>"
@@ -263,6 +277,21 @@ class ShardSource final : public Source {
     if (it != suffixes_.end()) return static_cast<std::uint32_t>(it - suffixes_.begin());
     suffixes_.push_back(suffix);
     return static_cast<std::uint32_t>(suffixes_.size() - 1);
+  }
+  // read_member's rule (the member named exactly, else the one "<member>.<ext>"); null when none or ambiguous.
+  const Member* find_member(const Record& r, const std::string& member) const {
+    const Member* found = nullptr;
+    int prefixed = 0;
+    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
+      const std::string& suffix = suffixes_[members_[k].suffix];
+      if (suffix == member) return &members_[k];
+      if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
+          suffix[member.size()] == '.' && suffix.find('.', member.size() + 1) == std::string::npos) {
+        found = &members_[k];
+        ++prefixed;
+      }
+    }
+    return prefixed == 1 ? found : nullptr;
   }
   Status read_at(std::uint32_t shard, std::uint64_t offset, std::uint64_t size, std::vector<std::uint8_t>* out) const {
     return bytes_->read_at(shard, offset, size, out);

@@ -95,6 +95,19 @@ std::string Stats::to_json() const {
       << ",\"cache_dir_bytes_written\":" << r.cache_dir_bytes_written
       << ",\"cache_dir_evictions\":" << r.cache_dir_evictions << ",\"cache_dir_bypass\":" << r.cache_dir_bypass << "}";
   }
+  o << ",\"volume\":";
+  if (!volume.active) {
+    o << "null";
+  } else {
+    const Volume& v = volume;
+    o << "{\"num_samples\":" << v.num_samples << ",\"patches\":" << v.patches << ",\"loads\":" << v.loads
+      << ",\"bytes_read\":" << v.bytes_read << ",\"bytes_per_patch\":" << v.bytes_per_patch
+      << ",\"inflate_bytes\":" << v.inflate_bytes << ",\"inflate_s\":" << v.inflate_s
+      << ",\"cache_hits\":" << v.cache_hits << ",\"cache_misses\":" << v.cache_misses
+      << ",\"cache_entries\":" << v.cache_entries << ",\"cache_bytes\":" << v.cache_bytes
+      << ",\"cache_budget_bytes\":" << v.cache_budget_bytes << ",\"label_index_builds\":" << v.label_index_builds
+      << ",\"posneg_one_class\":" << v.posneg_one_class << "}";
+  }
   o << ",\"autotune_log\":[";
   for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << json_quote(autotune_log[i]);
   o << "]}";

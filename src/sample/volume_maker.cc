@@ -1,0 +1,473 @@
+#include "sample/volume_maker.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "order/rng.h"
+#include "sample/sample_maker.h"
+#include "transform/volume_defs.h"
+#include "util/util.h"
+
+namespace stoker::detail {
+namespace {
+
+// Records read at construction to learn channels and dtypes.
+constexpr std::size_t kProbeRecords = 8;
+
+std::string str3(const Shape3& s) {
+  std::string out = "(";
+  out += std::to_string(s[0]);
+  out += ", ";
+  out += std::to_string(s[1]);
+  out += ", ";
+  out += std::to_string(s[2]);
+  out += ")";
+  return out;
+}
+
+// A read-only mapping of [offset, offset + size) of a file, unmapped when done.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() { reset(); }
+  void reset() {
+    if (base_) munmap(base_, len_);
+    base_ = nullptr;
+  }
+  Status map(const std::string& path, std::uint64_t offset, std::uint64_t size) {
+    reset();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? Status::NotFound(path + ": no such file") : Status::IOError(path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      return Status::IOError(path + ": " + std::strerror(e));
+    }
+    const auto file = static_cast<std::uint64_t>(st.st_size);
+    if (size == UINT64_MAX) size = file > offset ? file - offset : 0;
+    if (offset + size > file) {
+      ::close(fd);
+      return Status::IOError(path + ": shorter than its index says");
+    }
+    size_ = size;
+    if (size == 0) {
+      ::close(fd);
+      data_ = nullptr;
+      return Status();
+    }
+    const std::uint64_t page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+    const std::uint64_t start = offset / page * page;
+    len_ = static_cast<std::size_t>(offset + size - start);
+    void* p = mmap(nullptr, len_, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
+    const int e = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) return Status::IOError(path + ": mmap: " + std::strerror(e));
+    base_ = p;
+    // Only the pages a patch touches are read: no read-ahead of the volume.
+    madvise(base_, len_, MADV_RANDOM);
+    data_ = static_cast<const std::uint8_t*>(base_) + (offset - start);
+    return Status();
+  }
+  const std::uint8_t* data() const { return data_; }
+  std::uint64_t size() const { return size_; }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t len_ = 0;
+  const std::uint8_t* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+// Inflates a gzipped volume file whole into *out (voxels only, h.data_offset 0).
+Status inflate_volume(const std::uint8_t* data, std::size_t n, std::uint64_t max_voxels, VolumeEntry* out) {
+  GzipStream z;
+  Status st = z.open(data, n);
+  if (!st.ok()) return st;
+  // The header: the first min(4096, file) bytes; the trailer's ISIZE says
+  // the file's size when it is under 4 GiB.
+  const std::uint32_t isize = gzip_isize(data, n);
+  std::size_t prefix = kVolumeHeaderPrefix;
+  if (isize > 0 && isize < prefix) prefix = isize;
+  std::vector<std::uint8_t> head(prefix);
+  st = z.read(head.data(), prefix);
+  if (!st.ok()) return st;
+  st = parse_volume_header(head.data(), head.size(), UINT64_MAX, max_voxels, &out->h);
+  if (!st.ok()) return st;
+  const std::uint64_t total = out->h.data_offset + out->h.data_bytes;
+  if (n < (1ULL << 32) && isize != static_cast<std::uint32_t>(total) && total < (1ULL << 32)) {
+    return Status::Corrupt("the header says " + std::to_string(total) + " bytes, the gzip stream holds " +
+                           std::to_string(isize));
+  }
+  out->data.resize(out->h.data_bytes);
+  std::uint64_t have = 0;  // voxel bytes already in `head`
+  if (out->h.data_offset < prefix) {
+    have = std::min<std::uint64_t>(prefix - out->h.data_offset, out->h.data_bytes);
+    std::memcpy(out->data.data(), head.data() + out->h.data_offset, have);
+  } else {
+    st = z.skip(out->h.data_offset - prefix);
+    if (!st.ok()) return st;
+  }
+  st = z.read(out->data.data() + have, out->h.data_bytes - have);
+  if (!st.ok()) return st;
+  st = z.finish();
+  if (!st.ok()) return st;
+  out->h.data_offset = 0;
+  return Status();
+}
+
+}  // namespace
+
+// One field of the record in hand: where its voxels are.
+struct VolumeMaker::Opened {
+  Mapping map;
+  std::shared_ptr<const VolumeEntry> entry;  // a cache entry or an inflated volume
+  VolumeView view;
+  std::string where;  // the file, for messages
+  std::int64_t inflate_ns = 0;  // spent inflating it
+  bool memory = false;  // voxels in memory (a cache entry, an inflated or a whole read): patches read no file
+};
+
+VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::vector<FieldSpec>* fields,
+                         ReadField read, const AddOutput& add_output)
+    : source_(source), opt_(opt), fields_(*fields), read_(std::move(read)) {
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < fields->size(); ++i) {
+    const Field& f = (*fields)[i].field;
+    if (f.kind == FieldKind::kVolume) volume_field_ = static_cast<int>(i);
+    if (f.kind == FieldKind::kLabelVolume) labels.push_back(f.name);
+  }
+  prog_ = compile_volume_program(opt.volume_transforms, labels);
+  for (std::size_t i = 0; i < fields->size(); ++i) {
+    if ((*fields)[i].field.kind == FieldKind::kLabelVolume && (*fields)[i].field.name == prog_.label_key) {
+      label_field_ = static_cast<int>(i);
+    }
+  }
+  channels_.assign(fields->size(), 1);
+  label_u8_.assign(fields->size(), true);
+  // Record 0 (or the first readable of the first records) decides the
+  // patch size, each field's channels and each label's dtype.
+  std::string first_error;
+  bool found = false;
+  VolumeScratch s;
+  s.read.resize(fields->size());
+  s.inflated.resize(fields->size());
+  for (std::size_t r = 0; r < std::min(source.size(), kProbeRecords) && !found; ++r) {
+    Status st;
+    Shape3 shape{0, 0, 0};
+    for (std::size_t i = 0; i < fields->size() && st.ok(); ++i) {
+      const FieldSpec& f = (*fields)[i];
+      if (f.field.kind != FieldKind::kVolume && f.field.kind != FieldKind::kLabelVolume) continue;
+      Opened o;
+      st = open_field(f, static_cast<int>(i), static_cast<std::uint32_t>(r), &s, &o);
+      if (!st.ok()) {
+        st = Status(st.code(), "field '" + f.field.name + "': " + st.message());
+        break;
+      }
+      channels_[i] = o.view.h.channels;
+      if (f.field.kind == FieldKind::kVolume) shape = o.view.h.shape;
+      if (f.field.kind == FieldKind::kLabelVolume) label_u8_[i] = o.view.h.type == VoxelType::kU8;
+    }
+    if (st.ok()) {
+      std::string why;
+      if (!volume_output_shape(prog_.ops, shape, &patch_, &why)) {
+        st = Status::InvalidArgument(why);
+      } else {
+        found = true;
+      }
+    }
+    if (!st.ok() && first_error.empty()) first_error = "record " + std::to_string(r) + " '" + source.key(r) + "': " + st.message();
+  }
+  if (!found) invalid("volumes: none of the first records could be read to learn the patch size; " + first_error);
+  for (std::size_t i = 0; i < fields->size(); ++i) {
+    FieldSpec& f = (*fields)[i];
+    const int n = prog_.num_samples;
+    const std::vector<std::int64_t> dims = {channels_[i], patch_[0], patch_[1], patch_[2]};
+    switch (f.field.kind) {
+      case FieldKind::kVolume:
+        add_output(&f, f.field.name, "<f4", dims, 4, n);
+        add_output(nullptr, f.field.name + "_start", "<i8", {3}, 8, n);
+        add_output(nullptr, f.field.name + "_affine", "<f8", {4, 4}, 8, n);
+        break;
+      case FieldKind::kLabelVolume:
+        if (label_u8_[i] && f.field.fill > 255) {
+          invalid("field '" + f.field.name + "' (label_volume): fill=" + std::to_string(f.field.fill) +
+                  " does not fit its uint8 labels (as record 0's)");
+        }
+        add_output(&f, f.field.name, label_u8_[i] ? "|u1" : "<i4", dims, label_u8_[i] ? 1 : 4, n);
+        break;
+      case FieldKind::kLabel:
+        add_output(&f, f.field.name, "<i8", {}, 8, n);
+        break;
+      default:
+        invalid("field '" + f.field.name + "': a volume schema holds Volume, LabelVolume and Label fields");
+    }
+    if (f.field.kind == FieldKind::kLabel && f.part >= 0) {
+      invalid("field '" + f.field.name + "' (label): with volumes, a Label is the source's label (no member=)");
+    }
+  }
+  cache_ = std::make_unique<VolumeCache>(opt.memory_budget ? opt.memory_budget : default_memory_budget());
+}
+
+VolumeMaker::~VolumeMaker() = default;
+
+void VolumeMaker::set_cache(std::uint64_t budget, bool volumes, bool all) {
+  cache_ = std::make_unique<VolumeCache>(budget);
+  cache_volumes_ = volumes;
+  cache_all_ = all;
+}
+
+Status VolumeMaker::open_field(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* o) const {
+  const std::uint64_t key = VolumeCache::key(rec, fi);
+  if (cache_volumes_) {
+    if (auto e = cache_->volume(key)) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      o->entry = e;
+      o->view = {e->data.data(), e->h};
+      o->memory = true;
+      return Status();
+    }
+  }
+  // Where the bytes are: a local file (mapped: a patch reads only its pages), else read whole.
+  Source::Extent ext;
+  bool local = false;
+  if (f.folder) {
+    std::string path;
+    Status st = f.folder->find(source_.relative_key(rec), &path);
+    if (!st.ok()) return st;
+    ext = {path, 0, UINT64_MAX};
+    local = true;
+  } else {
+    local = source_.member_extent(rec, f.primary ? "" : f.member, &ext);
+  }
+  const std::uint8_t* data = nullptr;
+  std::uint64_t size = 0;
+  if (local) {
+    Status st = o->map.map(ext.path, ext.offset, ext.size);
+    if (!st.ok()) return st;
+    data = o->map.data();
+    size = o->map.size();
+    o->where = ext.path;
+  } else {
+    std::vector<std::uint8_t>& buf = s->read[static_cast<std::size_t>(fi)];
+    Status st = read_(f, rec, &buf);
+    if (!st.ok()) return st;
+    bytes_read_.fetch_add(buf.size(), std::memory_order_relaxed);
+    data = buf.data();
+    size = buf.size();
+    o->memory = true;
+  }
+  auto named = [&](const Status& st) {
+    return st.ok() || o->where.empty() || f.primary ? st : Status(st.code(), o->where + ": " + st.message());
+  };
+  if (is_gzip(data, size)) {
+    if (cache_volumes_) misses_.fetch_add(1, std::memory_order_relaxed);
+    auto e = std::make_shared<VolumeEntry>();
+    const std::int64_t t0 = now_ns();
+    Status st = inflate_volume(data, size, opt_.max_volume_voxels, e.get());
+    if (!st.ok()) return named(st);
+    o->inflate_ns = now_ns() - t0;
+    inflate_ns_.fetch_add(static_cast<std::uint64_t>(o->inflate_ns), std::memory_order_relaxed);
+    inflate_bytes_.fetch_add(e->data.size(), std::memory_order_relaxed);
+    o->map.reset();
+    if (cache_volumes_) cache_->put(key, e);
+    o->entry = e;
+    o->view = {e->data.data(), e->h};
+    o->memory = true;
+    return Status();
+  }
+  VolumeHeader h;
+  Status st = parse_volume_header(data, size, size, opt_.max_volume_voxels, &h);
+  if (!st.ok()) return named(st);
+  if (cache_volumes_ && cache_all_) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    auto e = std::make_shared<VolumeEntry>();
+    e->h = h;
+    e->data.assign(data + h.data_offset, data + h.data_offset + h.data_bytes);
+    e->h.data_offset = 0;
+    bytes_read_.fetch_add(h.data_bytes, std::memory_order_relaxed);
+    o->map.reset();
+    cache_->put(key, e);
+    o->entry = e;
+    o->view = {e->data.data(), e->h};
+    o->memory = true;
+    return Status();
+  }
+  o->view = {data, h};
+  return Status();
+}
+
+Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
+                         const SampleSpec& spec, std::uint8_t* batch, std::size_t pos, VolumeScratch* s,
+                         StageCounters* counters) const {
+  const std::int64_t t0 = counters ? now_ns() : 0;
+  const std::size_t nf = fields_.size();
+  if (s->read.size() < nf) s->read.resize(nf);
+  if (s->inflated.size() < nf) s->inflated.resize(nf);
+  std::vector<Opened> open(nf);
+  Shape3 shape{0, 0, 0};
+  for (std::size_t i = 0; i < nf; ++i) {
+    const FieldSpec& f = fields_[i];
+    if (f.field.kind != FieldKind::kVolume && f.field.kind != FieldKind::kLabelVolume) continue;
+    auto tag = [&](const Status& st) { return Status(st.code(), "field '" + f.field.name + "': " + st.message()); };
+    Status st = open_field(f, static_cast<int>(i), rec, s, &open[i]);
+    if (!st.ok()) return tag(st);
+    const VolumeHeader& h = open[i].view.h;
+    if (h.channels != channels_[i]) {
+      return tag(Status::InvalidArgument(std::to_string(h.channels) + " channels, record 0's has " +
+                                         std::to_string(channels_[i])));
+    }
+    if (f.field.kind == FieldKind::kVolume) shape = h.shape;
+    if (f.field.kind == FieldKind::kLabelVolume && h.scaled) {
+      return tag(Status::Unsupported("a label volume with NIfTI scaling (scl_slope " + std::to_string(h.slope) +
+                                     ", scl_inter " + std::to_string(h.inter) + "): labels are never scaled"));
+    }
+  }
+  for (std::size_t i = 0; i < nf; ++i) {
+    if (fields_[i].field.kind == FieldKind::kLabelVolume && open[i].view.h.shape != shape) {
+      return Status::InvalidArgument("field '" + fields_[i].field.name + "': label volume of spatial shape " +
+                                     str3(open[i].view.h.shape) + ", its volume's is " + str3(shape));
+    }
+  }
+  loads_.fetch_add(1, std::memory_order_relaxed);
+  // Stage times: opening (and inflating) the volumes is read (decode), the rest transform.
+  const std::int64_t t1 = counters ? now_ns() : 0;
+  if (counters) {
+    std::int64_t infl = 0;
+    for (const Opened& o : open) infl += o.inflate_ns;
+    infl = std::min(infl, t1 - t0);
+    counters->add_read(t1 - t0 - infl, 0);
+    counters->add_decode(infl);
+  }
+  // The label's foreground index: cached, else built for this load.
+  const LabelIndex* index = nullptr;
+  std::shared_ptr<const LabelIndex> kept;
+  if (label_field_ >= 0) {
+    const std::uint64_t key = VolumeCache::key(rec, label_field_);
+    kept = cache_->index(key);
+    if (!kept) {
+      auto x = std::make_shared<LabelIndex>();
+      x->build(open[static_cast<std::size_t>(label_field_)].view);
+      index_builds_.fetch_add(1, std::memory_order_relaxed);
+      if (!open[static_cast<std::size_t>(label_field_)].memory) {
+        bytes_read_.fetch_add(open[static_cast<std::size_t>(label_field_)].view.h.data_bytes, std::memory_order_relaxed);
+      }
+      cache_->put(key, std::shared_ptr<const LabelIndex>(x));
+      kept = std::move(x);
+    }
+    index = kept.get();
+  }
+  // The pre-crop pad's value for intensity volumes: 0 through the pointwise ops after it.
+  float pre_pad_value = 0.0f;
+  for (int i : prog_.pre_pointwise) {
+    if (i > prog_.pre_pad && prog_.pre_pad >= 0) pre_pad_value = pointwise_value(prog_.ops[static_cast<std::size_t>(i)], pre_pad_value);
+  }
+  const int n = prog_.num_samples;
+  PatchPlan plan;
+  std::uint64_t read = 0;
+  for (int p = 0; p < n; ++p) {
+    Rng rng(mix_key(seed, epoch, draw, patch_stream(p)));
+    Status st = plan_patch(prog_, shape, patch_, index, &rng, &plan);
+    if (!st.ok()) return st;
+    if (plan.one_class) one_class_.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t entry = pos * static_cast<std::size_t>(n) + static_cast<std::size_t>(p);
+    for (std::size_t i = 0; i < nf; ++i) {
+      const FieldSpec& f = fields_[i];
+      if (f.output < 0) continue;
+      const OutputSpec& o = spec.outputs[static_cast<std::size_t>(f.output)];
+      const std::size_t one = o.bytes / static_cast<std::size_t>(n);
+      std::uint8_t* dst = batch + o.offset + entry * one;
+      const VolumeView& v = open[i].view;
+      switch (f.field.kind) {
+        case FieldKind::kVolume: {
+          const bool in_place = prog_.post.empty() || std::none_of(prog_.post.begin(), prog_.post.end(),
+                                                                    [](const PostStep& x) { return x.kind == PostStep::kPad; });
+          const std::size_t nvox = static_cast<std::size_t>(plan.size[0] * plan.size[1] * plan.size[2] * v.h.channels);
+          if (!in_place && s->f_own.size() < nvox) s->f_own.resize(nvox);
+          Block<float> b{v.h.channels, plan.size, in_place ? reinterpret_cast<float*>(dst) : s->f_own.data()};
+          const std::uint64_t got = gather(v, plan, prog_, prog_.pre_pointwise, pre_pad_value, &b);
+          if (!open[i].memory) read += got;  // patches cut from memory read no file
+          apply_post(prog_, plan, 0.0f, &b, &s->f_own, &s->f_spare);
+          if (reinterpret_cast<std::uint8_t*>(b.data) != dst) std::memcpy(dst, b.data, one);
+          // _start and _affine: the patch's first voxel, and the affine moved there.
+          const OutputSpec& os = spec.outputs[static_cast<std::size_t>(f.output) + 1];
+          auto* start = reinterpret_cast<std::int64_t*>(batch + os.offset + entry * 24);
+          for (int a = 0; a < 3; ++a) start[a] = plan.out_start[static_cast<std::size_t>(a)];
+          const OutputSpec& oa = spec.outputs[static_cast<std::size_t>(f.output) + 2];
+          auto* aff = reinterpret_cast<double*>(batch + oa.offset + entry * 128);
+          for (int r = 0; r < 4; ++r) {
+            for (int c = 0; c < 4; ++c) aff[r * 4 + c] = v.h.affine[static_cast<std::size_t>(r * 4 + c)];
+            if (r < 3) {
+              for (int a = 0; a < 3; ++a) {
+                aff[r * 4 + 3] += v.h.affine[static_cast<std::size_t>(r * 4 + a)] * static_cast<double>(plan.out_start[static_cast<std::size_t>(a)]);
+              }
+            }
+          }
+          break;
+        }
+        case FieldKind::kLabelVolume: {
+          auto run = [&](auto zero, auto* own, auto* spare) {
+            using T = decltype(zero);
+            const std::size_t nvox = static_cast<std::size_t>(plan.size[0] * plan.size[1] * plan.size[2] * v.h.channels);
+            if (own->size() < nvox) own->resize(nvox);
+            Block<T> b{v.h.channels, plan.size, own->data()};
+            const std::uint64_t got = gather_label<T>(v, plan, static_cast<T>(f.field.fill), &b);
+            if (!open[i].memory) read += got;
+            apply_post_label<T>(prog_, plan, static_cast<T>(f.field.fill), &b, own, spare);
+            std::memcpy(dst, b.data, one);
+          };
+          if (label_u8_[i]) {
+            run(std::uint8_t{}, &s->u8_own, &s->u8_spare);
+          } else {
+            run(std::int32_t{}, &s->i32_own, &s->i32_spare);
+          }
+          break;
+        }
+        case FieldKind::kLabel: {
+          const std::int64_t label = source_.label(rec);
+          std::memcpy(dst, &label, sizeof label);
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  }
+  bytes_read_.fetch_add(read, std::memory_order_relaxed);
+  patches_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+  if (counters) {
+    counters->bytes.fetch_add(read, std::memory_order_relaxed);
+    counters->add_transform(now_ns() - t1);
+  }
+  return Status();
+}
+
+void VolumeMaker::add_stats(Stats* stats) const {
+  Stats::Volume& v = stats->volume;
+  v.active = true;
+  v.patches = patches_.load(std::memory_order_relaxed);
+  v.loads = loads_.load(std::memory_order_relaxed);
+  v.bytes_read = bytes_read_.load(std::memory_order_relaxed);
+  v.bytes_per_patch = v.patches ? static_cast<double>(v.bytes_read) / static_cast<double>(v.patches) : 0.0;
+  v.inflate_bytes = inflate_bytes_.load(std::memory_order_relaxed);
+  v.inflate_s = static_cast<double>(inflate_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  v.cache_hits = hits_.load(std::memory_order_relaxed);
+  v.cache_misses = misses_.load(std::memory_order_relaxed);
+  v.cache_entries = cache_->entries();
+  v.cache_bytes = cache_->bytes();
+  v.cache_budget_bytes = cache_->budget();
+  v.label_index_builds = index_builds_.load(std::memory_order_relaxed);
+  v.posneg_one_class = one_class_.load(std::memory_order_relaxed);
+  v.num_samples = prog_.num_samples;
+}
+
+}  // namespace stoker::detail

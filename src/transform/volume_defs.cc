@@ -1,0 +1,517 @@
+// The volume transforms' definitions: one VDef<T> per transform (its name,
+// parameter checks, JSON both ways, traits, and its effect on the shape),
+// found through one table. Adding one: its struct in stoker/volume.h, its
+// VDef<T> here, its step in transform/volume_ops.cc, its Python class in
+// python/stoker/volume.py, its tests.
+#include "transform/volume_defs.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "stoker/status.h"
+#include "util/util.h"
+
+namespace stoker::detail {
+namespace {
+
+using nlohmann::json;
+using Shape = std::array<std::int64_t, 3>;
+
+std::string str3(const Shape& s) {
+  std::string out = "(";
+  out += std::to_string(s[0]);
+  out += ", ";
+  out += std::to_string(s[1]);
+  out += ", ";
+  out += std::to_string(s[2]);
+  out += ")";
+  return out;
+}
+
+// JSON readers: each names the transform and the parameter in its message.
+struct Reader {
+  const char* name;
+  const json& j;
+  std::vector<std::string> seen;
+
+  const json* get(const char* key) {
+    seen.push_back(key);
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  [[noreturn]] void bad(const char* key, const std::string& want, const json& got) const {
+    invalid(std::string(name) + ": " + key + " must be " + want + ", got " + got.dump());
+  }
+  void size3(const char* key, std::array<int, 3>* out) {
+    const json* v = get(key);
+    if (!v) return;
+    if (v->is_number_integer()) {
+      out->fill(static_cast<int>(std::clamp<std::int64_t>(v->get<std::int64_t>(), -1, 1 << 20)));
+      return;
+    }
+    if (!v->is_array() || v->size() != 3) bad(key, "an int or 3 ints", *v);
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (!(*v)[i].is_number_integer()) bad(key, "an int or 3 ints", *v);
+      (*out)[i] = static_cast<int>(std::clamp<std::int64_t>((*v)[i].get<std::int64_t>(), -1, 1 << 20));
+    }
+  }
+  void integer(const char* key, int* out) {
+    if (const json* v = get(key)) {
+      if (!v->is_number_integer()) bad(key, "an integer", *v);
+      *out = static_cast<int>(std::clamp<std::int64_t>(v->get<std::int64_t>(), -(1 << 30), 1 << 30));
+    }
+  }
+  void number(const char* key, double* out) {
+    if (const json* v = get(key)) {
+      if (!v->is_number()) bad(key, "a number", *v);
+      *out = v->get<double>();
+    }
+  }
+  void optional_number(const char* key, std::optional<double>* out) {
+    if (const json* v = get(key)) {
+      if (!v->is_number()) bad(key, "a number or None", *v);
+      *out = v->get<double>();
+    }
+  }
+  void boolean(const char* key, bool* out) {
+    if (const json* v = get(key)) {
+      if (!v->is_boolean()) bad(key, "True or False", *v);
+      *out = v->get<bool>();
+    }
+  }
+  void text(const char* key, std::string* out) {
+    if (const json* v = get(key)) {
+      if (!v->is_string()) bad(key, "a str", *v);
+      *out = v->get<std::string>();
+    }
+  }
+  void axes(const char* key, std::vector<int>* out) {
+    const json* v = get(key);
+    if (!v) return;
+    out->clear();
+    if (v->is_number_integer()) {
+      out->push_back(static_cast<int>(std::clamp<std::int64_t>(v->get<std::int64_t>(), -100, 100)));
+      return;
+    }
+    if (!v->is_array()) bad(key, "None, an int or a list of ints", *v);
+    for (const auto& x : *v) {
+      if (!x.is_number_integer()) bad(key, "None, an int or a list of ints", *v);
+      out->push_back(static_cast<int>(std::clamp<std::int64_t>(x.get<std::int64_t>(), -100, 100)));
+    }
+  }
+  // Refuses parameters no reader asked for.
+  void done() const {
+    for (const auto& [key, v] : j.items()) {
+      if (key == "name") continue;
+      if (std::find(seen.begin(), seen.end(), key) == seen.end()) {
+        invalid(std::string(name) + ": unknown parameter '" + key + "'");
+      }
+    }
+  }
+};
+
+json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+void check_size(const char* name, const char* key, const std::array<int, 3>& s, bool allow_whole) {
+  for (int v : s) {
+    if (v == 0 || (v < 0 && !allow_whole) || v > (1 << 16)) {
+      invalid(std::string(name) + ": " + key + " entries must be in [1, 65536]" +
+              (allow_whole ? " (or -1: the whole axis)" : "") + ", got (" + std::to_string(s[0]) + ", " +
+              std::to_string(s[1]) + ", " + std::to_string(s[2]) + ")");
+    }
+  }
+}
+void check_prob(const char* name, double p) {
+  if (!(p >= 0.0 && p <= 1.0)) invalid(std::string(name) + ": prob must be in [0, 1], got " + std::to_string(p));
+}
+void check_samples(const char* name, int n) {
+  if (n < 1 || n > 256) invalid(std::string(name) + ": num_samples must be in [1, 256], got " + std::to_string(n));
+}
+// MONAI's fall_back_tuple: a non-positive entry is the volume's extent.
+Shape roi_of(const std::array<int, 3>& roi, const Shape& shape) {
+  Shape r;
+  for (int a = 0; a < 3; ++a) r[a] = roi[a] > 0 ? roi[a] : shape[a];
+  return r;
+}
+// RandSpatialCrop / CenterSpatialCrop: min(roi, shape) per axis (MONAI's
+// get_valid_patch_size; the centred slice is clipped the same way).
+bool crop_shape(const std::array<int, 3>& roi, Shape* s, std::string*) {
+  const Shape r = roi_of(roi, *s);
+  for (int a = 0; a < 3; ++a) (*s)[a] = std::min((*s)[a], r[a]);
+  return true;
+}
+
+template <typename T>
+struct VDef;
+
+template <>
+struct VDef<RandSpatialCrop> {
+  static constexpr const char* kName = "RandSpatialCrop";
+  static void check(const RandSpatialCrop& x) {
+    check_size(kName, "roi_size", x.roi_size, true);
+    if (x.random_size) {
+      invalid("RandSpatialCrop: random_size=True gives patches of varying size, which cannot be batched: pass "
+              "random_size=False (MONAI's default is True)");
+    }
+  }
+  static VolumeTraits traits(const RandSpatialCrop&) { return {true, true, false, false, 1}; }
+  static bool shape(const RandSpatialCrop& x, Shape* s, std::string* why) { return crop_shape(x.roi_size, s, why); }
+  static json to_json(const RandSpatialCrop& x) {
+    return {{"roi_size", x.roi_size}, {"random_center", x.random_center}, {"random_size", x.random_size}};
+  }
+  static RandSpatialCrop from_json(Reader& r) {
+    RandSpatialCrop x;
+    r.size3("roi_size", &x.roi_size);
+    r.boolean("random_center", &x.random_center);
+    r.boolean("random_size", &x.random_size);
+    return x;
+  }
+};
+
+template <>
+struct VDef<RandSpatialCropSamples> {
+  static constexpr const char* kName = "RandSpatialCropSamples";
+  static void check(const RandSpatialCropSamples& x) {
+    check_size(kName, "roi_size", x.roi_size, true);
+    check_samples(kName, x.num_samples);
+    if (x.random_size) {
+      invalid("RandSpatialCropSamples: random_size=True gives patches of varying size, which cannot be batched: "
+              "pass random_size=False (MONAI's default is True)");
+    }
+  }
+  static VolumeTraits traits(const RandSpatialCropSamples& x) { return {true, true, false, false, x.num_samples}; }
+  static bool shape(const RandSpatialCropSamples& x, Shape* s, std::string* why) {
+    return crop_shape(x.roi_size, s, why);
+  }
+  static json to_json(const RandSpatialCropSamples& x) {
+    return {{"roi_size", x.roi_size}, {"num_samples", x.num_samples}, {"random_center", x.random_center},
+            {"random_size", x.random_size}};
+  }
+  static RandSpatialCropSamples from_json(Reader& r) {
+    RandSpatialCropSamples x;
+    r.size3("roi_size", &x.roi_size);
+    r.integer("num_samples", &x.num_samples);
+    r.boolean("random_center", &x.random_center);
+    r.boolean("random_size", &x.random_size);
+    return x;
+  }
+};
+
+template <>
+struct VDef<RandCropByPosNegLabel> {
+  static constexpr const char* kName = "RandCropByPosNegLabel";
+  static void check(const RandCropByPosNegLabel& x) {
+    check_size(kName, "spatial_size", x.spatial_size, true);
+    check_samples(kName, x.num_samples);
+    if (!(x.pos >= 0 && x.neg >= 0 && x.pos + x.neg > 0) || !std::isfinite(x.pos + x.neg)) {
+      invalid("RandCropByPosNegLabel: pos and neg must be non-negative and not both 0, got pos=" +
+              std::to_string(x.pos) + ", neg=" + std::to_string(x.neg));
+    }
+    if (x.label_key.empty()) invalid("RandCropByPosNegLabel: label_key must name a LabelVolume field");
+  }
+  static VolumeTraits traits(const RandCropByPosNegLabel& x) { return {true, true, false, false, x.num_samples}; }
+  // MONAI (allow_smaller=False) raises when the patch is larger than the label.
+  static bool shape(const RandCropByPosNegLabel& x, Shape* s, std::string* why) {
+    const Shape r = roi_of(x.spatial_size, *s);
+    for (int a = 0; a < 3; ++a) {
+      if (r[a] > (*s)[a]) {
+        *why = "RandCropByPosNegLabel: spatial_size " + str3(r) + " is larger than the volume " + str3(*s) +
+               " (pad it first with SpatialPad)";
+        return false;
+      }
+    }
+    *s = r;
+    return true;
+  }
+  static json to_json(const RandCropByPosNegLabel& x) {
+    return {{"spatial_size", x.spatial_size}, {"label_key", x.label_key}, {"pos", x.pos}, {"neg", x.neg},
+            {"num_samples", x.num_samples}};
+  }
+  static RandCropByPosNegLabel from_json(Reader& r) {
+    RandCropByPosNegLabel x;
+    r.size3("spatial_size", &x.spatial_size);
+    r.text("label_key", &x.label_key);
+    r.number("pos", &x.pos);
+    r.number("neg", &x.neg);
+    r.integer("num_samples", &x.num_samples);
+    return x;
+  }
+};
+
+template <>
+struct VDef<CenterSpatialCrop> {
+  static constexpr const char* kName = "CenterSpatialCrop";
+  static void check(const CenterSpatialCrop& x) { check_size(kName, "roi_size", x.roi_size, true); }
+  static VolumeTraits traits(const CenterSpatialCrop&) { return {true, true, false, false, 1}; }
+  static bool shape(const CenterSpatialCrop& x, Shape* s, std::string* why) { return crop_shape(x.roi_size, s, why); }
+  static json to_json(const CenterSpatialCrop& x) { return {{"roi_size", x.roi_size}}; }
+  static CenterSpatialCrop from_json(Reader& r) {
+    CenterSpatialCrop x;
+    r.size3("roi_size", &x.roi_size);
+    return x;
+  }
+};
+
+template <>
+struct VDef<SpatialPad> {
+  static constexpr const char* kName = "SpatialPad";
+  static void check(const SpatialPad& x) { check_size(kName, "spatial_size", x.spatial_size, true); }
+  static VolumeTraits traits(const SpatialPad&) { return {false, true, false, false, 1}; }
+  static bool shape(const SpatialPad& x, Shape* s, std::string*) {
+    const Shape r = roi_of(x.spatial_size, *s);
+    for (int a = 0; a < 3; ++a) (*s)[a] = std::max((*s)[a], r[a]);
+    return true;
+  }
+  static json to_json(const SpatialPad& x) {
+    return {{"spatial_size", x.spatial_size}, {"method", x.method == PadMethod::kSymmetric ? "symmetric" : "end"}};
+  }
+  static SpatialPad from_json(Reader& r) {
+    SpatialPad x;
+    r.size3("spatial_size", &x.spatial_size);
+    std::string m = "symmetric";
+    r.text("method", &m);
+    if (m == "symmetric") {
+      x.method = PadMethod::kSymmetric;
+    } else if (m == "end") {
+      x.method = PadMethod::kEnd;
+    } else {
+      invalid("SpatialPad: method must be 'symmetric' or 'end', got '" + m + "'");
+    }
+    return x;
+  }
+};
+
+template <>
+struct VDef<RandFlip> {
+  static constexpr const char* kName = "RandFlip";
+  static void check(const RandFlip& x) {
+    check_prob(kName, x.prob);
+    for (int a : x.spatial_axis) {
+      if (a < -3 || a > 2) invalid("RandFlip: spatial_axis entries must be 0, 1 or 2 (or -3..-1), got " + std::to_string(a));
+    }
+  }
+  static VolumeTraits traits(const RandFlip&) { return {false, true, false, false, 1}; }
+  static bool shape(const RandFlip&, Shape*, std::string*) { return true; }
+  static json to_json(const RandFlip& x) {
+    return {{"prob", x.prob}, {"spatial_axis", x.spatial_axis.empty() ? json(nullptr) : json(x.spatial_axis)}};
+  }
+  static RandFlip from_json(Reader& r) {
+    RandFlip x;
+    r.number("prob", &x.prob);
+    r.axes("spatial_axis", &x.spatial_axis);
+    return x;
+  }
+};
+
+template <>
+struct VDef<RandRotate90> {
+  static constexpr const char* kName = "RandRotate90";
+  static void check(const RandRotate90& x) {
+    check_prob(kName, x.prob);
+    if (x.max_k < 1) invalid("RandRotate90: max_k must be >= 1, got " + std::to_string(x.max_k));
+    const int a = (x.spatial_axes[0] + 3) % 3, b = (x.spatial_axes[1] + 3) % 3;
+    if (x.spatial_axes[0] < -3 || x.spatial_axes[0] > 2 || x.spatial_axes[1] < -3 || x.spatial_axes[1] > 2 || a == b) {
+      invalid("RandRotate90: spatial_axes must be two different axes of 0, 1, 2, got (" +
+              std::to_string(x.spatial_axes[0]) + ", " + std::to_string(x.spatial_axes[1]) + ")");
+    }
+  }
+  static VolumeTraits traits(const RandRotate90&) { return {false, true, false, false, 1}; }
+  static bool shape(const RandRotate90& x, Shape* s, std::string* why) {
+    const int a = (x.spatial_axes[0] + 3) % 3, b = (x.spatial_axes[1] + 3) % 3;
+    if ((*s)[a] != (*s)[b]) {
+      *why = "RandRotate90: spatial_axes (" + std::to_string(a) + ", " + std::to_string(b) +
+             ") have different sizes in the patch " + str3(*s) + ", so rotated patches would not stack";
+      return false;
+    }
+    return true;
+  }
+  static json to_json(const RandRotate90& x) {
+    return {{"prob", x.prob}, {"max_k", x.max_k}, {"spatial_axes", x.spatial_axes}};
+  }
+  static RandRotate90 from_json(Reader& r) {
+    RandRotate90 x;
+    r.number("prob", &x.prob);
+    r.integer("max_k", &x.max_k);
+    std::vector<int> axes;
+    r.axes("spatial_axes", &axes);
+    if (!axes.empty()) {
+      if (axes.size() != 2) invalid("RandRotate90: spatial_axes must be two axes, got " + std::to_string(axes.size()));
+      x.spatial_axes = {axes[0], axes[1]};
+    }
+    return x;
+  }
+};
+
+template <>
+struct VDef<ScaleIntensityRange> {
+  static constexpr const char* kName = "ScaleIntensityRange";
+  static void check(const ScaleIntensityRange& x) {
+    if (!std::isfinite(x.a_min) || !std::isfinite(x.a_max)) invalid("ScaleIntensityRange: a_min and a_max must be finite");
+    if (x.b_min.has_value() != x.b_max.has_value() && x.clip) {
+      invalid("ScaleIntensityRange: clip needs both b_min and b_max");
+    }
+  }
+  static VolumeTraits traits(const ScaleIntensityRange&) { return {false, false, true, true, 1}; }
+  static bool shape(const ScaleIntensityRange&, Shape*, std::string*) { return true; }
+  static json to_json(const ScaleIntensityRange& x) {
+    return {{"a_min", x.a_min}, {"a_max", x.a_max}, {"b_min", opt(x.b_min)}, {"b_max", opt(x.b_max)}, {"clip", x.clip}};
+  }
+  static ScaleIntensityRange from_json(Reader& r) {
+    ScaleIntensityRange x;
+    if (!r.j.contains("a_min") || !r.j.contains("a_max")) invalid("ScaleIntensityRange: a_min and a_max are required");
+    r.number("a_min", &x.a_min);
+    r.number("a_max", &x.a_max);
+    r.optional_number("b_min", &x.b_min);
+    r.optional_number("b_max", &x.b_max);
+    r.boolean("clip", &x.clip);
+    return x;
+  }
+};
+
+template <>
+struct VDef<NormalizeIntensity> {
+  static constexpr const char* kName = "NormalizeIntensity";
+  static void check(const NormalizeIntensity& x) {
+    if (x.divisor && *x.divisor == 0.0) invalid("NormalizeIntensity: divisor must not be 0");
+  }
+  // With both statistics given it maps each voxel alone.
+  static VolumeTraits traits(const NormalizeIntensity& x) {
+    return {false, false, x.subtrahend.has_value() && x.divisor.has_value() && !x.nonzero, true, 1};
+  }
+  static bool shape(const NormalizeIntensity&, Shape*, std::string*) { return true; }
+  static json to_json(const NormalizeIntensity& x) {
+    return {{"subtrahend", opt(x.subtrahend)}, {"divisor", opt(x.divisor)}, {"nonzero", x.nonzero},
+            {"channel_wise", x.channel_wise}};
+  }
+  static NormalizeIntensity from_json(Reader& r) {
+    NormalizeIntensity x;
+    r.optional_number("subtrahend", &x.subtrahend);
+    r.optional_number("divisor", &x.divisor);
+    r.boolean("nonzero", &x.nonzero);
+    r.boolean("channel_wise", &x.channel_wise);
+    return x;
+  }
+};
+
+template <typename T>
+struct Tag {};
+
+// Calls f(Tag<T>{}) for the alternative named `name`; false when none is.
+template <typename F, std::size_t I = 0>
+bool by_name(const std::string& name, F&& f) {
+  if constexpr (I < std::variant_size_v<VolumeTransform>) {
+    using T = std::variant_alternative_t<I, VolumeTransform>;
+    if (name == VDef<T>::kName) {
+      f(Tag<T>{});
+      return true;
+    }
+    return by_name<F, I + 1>(name, std::forward<F>(f));
+  } else {
+    return false;
+  }
+}
+
+template <std::size_t I = 0>
+std::string all_names() {
+  if constexpr (I < std::variant_size_v<VolumeTransform>) {
+    const std::string rest = all_names<I + 1>();
+    return std::string(VDef<std::variant_alternative_t<I, VolumeTransform>>::kName) + (rest.empty() ? "" : ", ") + rest;
+  } else {
+    return "";
+  }
+}
+
+}  // namespace
+
+const char* volume_transform_name(const VolumeTransform& t) {
+  return std::visit([](const auto& x) { return VDef<std::decay_t<decltype(x)>>::kName; }, t);
+}
+
+void check_volume_transform(const VolumeTransform& t) {
+  std::visit([](const auto& x) { VDef<std::decay_t<decltype(x)>>::check(x); }, t);
+}
+
+VolumeTraits volume_traits(const VolumeTransform& t) {
+  return std::visit([](const auto& x) { return VDef<std::decay_t<decltype(x)>>::traits(x); }, t);
+}
+
+std::string volume_transform_to_json(const VolumeTransform& t) {
+  return std::visit(
+      [](const auto& x) {
+        using D = VDef<std::decay_t<decltype(x)>>;
+        json j = D::to_json(x);
+        j["name"] = D::kName;
+        return j.dump();
+      },
+      t);
+}
+
+VolumeTransform volume_transform_from_json(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) {
+    invalid("volume transforms: each must be an object with a name, got " + text.substr(0, 80));
+  }
+  const std::string name = j["name"].get<std::string>();
+  VolumeTransform out;
+  const bool known = by_name(name, [&]<typename T>(Tag<T>) {
+    Reader r{VDef<T>::kName, j, {}};
+    T x = VDef<T>::from_json(r);
+    r.done();
+    VDef<T>::check(x);
+    out = std::move(x);
+  });
+  if (!known) invalid("unknown volume transform '" + name + "' (known: " + all_names() + ")");
+  return out;
+}
+
+void check_volume_transforms(const std::vector<VolumeTransform>& list, const std::vector<std::string>& label_fields) {
+  int sampling = -1;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const VolumeTransform& t = list[i];
+    check_volume_transform(t);
+    const VolumeTraits tr = volume_traits(t);
+    const std::string name = volume_transform_name(t);
+    if (tr.sampling) {
+      if (sampling >= 0) {
+        invalid("volume transforms: " + name + " after " + volume_transform_name(list[static_cast<std::size_t>(sampling)]) +
+                ": the list takes one sampling crop (RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel "
+                "or CenterSpatialCrop); crop the patch further with SpatialPad/CenterSpatialCrop after it is not "
+                "supported either");
+      }
+      sampling = static_cast<int>(i);
+    } else if (sampling < 0 && !tr.pointwise && !std::holds_alternative<SpatialPad>(t)) {
+      invalid("volume transforms: " + name + " before the sampling crop: only SpatialPad and per-voxel intensity "
+              "transforms (ScaleIntensityRange, NormalizeIntensity with subtrahend and divisor) may come before it, so "
+              "that a patch is read without reading its whole volume; move it after the crop");
+    }
+    if (const auto* p = std::get_if<RandCropByPosNegLabel>(&t)) {
+      if (std::find(label_fields.begin(), label_fields.end(), p->label_key) == label_fields.end()) {
+        std::string known;
+        for (const auto& l : label_fields) known += (known.empty() ? "'" : ", '") + l + "'";
+        invalid("RandCropByPosNegLabel: label_key '" + p->label_key + "' names no LabelVolume field of the schema" +
+                (known.empty() ? std::string(" (it has none)") : " (it has " + known + ")"));
+      }
+    }
+  }
+  if (sampling < 0) {
+    invalid("volume transforms: a volume schema needs a sampling crop (RandSpatialCrop, RandSpatialCropSamples, "
+            "RandCropByPosNegLabel or CenterSpatialCrop) to give its patches a fixed size");
+  }
+}
+
+bool volume_output_shape(const std::vector<VolumeTransform>& list, const Shape& shape, Shape* out, std::string* why) {
+  Shape s = shape;
+  for (const VolumeTransform& t : list) {
+    const bool ok = std::visit([&](const auto& x) { return VDef<std::decay_t<decltype(x)>>::shape(x, &s, why); }, t);
+    if (!ok) return false;
+  }
+  *out = s;
+  return true;
+}
+
+}  // namespace stoker::detail

@@ -151,7 +151,11 @@ struct LoaderOptions {
   // torchrun starts several ranks on a node). When the data set does not
   // fit, part of it is cached and the rest served by the slower path;
   // stats() reports hits, misses and bytes. Default kMmap (nothing kept by
-  // the loader; the OS page cache keeps the files).
+  // the loader; the OS page cache keeps the files). A volume schema keeps
+  // its own cache under the budget: gzipped volumes inflated on first use
+  // and each label's foreground index in every mode (no page cache keeps
+  // inflated bytes), every volume read whole with kRam and kDecoded;
+  // stats()["volume"] reports it.
   Cache cache = Cache::kMmap;
   std::uint64_t memory_budget = 0;
   // cache=kRam: from construction on, background threads (at lower CPU

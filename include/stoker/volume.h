@@ -105,14 +105,15 @@ struct ScaleIntensityRange {
 };
 
 // monai.transforms.NormalizeIntensity(subtrahend=None, divisor=None,
-// nonzero=False, channel_wise=False): (x - mean) / std over the patch (or
-// only its non-zero voxels, the rest left as they are; per channel with
-// channel_wise); a given subtrahend/divisor replaces the statistic; std 0
+// nonzero=False, channel_wise=False): (x - mean) / std (population) over the
+// patch (or only its non-zero voxels, the rest left as they are; per channel
+// with channel_wise); a given subtrahend/divisor replaces the statistic (one
+// value, or one per channel with channel_wise); a divisor or std of 0
 // divides by 1. Statistics are of the patch: computed statistics are only
 // allowed after the sampling crop.
 struct NormalizeIntensity {
-  std::optional<double> subtrahend;
-  std::optional<double> divisor;
+  std::vector<double> subtrahend;  // empty: None
+  std::vector<double> divisor;     // empty: None
   bool nonzero = false;
   bool channel_wise = false;
 };

@@ -51,10 +51,10 @@ class Loader::Impl {
     maker_.emplace(*source_, opt_, nullptr);
     const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();
     if (maker_->volumes()) {
-      // NOTE: volumes keep their own cache (inflated .nii.gz under "auto";
-      // every volume under "ram"/"decoded"); label indexes in every mode.
-      maker_->volumes()->set_cache(budget, opt_.cache != Cache::kMmap,
-                                   opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
+      // NOTE: volumes keep their own cache: inflated .nii.gz volumes and label
+      // indexes in every mode (no page cache holds inflated bytes), every
+      // volume under "ram"/"decoded".
+      maker_->volumes()->set_cache(budget, true, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
     } else if (opt_.cache == Cache::kAuto) {
       choose_cache(budget);
     }

@@ -188,6 +188,16 @@ VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::ve
     if (!st.ok() && first_error.empty()) first_error = "record " + std::to_string(r) + " '" + source.key(r) + "': " + st.message();
   }
   if (!found) invalid("volumes: none of the first records could be read to learn the patch size; " + first_error);
+  for (const VolumeTransform& t : prog_.ops) {
+    const auto* ni = std::get_if<NormalizeIntensity>(&t);
+    const int c = channels_[static_cast<std::size_t>(volume_field_)];
+    for (const auto* v : {ni ? &ni->subtrahend : nullptr, ni ? &ni->divisor : nullptr}) {
+      if (v && v->size() > 1 && static_cast<int>(v->size()) != c) {
+        invalid("NormalizeIntensity: " + std::to_string(v->size()) + " values per channel, the volumes have " +
+                std::to_string(c) + " channels");
+      }
+    }
+  }
   for (std::size_t i = 0; i < fields->size(); ++i) {
     FieldSpec& f = (*fields)[i];
     const int n = prog_.num_samples;
@@ -323,7 +333,7 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
     if (!st.ok()) return tag(st);
     const VolumeHeader& h = open[i].view.h;
     if (h.channels != channels_[i]) {
-      return tag(Status::InvalidArgument(std::to_string(h.channels) + " channels, record 0's has " +
+      return tag(Status::Corrupt(std::to_string(h.channels) + " channels, record 0's has " +
                                          std::to_string(channels_[i])));
     }
     if (f.field.kind == FieldKind::kVolume) shape = h.shape;
@@ -334,7 +344,7 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
   }
   for (std::size_t i = 0; i < nf; ++i) {
     if (fields_[i].field.kind == FieldKind::kLabelVolume && open[i].view.h.shape != shape) {
-      return Status::InvalidArgument("field '" + fields_[i].field.name + "': label volume of spatial shape " +
+      return Status::Corrupt("field '" + fields_[i].field.name + "': label volume of spatial shape " +
                                      str3(open[i].view.h.shape) + ", its volume's is " + str3(shape));
     }
   }

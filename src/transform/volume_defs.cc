@@ -78,6 +78,21 @@ struct Reader {
       *out = v->get<double>();
     }
   }
+  // None, a number or a list of numbers.
+  void numbers(const char* key, std::vector<double>* out) {
+    const json* v = get(key);
+    out->clear();
+    if (!v) return;
+    if (v->is_number()) {
+      out->push_back(v->get<double>());
+      return;
+    }
+    if (!v->is_array() || v->empty()) bad(key, "None, a number or a list of numbers", *v);
+    for (const auto& x : *v) {
+      if (!x.is_number()) bad(key, "None, a number or a list of numbers", *v);
+      out->push_back(x.get<double>());
+    }
+  }
   void boolean(const char* key, bool* out) {
     if (const json* v = get(key)) {
       if (!v->is_boolean()) bad(key, "True or False", *v);
@@ -352,9 +367,7 @@ struct VDef<ScaleIntensityRange> {
   static constexpr const char* kName = "ScaleIntensityRange";
   static void check(const ScaleIntensityRange& x) {
     if (!std::isfinite(x.a_min) || !std::isfinite(x.a_max)) invalid("ScaleIntensityRange: a_min and a_max must be finite");
-    if (x.b_min.has_value() != x.b_max.has_value() && x.clip) {
-      invalid("ScaleIntensityRange: clip needs both b_min and b_max");
-    }
+    if (!x.b_min && !x.b_max && x.clip) invalid("ScaleIntensityRange: clip needs b_min or b_max");
   }
   static VolumeTraits traits(const ScaleIntensityRange&) { return {false, false, true, true, 1}; }
   static bool shape(const ScaleIntensityRange&, Shape*, std::string*) { return true; }
@@ -377,21 +390,24 @@ template <>
 struct VDef<NormalizeIntensity> {
   static constexpr const char* kName = "NormalizeIntensity";
   static void check(const NormalizeIntensity& x) {
-    if (x.divisor && *x.divisor == 0.0) invalid("NormalizeIntensity: divisor must not be 0");
+    if ((x.subtrahend.size() > 1 || x.divisor.size() > 1) && !x.channel_wise) {
+      invalid("NormalizeIntensity: a subtrahend or divisor per channel needs channel_wise=True");
+    }
   }
-  // With both statistics given it maps each voxel alone.
+  // With both statistics given as one value it maps each voxel alone.
   static VolumeTraits traits(const NormalizeIntensity& x) {
-    return {false, false, x.subtrahend.has_value() && x.divisor.has_value() && !x.nonzero, true, 1};
+    return {false, false, x.subtrahend.size() == 1 && x.divisor.size() == 1 && !x.nonzero, true, 1};
   }
   static bool shape(const NormalizeIntensity&, Shape*, std::string*) { return true; }
   static json to_json(const NormalizeIntensity& x) {
-    return {{"subtrahend", opt(x.subtrahend)}, {"divisor", opt(x.divisor)}, {"nonzero", x.nonzero},
+    auto list = [](const std::vector<double>& v) { return v.empty() ? json(nullptr) : v.size() == 1 ? json(v[0]) : json(v); };
+    return {{"subtrahend", list(x.subtrahend)}, {"divisor", list(x.divisor)}, {"nonzero", x.nonzero},
             {"channel_wise", x.channel_wise}};
   }
   static NormalizeIntensity from_json(Reader& r) {
     NormalizeIntensity x;
-    r.optional_number("subtrahend", &x.subtrahend);
-    r.optional_number("divisor", &x.divisor);
+    r.numbers("subtrahend", &x.subtrahend);
+    r.numbers("divisor", &x.divisor);
     r.boolean("nonzero", &x.nonzero);
     r.boolean("channel_wise", &x.channel_wise);
     return x;

@@ -91,15 +91,16 @@ Stage stage_of(const VolumeTransform& op) {
         s.add = s.add * w + *r->b_min;
       }
     }
-    if (r->clip) {
+    if (r->clip) {  // MONAI clips to the bounds given
       s.clip = true;
-      s.lo = *r->b_min;
-      s.hi = *r->b_max;
+      s.lo = r->b_min ? *r->b_min : -HUGE_VAL;
+      s.hi = r->b_max ? *r->b_max : HUGE_VAL;
     }
   } else if (const auto* n = std::get_if<NormalizeIntensity>(&op)) {
-    const double div = n->divisor ? *n->divisor : 1.0;
+    double div = n->divisor.empty() ? 1.0 : n->divisor[0];
+    if (div == 0.0) div = 1.0;  // MONAI: a divisor of 0 divides by 1
     s.mul = 1.0 / div;
-    s.add = -(n->subtrahend ? *n->subtrahend : 0.0) / div;
+    s.add = -(n->subtrahend.empty() ? 0.0 : n->subtrahend[0]) / div;
   }
   return s;
 }
@@ -239,7 +240,8 @@ void pad_block(Block<T>* b, const Shape3& before, const Shape3& after, T fill, s
 // MONAI NormalizeIntensity._normalize on a float block (per channel with channel_wise).
 void normalize(const NormalizeIntensity& n, Block<float>* b) {
   const std::int64_t vox = b->voxels();
-  auto run = [&](float* x, std::int64_t count) {
+  auto pick = [](const std::vector<double>& v, int c) { return v.size() == 1 ? v[0] : v[static_cast<std::size_t>(c)]; };
+  auto run = [&](float* x, std::int64_t count, int c) {
     double sum = 0, sq = 0;
     std::int64_t m = 0;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -254,8 +256,8 @@ void normalize(const NormalizeIntensity& n, Block<float>* b) {
       const double d = x[i] - mean;
       sq += d * d;
     }
-    const double sub = n.subtrahend ? *n.subtrahend : mean;
-    double div = n.divisor ? *n.divisor : std::sqrt(sq / static_cast<double>(m));
+    const double sub = n.subtrahend.empty() ? mean : pick(n.subtrahend, c);
+    double div = n.divisor.empty() ? std::sqrt(sq / static_cast<double>(m)) : pick(n.divisor, c);
     if (div == 0.0) div = 1.0;
     for (std::int64_t i = 0; i < count; ++i) {
       if (n.nonzero && x[i] == 0.0f) continue;
@@ -263,9 +265,9 @@ void normalize(const NormalizeIntensity& n, Block<float>* b) {
     }
   };
   if (n.channel_wise) {
-    for (int c = 0; c < b->channels; ++c) run(b->data + c * vox, vox);
+    for (int c = 0; c < b->channels; ++c) run(b->data + c * vox, vox, c);
   } else {
-    run(b->data, vox * b->channels);
+    run(b->data, vox * b->channels, 0);
   }
 }
 
@@ -441,7 +443,7 @@ Status plan_patch(const VolumeProgram& prog, const Shape3& shape, const Shape3& 
     size = roi_of(pn->spatial_size, cur);
     for (std::size_t a = 0; a < 3; ++a) {
       if (size[a] > cur[a]) {
-        return Status::InvalidArgument("RandCropByPosNegLabel: spatial_size " + str3(size) +
+        return Status::Unsupported("RandCropByPosNegLabel: spatial_size " + str3(size) +
                                        " is larger than the volume " + str3(cur) + " (pad it with SpatialPad)");
       }
     }
@@ -501,7 +503,7 @@ Status plan_patch(const VolumeProgram& prog, const Shape3& shape, const Shape3& 
         st.b = (r.spatial_axes[1] + 3) % 3;
         if (rng->uniform01() < r.prob) st.k = k;
         if (cur[static_cast<std::size_t>(st.a)] != cur[static_cast<std::size_t>(st.b)] && st.k % 2 == 1) {
-          return Status::InvalidArgument("RandRotate90: axes " + std::to_string(st.a) + " and " +
+          return Status::Unsupported("RandRotate90: axes " + std::to_string(st.a) + " and " +
                                          std::to_string(st.b) + " of the patch " + str3(cur) + " differ in size");
         }
         break;
@@ -521,7 +523,7 @@ Status plan_patch(const VolumeProgram& prog, const Shape3& shape, const Shape3& 
         break;
       }
     }
-    return Status::InvalidArgument(why);
+    return Status::Unsupported(why);
   }
   return Status();
 }

@@ -102,7 +102,7 @@ Field field_from_json(const json& j) {
       detail::invalid(what + ": unknown parameter '" + key + "'");
     }
   }
-  if (!j.contains("kind")) detail::invalid(what + ": no kind (one of image, mask, boxes, label, tensor)");
+  if (!j.contains("kind")) detail::invalid(what + ": no kind (one of image, mask, boxes, label, tensor, volume, label_volume)");
   return f;
 }
 

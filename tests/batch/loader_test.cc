@@ -399,6 +399,19 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
               LabelField("y", "cls"), TensorField("depth")};
   o.fields[4].folder = "depths";
   o.views = {{"global", 2, {RandomResizedCrop{32, 32, {0.4, 1.0}}}}};
+  o.max_volume_voxels = 1 << 20;
+  NormalizeIntensity norm;
+  norm.subtrahend = {1.0, 2.0};
+  norm.channel_wise = true;
+  o.volume_transforms = {SpatialPad{{-1, 40, 40}, PadMethod::kEnd},
+                         RandCropByPosNegLabel{{32, 32, 16}, "seg", 2.0, 1.0, 4},
+                         RandSpatialCrop{{8, 8, 8}, false, false},
+                         RandSpatialCropSamples{{8, 8, 8}, 3, true, false},
+                         CenterSpatialCrop{{7, 7, 7}},
+                         RandFlip{0.3, {0, 2}},
+                         RandRotate90{0.2, 2, {1, 2}},
+                         ScaleIntensityRange{-1000, 1000, 0.0, std::nullopt, true},
+                         norm};
   const std::string j = options_to_json(o);
   const LoaderOptions r = options_from_json(j);
   EXPECT_EQ(options_to_json(r), j);
@@ -426,6 +439,14 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(r.cache_limit, 1u << 30);
   EXPECT_EQ(r.remote_connections, 3);
   EXPECT_EQ(r.remote_retries, 2);
+  ASSERT_EQ(r.volume_transforms.size(), 9u);
+  EXPECT_EQ(std::get<RandCropByPosNegLabel>(r.volume_transforms[1]).label_key, "seg");
+  EXPECT_EQ(std::get<RandCropByPosNegLabel>(r.volume_transforms[1]).num_samples, 4);
+  EXPECT_EQ(std::get<SpatialPad>(r.volume_transforms[0]).method, PadMethod::kEnd);
+  EXPECT_EQ(std::get<RandFlip>(r.volume_transforms[5]).spatial_axis, (std::vector<int>{0, 2}));
+  EXPECT_FALSE(std::get<ScaleIntensityRange>(r.volume_transforms[7]).b_max.has_value());
+  EXPECT_EQ(std::get<NormalizeIntensity>(r.volume_transforms[8]).subtrahend, (std::vector<double>{1.0, 2.0}));
+  EXPECT_EQ(r.max_volume_voxels, 1u << 20);
   // Missing fields keep their defaults; malformed input is a clear error.
   EXPECT_EQ(options_from_json("{}").batch_size, LoaderOptions{}.batch_size);
   EXPECT_THROW(options_from_json("not json"), Error);
@@ -437,7 +458,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 36u);
+  EXPECT_EQ(keys, 38u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {
@@ -457,8 +478,12 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(message(R"({"batch_sise":8})"), "unknown option 'batch_sise'");
   EXPECT_EQ(message(R"({"transforms":[{"name":"Blur"}]})"), "transforms: unknown transform 'Blur'");
   EXPECT_EQ(message(R"({"fields":[{"name":"x","kind":"pixels"}]})"),
-            "field 'x': kind must be one of 'image', 'mask', 'boxes', 'label', 'tensor', got 'pixels'");
-  EXPECT_EQ(message(R"({"fields":[{"name":"x"}]})"), "field 'x': no kind (one of image, mask, boxes, label, tensor)");
+            "field 'x': kind must be one of 'image', 'mask', 'boxes', 'label', 'tensor', 'volume', 'label_volume', got "
+            "'pixels'");
+  EXPECT_EQ(message(R"({"fields":[{"name":"x"}]})"),
+            "field 'x': no kind (one of image, mask, boxes, label, tensor, volume, label_volume)");
+  EXPECT_EQ(message(R"({"volume_transforms":[{"name":"RandFlip","prob":2}]})"), "RandFlip: prob must be in [0, 1], got 2.000000");
+  EXPECT_EQ(message(R"({"volume_transforms":[{"name":"RandFlip","axis":1}]})"), "RandFlip: unknown parameter 'axis'");
   EXPECT_EQ(message(R"({"fields":[{"name":"b","kind":"boxes","format":"yxyx"}]})"),
             "field 'b': format must be one of 'xyxy', 'xywh', 'cxcywh', got 'yxyx'");
 }

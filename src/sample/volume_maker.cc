@@ -378,7 +378,7 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
   }
   // The pre-crop pad's value for intensity volumes: 0 through the pointwise ops after it.
   float pre_pad_value = 0.0f;
-  for (int i : prog_.pre_pointwise) {
+  for (int i : prog_.gathered) {
     if (i > prog_.pre_pad && prog_.pre_pad >= 0) pre_pad_value = pointwise_value(prog_.ops[static_cast<std::size_t>(i)], pre_pad_value);
   }
   const int n = prog_.num_samples;
@@ -404,7 +404,7 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
           const std::size_t nvox = static_cast<std::size_t>(plan.size[0] * plan.size[1] * plan.size[2] * v.h.channels);
           if (!in_place && s->f_own.size() < nvox) s->f_own.resize(nvox);
           Block<float> b{v.h.channels, plan.size, in_place ? reinterpret_cast<float*>(dst) : s->f_own.data()};
-          const std::uint64_t got = gather(v, plan, prog_, prog_.pre_pointwise, pre_pad_value, &b);
+          const std::uint64_t got = gather(v, plan, prog_, prog_.gathered, pre_pad_value, &b);
           if (!open[i].memory) read += got;  // patches cut from memory read no file
           apply_post(prog_, plan, 0.0f, &b, &s->f_own, &s->f_spare);
           if (reinterpret_cast<std::uint8_t*>(b.data) != dst) std::memcpy(dst, b.data, one);

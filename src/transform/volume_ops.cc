@@ -388,6 +388,13 @@ VolumeProgram compile_volume_program(const std::vector<VolumeTransform>& ops,
     }
     p.post.push_back(s);
   }
+  p.gathered = p.pre_pointwise;
+  for (PostStep& s : p.post) {
+    if (s.kind == PostStep::kFlip || s.kind == PostStep::kRot90) continue;
+    if (s.kind != PostStep::kIntensity || !volume_traits(p.ops[static_cast<std::size_t>(s.op)]).pointwise) break;
+    s.fused = true;
+    p.gathered.push_back(s.op);
+  }
   return p;
 }
 
@@ -539,6 +546,84 @@ float pointwise_value(const VolumeTransform& op, float x) { return static_cast<f
 
 // ---- Gather -------------------------------------------------------------------------------------
 
+namespace {
+
+// Copies the window [start, start + size) of a volume into the C-order block
+// `out` (channels x size), voxels outside the volume set to `pad`, each read
+// voxel through conv(S) -> T. Rows along s2 when s2 is contiguous (.npy);
+// 16 x 16 tiles of (s0, s2) when s0 is (NIfTI), so that both the reads and
+// the writes stay in cache lines; any other layout voxel by voxel. Returns
+// the bytes of voxels read.
+template <typename S, typename T, typename Conv>
+std::uint64_t copy_window(const VolumeHeader& h, const std::uint8_t* base, const Shape3& start, const Shape3& size,
+                          T pad, Conv conv, T* out) {
+  Shape3 lo, hi;  // the part inside the volume, in window coordinates
+  bool empty = false;
+  for (std::size_t a = 0; a < 3; ++a) {
+    lo[a] = std::clamp<std::int64_t>(-start[a], 0, size[a]);
+    hi[a] = std::clamp<std::int64_t>(h.shape[a] - start[a], lo[a], size[a]);
+    empty = empty || lo[a] == hi[a];
+  }
+  const std::int64_t vox = size[0] * size[1] * size[2];
+  const bool padded = empty || lo != Shape3{0, 0, 0} || hi != size;
+  if (padded) std::fill(out, out + vox * h.channels, pad);
+  if (empty) return 0;
+  constexpr std::size_t kItem = sizeof(S);
+  const bool swap = h.swap;
+  auto at = [&](int c, std::int64_t i0, std::int64_t i1, std::int64_t i2) {
+    return base + static_cast<std::size_t>(c * h.strides[0] + (start[0] + i0) * h.strides[1] +
+                                           (start[1] + i1) * h.strides[2] + (start[2] + i2) * h.strides[3]) * kItem;
+  };
+  for (int c = 0; c < h.channels; ++c) {
+    T* o = out + c * vox;
+    if (h.strides[3] == 1) {
+      for (std::int64_t i0 = lo[0]; i0 < hi[0]; ++i0) {
+        for (std::int64_t i1 = lo[1]; i1 < hi[1]; ++i1) {
+          const std::uint8_t* p = at(c, i0, i1, lo[2]);
+          T* d = o + (i0 * size[1] + i1) * size[2];
+          if (!swap && reinterpret_cast<std::uintptr_t>(p) % alignof(S) == 0) {
+            const S* q = reinterpret_cast<const S*>(p);
+            for (std::int64_t i2 = lo[2]; i2 < hi[2]; ++i2) d[i2] = conv(q[i2 - lo[2]]);
+          } else {
+            for (std::int64_t i2 = lo[2]; i2 < hi[2]; ++i2, p += kItem) d[i2] = conv(load<S>(p, swap));
+          }
+        }
+      }
+    } else if (h.strides[1] == 1) {
+      constexpr std::int64_t kTile = 16;
+      for (std::int64_t i1 = lo[1]; i1 < hi[1]; ++i1) {
+        for (std::int64_t t2 = lo[2]; t2 < hi[2]; t2 += kTile) {
+          const std::int64_t e2 = std::min(t2 + kTile, hi[2]);
+          for (std::int64_t t0 = lo[0]; t0 < hi[0]; t0 += kTile) {
+            const std::int64_t e0 = std::min(t0 + kTile, hi[0]);
+            for (std::int64_t i2 = t2; i2 < e2; ++i2) {
+              const std::uint8_t* p = at(c, t0, i1, i2);
+              T* d = o + (t0 * size[1] + i1) * size[2] + i2;
+              const std::int64_t step = size[1] * size[2];
+              if (!swap && reinterpret_cast<std::uintptr_t>(p) % alignof(S) == 0) {
+                const S* q = reinterpret_cast<const S*>(p);
+                for (std::int64_t i0 = 0; i0 < e0 - t0; ++i0) d[i0 * step] = conv(q[i0]);
+              } else {
+                for (std::int64_t i0 = 0; i0 < e0 - t0; ++i0, p += kItem) d[i0 * step] = conv(load<S>(p, swap));
+              }
+            }
+          }
+        }
+      }
+    } else {
+      for (std::int64_t i0 = lo[0]; i0 < hi[0]; ++i0) {
+        for (std::int64_t i1 = lo[1]; i1 < hi[1]; ++i1) {
+          T* d = o + (i0 * size[1] + i1) * size[2];
+          for (std::int64_t i2 = lo[2]; i2 < hi[2]; ++i2) d[i2] = conv(load<S>(at(c, i0, i1, i2), swap));
+        }
+      }
+    }
+  }
+  return static_cast<std::uint64_t>((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]) * h.channels) * kItem;
+}
+
+}  // namespace
+
 std::uint64_t gather(const VolumeView& v, const PatchPlan& plan, const VolumeProgram& prog,
                      const std::vector<int>& pointwise, float pad, Block<float>* out) {
   const VolumeHeader& h = v.h;
@@ -547,70 +632,30 @@ std::uint64_t gather(const VolumeView& v, const PatchPlan& plan, const VolumePro
   if (h.scaled) stages.push_back({h.slope, h.inter, false, 0, 0});
   for (int i : pointwise) stages.push_back(stage_of(prog.ops[static_cast<std::size_t>(i)]));
   const std::uint8_t* base = v.data + h.data_offset;
-  const std::size_t item = voxel_bytes(h.type);
-  std::uint64_t read = 0;
-  with_type(h.type, [&](auto zero) {
+  return with_type(h.type, [&](auto zero) -> std::uint64_t {
     using S = decltype(zero);
-    for_lines(h, plan.start, plan.size, h.channels,
-              [&](std::int64_t src, std::int64_t dst, int, std::int64_t dstep, std::int64_t sstep, std::int64_t lo,
-                  std::int64_t hi, std::int64_t len) {
-                float* d = out->data + dst;
-                if (src < 0) {
-                  for (std::int64_t j = 0; j < len; ++j) d[j * dstep] = pad;
-                  return;
-                }
-                for (std::int64_t j = 0; j < lo; ++j) d[j * dstep] = pad;
-                for (std::int64_t j = hi; j < len; ++j) d[j * dstep] = pad;
-                const std::uint8_t* p = base + static_cast<std::size_t>(src) * item;
-                const std::int64_t pstep = sstep * static_cast<std::int64_t>(item);
-                if (stages.empty()) {
-                  if (!h.swap && sstep == 1 && dstep == 1) {
-                    const S* s = reinterpret_cast<const S*>(p);  // NOLINT: memcpy-equivalent for aligned data
-                    if (reinterpret_cast<std::uintptr_t>(p) % alignof(S) == 0) {
-                      for (std::int64_t j = lo; j < hi; ++j) d[j] = static_cast<float>(s[j - lo]);
-                      read += static_cast<std::uint64_t>(hi - lo) * item;
-                      return;
-                    }
-                  }
-                  for (std::int64_t j = lo; j < hi; ++j, p += pstep) d[j * dstep] = static_cast<float>(load<S>(p, h.swap));
-                } else {
-                  for (std::int64_t j = lo; j < hi; ++j, p += pstep) {
-                    double x = static_cast<double>(load<S>(p, h.swap));
-                    for (const Stage& st : stages) x = st(x);
-                    d[j * dstep] = static_cast<float>(x);
-                  }
-                }
-                read += static_cast<std::uint64_t>(hi - lo) * item;
-              });
+    if (stages.empty()) {
+      return copy_window<S, float>(h, base, plan.start, plan.size, pad, [](S x) { return static_cast<float>(x); },
+                                   out->data);
+    }
+    return copy_window<S, float>(h, base, plan.start, plan.size, pad,
+                                 [&](S x) {
+                                   double y = static_cast<double>(x);
+                                   for (const Stage& st : stages) y = st(y);
+                                   return static_cast<float>(y);
+                                 },
+                                 out->data);
   });
-  return read;
 }
 
 template <typename T>
 std::uint64_t gather_label(const VolumeView& v, const PatchPlan& plan, T pad, Block<T>* out) {
   const VolumeHeader& h = v.h;
-  const std::uint8_t* base = v.data + h.data_offset;
-  const std::size_t item = voxel_bytes(h.type);
-  std::uint64_t read = 0;
-  with_type(h.type, [&](auto zero) {
+  return with_type(h.type, [&](auto zero) -> std::uint64_t {
     using S = decltype(zero);
-    for_lines(h, plan.start, plan.size, h.channels,
-              [&](std::int64_t src, std::int64_t dst, int, std::int64_t dstep, std::int64_t sstep, std::int64_t lo,
-                  std::int64_t hi, std::int64_t len) {
-                T* d = out->data + dst;
-                if (src < 0) {
-                  for (std::int64_t j = 0; j < len; ++j) d[j * dstep] = pad;
-                  return;
-                }
-                for (std::int64_t j = 0; j < lo; ++j) d[j * dstep] = pad;
-                for (std::int64_t j = hi; j < len; ++j) d[j * dstep] = pad;
-                const std::uint8_t* p = base + static_cast<std::size_t>(src) * item;
-                const std::int64_t pstep = sstep * static_cast<std::int64_t>(item);
-                for (std::int64_t j = lo; j < hi; ++j, p += pstep) d[j * dstep] = static_cast<T>(load<S>(p, h.swap));
-                read += static_cast<std::uint64_t>(hi - lo) * item;
-              });
+    return copy_window<S, T>(h, v.data + h.data_offset, plan.start, plan.size, pad,
+                             [](S x) { return static_cast<T>(x); }, out->data);
   });
-  return read;
 }
 template std::uint64_t gather_label<std::uint8_t>(const VolumeView&, const PatchPlan&, std::uint8_t, Block<std::uint8_t>*);
 template std::uint64_t gather_label<std::int32_t>(const VolumeView&, const PatchPlan&, std::int32_t, Block<std::int32_t>*);
@@ -637,6 +682,7 @@ void post_steps(const VolumeProgram& prog, const PatchPlan& plan, T fill, Block<
         if (st.k) rot90(b, st.k, st.a, st.b, spare);
         break;
       case PostStep::kIntensity:
+        if (prog.post[i].fused) break;
         if constexpr (kIntensity) {
           const std::size_t n = static_cast<std::size_t>(b->voxels()) * static_cast<std::size_t>(b->channels);
           if (const auto* ni = std::get_if<NormalizeIntensity>(&t); ni && !volume_traits(t).pointwise) {

@@ -54,6 +54,9 @@ class LabelIndex {
 struct PostStep {
   enum Kind { kPad, kFlip, kRot90, kIntensity } kind = kPad;
   int op = -1;  // its index in the transform list
+  // A pointwise intensity op that only flips and rotations precede after
+  // the crop: applied while gathering (they commute), not as a pass.
+  bool fused = false;
 };
 
 // The transform list compiled: what comes before the crop, the crop, and the
@@ -64,6 +67,7 @@ struct VolumeProgram {
   std::vector<int> pre_pointwise;  // pointwise intensity ops before the crop, in order
   int sampling = -1;             // the sampling crop
   std::vector<PostStep> post;
+  std::vector<int> gathered;     // the pointwise ops applied while gathering: pre_pointwise, then the fused post ones
   int num_samples = 1;
   std::string label_key;         // RandCropByPosNegLabel's label field ("" for the others)
 };
@@ -106,9 +110,8 @@ struct Block {
 
 // Copies the plan's window of `v` into `out` (sized plan.size), voxels
 // outside the volume (the pre-crop pad) set to `pad`. Intensity volumes
-// (float) get NIfTI scaling and `pointwise` (the pre-crop intensity ops) on
-// every voxel read; labels are copied as integers. Returns the bytes of
-// voxels read.
+// (float) get NIfTI scaling and `pointwise` (prog.gathered) on every voxel
+// read; labels are copied as integers. Returns the bytes of voxels read.
 std::uint64_t gather(const VolumeView& v, const PatchPlan& plan, const VolumeProgram& prog,
                      const std::vector<int>& pointwise, float pad, Block<float>* out);
 template <typename T>

@@ -155,6 +155,7 @@ struct Stats {
     std::uint64_t cache_budget_bytes = 0;
     std::uint64_t label_index_builds = 0;  // foreground indexes built (once per label volume when kept)
     std::uint64_t posneg_one_class = 0;    // RandCropByPosNegLabel patches whose class was empty (the other used)
+    double resample_s = 0;                 // worker seconds resampling volumes (Spacing; once per volume when kept)
   };
   Volume volume;
 

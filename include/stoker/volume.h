@@ -118,7 +118,18 @@ struct NormalizeIntensity {
   bool channel_wise = false;
 };
 
-using VolumeTransform = std::variant<RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel,
+// monai.transforms.Spacing(pixdim, mode=("bilinear", "nearest")): each
+// volume resampled to voxels of `pixdim` (mm; entries <= 0 keep the axis's
+// spacing) along its own axes, as MONAI's grid (compute_shape_offset)
+// defines it: trilinear for intensity volumes, nearest for label volumes,
+// the affine updated. Done once per volume when it is first loaded and kept
+// in the volume cache (under memory_budget; beyond it, per load: counted in
+// stats()["volume"]["resample_s"]). Must be the first transform.
+struct Spacing {
+  std::array<double, 3> pixdim{1.0, 1.0, 1.0};
+};
+
+using VolumeTransform = std::variant<Spacing, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel,
                                      CenterSpatialCrop, SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange,
                                      NormalizeIntensity>;
 

@@ -53,7 +53,7 @@ from stoker import _staging
 from stoker.fields import Boxes, Image, Label, Mask, Tensor, Volume, LabelVolume, detection_targets, \
     FIELD_TYPES as _FIELD_TYPES
 from stoker.volume import (CenterSpatialCrop, NormalizeIntensity, RandCropByPosNegLabel, RandFlip, RandRotate90,
-                           RandSpatialCrop, RandSpatialCropSamples, ScaleIntensityRange, SpatialPad,
+                           RandSpatialCrop, RandSpatialCropSamples, ScaleIntensityRange, SpatialPad, Spacing,
                            VOLUME_TRANSFORM_TYPES as _VOLUME_TRANSFORM_TYPES)
 from stoker.mixture import Mix
 from stoker.batch_transforms import CutMix, MixUp, RandomChoice
@@ -69,7 +69,7 @@ __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "Ra
            "RandAugment", "AutoAugment", "RandomErasing", "RandomApply", "AugMix", "RandomCrop",
            "RandomShortestSize", "detection_targets", "Volume", "LabelVolume", "RandSpatialCrop",
            "RandSpatialCropSamples", "RandCropByPosNegLabel", "CenterSpatialCrop", "SpatialPad", "RandFlip",
-           "RandRotate90", "ScaleIntensityRange", "NormalizeIntensity"]
+           "RandRotate90", "ScaleIntensityRange", "NormalizeIntensity", "Spacing"]
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -83,7 +83,8 @@ _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, 
                    RandomEqualize, RandomAdjustSharpness, RandomInvert, RandomRotation, RandomAffine,
                    TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply, AugMix, RandomCrop,
                    RandomShortestSize, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel,
-                   CenterSpatialCrop, SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity]
+                   CenterSpatialCrop, SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity,
+                   Spacing]
 _FieldType = Union[Image, Mask, Boxes, Label, Tensor, Volume, LabelVolume]
 
 _DEFAULT_MAX_IMAGE_PIXELS = 178956970
@@ -245,7 +246,7 @@ class Loader:
             RandomResizedCrop, CenterCrop or Resize((h, w)) after any
             Resize(int); the default () suits only .npy arrays and schemas
             without an Image. With a stoker.Volume field: MONAI's volume
-            transforms instead (stoker.RandSpatialCrop,
+            transforms instead (stoker.Spacing, RandSpatialCrop,
             RandSpatialCropSamples, RandCropByPosNegLabel, CenterSpatialCrop,
             SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange,
             NormalizeIntensity; see stoker.volume), one sampling crop among

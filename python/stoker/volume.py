@@ -43,6 +43,25 @@ class VolumeTransform:
         return type(self) is type(other) and self._params == other._params  # type: ignore[attr-defined]
 
 
+class Spacing(VolumeTransform):
+    """monai.transforms.Spacing: each volume resampled to voxels of ``pixdim`` mm along its own axes.
+
+    Trilinear for Volume fields, nearest for LabelVolume fields, on MONAI's
+    output grid; the affine (``<name>_affine``) follows. Done once per
+    volume when first loaded and kept in the loader's volume cache (under
+    memory_budget). Must be the first transform.
+
+    Args:
+        pixdim (float or 3 floats): the voxel size; entries <= 0 keep that
+            axis's spacing.
+    """
+
+    def __init__(self, pixdim: Union[float, Sequence[float]]) -> None:
+        if isinstance(pixdim, (int, float)) and not isinstance(pixdim, bool):
+            pixdim = (float(pixdim),) * 3
+        self._params = dict(pixdim=[float(x) for x in pixdim])
+
+
 class RandSpatialCrop(VolumeTransform):
     """monai.transforms.RandSpatialCrop: a ``roi_size`` patch at a uniformly drawn corner.
 
@@ -174,5 +193,5 @@ class NormalizeIntensity(VolumeTransform):
         self._params = dict(subtrahend=subtrahend, divisor=divisor, nonzero=nonzero, channel_wise=channel_wise)
 
 
-VOLUME_TRANSFORM_TYPES = (RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel, CenterSpatialCrop,
+VOLUME_TRANSFORM_TYPES = (Spacing, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel, CenterSpatialCrop,
                           SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity)

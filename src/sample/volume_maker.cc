@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "order/rng.h"
 #include "sample/sample_maker.h"
 #include "transform/volume_defs.h"
+#include "transform/volume_resample.h"
 #include "util/util.h"
 
 namespace stoker::detail {
@@ -140,6 +142,8 @@ struct VolumeMaker::Opened {
 VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::vector<FieldSpec>* fields,
                          ReadField read, const AddOutput& add_output)
     : source_(source), opt_(opt), fields_(*fields), read_(std::move(read)) {
+  // NOTE: set_cache() replaces it with the loader's budget; record 0's probe below may use it.
+  cache_ = std::make_unique<VolumeCache>(opt.memory_budget ? opt.memory_budget : default_memory_budget());
   std::vector<std::string> labels;
   for (std::size_t i = 0; i < fields->size(); ++i) {
     const Field& f = (*fields)[i].field;
@@ -225,7 +229,6 @@ VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::ve
       invalid("field '" + f.field.name + "' (label): with volumes, a Label is the source's label (no member=)");
     }
   }
-  cache_ = std::make_unique<VolumeCache>(opt.memory_budget ? opt.memory_budget : default_memory_budget());
 }
 
 VolumeMaker::~VolumeMaker() = default;
@@ -237,8 +240,84 @@ void VolumeMaker::set_cache(std::uint64_t budget, bool volumes, bool all) {
 }
 
 Status VolumeMaker::open_field(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* o) const {
+  if (prog_.spacing < 0) return open_raw(f, fi, rec, s, o, false);
   const std::uint64_t key = VolumeCache::key(rec, fi);
-  if (cache_volumes_) {
+  if (auto e = cache_->volume(key)) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    o->entry = e;
+    o->view = {e->data.data(), e->h};
+    o->memory = true;
+    return Status();
+  }
+  Opened raw;
+  Status st = open_raw(f, fi, rec, s, &raw, true);
+  if (!st.ok()) return st;
+  o->where = raw.where;
+  o->inflate_ns = raw.inflate_ns;
+  if (!raw.memory) bytes_read_.fetch_add(raw.view.h.data_bytes, std::memory_order_relaxed);
+  const std::int64_t t0 = now_ns();
+  auto e = std::make_shared<VolumeEntry>();
+  const VolumeHeader& h = raw.view.h;
+  const Spacing& sp = std::get<Spacing>(prog_.ops[static_cast<std::size_t>(prog_.spacing)]);
+  const SpacingPlan plan = spacing_plan(h.shape, h.affine, sp.pixdim);
+  const Shape3& os = plan.out_shape;
+  const std::uint64_t out_vox = static_cast<std::uint64_t>(os[0] * os[1] * os[2]) * static_cast<std::uint64_t>(h.channels);
+  if (out_vox == 0 || out_vox > opt_.max_volume_voxels) {
+    return Status::ResourceExhausted("Spacing: the resampled volume " + str3(os) + " has " + std::to_string(out_vox) +
+                                     " voxels (max_volume_voxels " + std::to_string(opt_.max_volume_voxels) + ")");
+  }
+  PatchPlan whole;
+  whole.start = {0, 0, 0};
+  whole.size = h.shape;
+  e->h = h;
+  e->h.swap = false;
+  e->h.scaled = false;
+  e->h.shape = os;
+  e->h.strides = {os[0] * os[1] * os[2], os[1] * os[2], os[2], 1};
+  e->h.data_offset = 0;
+  e->h.affine = plan.out_affine;
+  const std::size_t in_vox = static_cast<std::size_t>(h.shape[0] * h.shape[1] * h.shape[2] * h.channels);
+  if (f.field.kind == FieldKind::kVolume) {
+    std::vector<float> in(in_vox);
+    Block<float> b{h.channels, h.shape, in.data()};
+    gather(raw.view, whole, prog_, {}, 0.0f, &b);
+    e->h.type = VoxelType::kF32;
+    e->data.resize(out_vox * sizeof(float));
+    resample_linear(in.data(), h.channels, h.shape, plan, reinterpret_cast<float*>(e->data.data()));
+  } else {
+    auto run = [&](auto zero, VoxelType type) {
+      using T = decltype(zero);
+      std::vector<T> in(in_vox);
+      Block<T> b{h.channels, h.shape, in.data()};
+      gather_label<T>(raw.view, whole, T{0}, &b);
+      e->h.type = type;
+      e->data.resize(out_vox * sizeof(T));
+      resample_nearest<T>(in.data(), h.channels, h.shape, plan, reinterpret_cast<T*>(e->data.data()));
+    };
+    if (h.type == VoxelType::kU8) {
+      run(std::uint8_t{}, VoxelType::kU8);
+    } else {
+      run(std::int32_t{}, VoxelType::kI32);
+    }
+  }
+  e->h.data_bytes = e->data.size();
+  for (int a = 0; a < 3; ++a) {
+    const std::size_t ia = static_cast<std::size_t>(a);
+    e->h.spacing[ia] = std::sqrt(plan.out_affine[ia] * plan.out_affine[ia] + plan.out_affine[4 + ia] * plan.out_affine[4 + ia] +
+                                 plan.out_affine[8 + ia] * plan.out_affine[8 + ia]);
+  }
+  resample_ns_.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+  cache_->put(key, std::shared_ptr<const VolumeEntry>(e));
+  o->entry = e;
+  o->view = {e->data.data(), e->h};
+  o->memory = true;
+  return Status();
+}
+
+Status VolumeMaker::open_raw(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* o,
+                             bool transient) const {
+  const std::uint64_t key = VolumeCache::key(rec, fi);
+  if (cache_volumes_ && !transient) {
     if (auto e = cache_->volume(key)) {
       hits_.fetch_add(1, std::memory_order_relaxed);
       o->entry = e;
@@ -289,7 +368,7 @@ Status VolumeMaker::open_field(const FieldSpec& f, int fi, std::uint32_t rec, Vo
     inflate_ns_.fetch_add(static_cast<std::uint64_t>(o->inflate_ns), std::memory_order_relaxed);
     inflate_bytes_.fetch_add(e->data.size(), std::memory_order_relaxed);
     o->map.reset();
-    if (cache_volumes_) cache_->put(key, e);
+    if (cache_volumes_ && !transient) cache_->put(key, e);
     o->entry = e;
     o->view = {e->data.data(), e->h};
     o->memory = true;
@@ -298,7 +377,7 @@ Status VolumeMaker::open_field(const FieldSpec& f, int fi, std::uint32_t rec, Vo
   VolumeHeader h;
   Status st = parse_volume_header(data, size, size, opt_.max_volume_voxels, &h);
   if (!st.ok()) return named(st);
-  if (cache_volumes_ && cache_all_) {
+  if (cache_volumes_ && cache_all_ && !transient) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     auto e = std::make_shared<VolumeEntry>();
     e->h = h;
@@ -477,6 +556,7 @@ void VolumeMaker::add_stats(Stats* stats) const {
   v.cache_budget_bytes = cache_->budget();
   v.label_index_builds = index_builds_.load(std::memory_order_relaxed);
   v.posneg_one_class = one_class_.load(std::memory_order_relaxed);
+  v.resample_s = static_cast<double>(resample_ns_.load(std::memory_order_relaxed)) * 1e-9;
   v.num_samples = prog_.num_samples;
 }
 

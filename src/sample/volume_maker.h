@@ -62,7 +62,10 @@ class VolumeMaker {
 
  private:
   struct Opened;
+  // A field's voxels for this record: open_raw's, resampled by Spacing (and kept) when the list has it.
   Status open_field(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* out) const;
+  // As stored (a mapping, a read, a cache entry, an inflated .nii.gz); `transient`: never kept.
+  Status open_raw(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* out, bool transient) const;
 
   const Source& source_;
   const LoaderOptions& opt_;
@@ -77,7 +80,7 @@ class VolumeMaker {
   std::unique_ptr<VolumeCache> cache_;
   bool cache_volumes_ = false, cache_all_ = false;
   mutable std::atomic<std::uint64_t> patches_{0}, loads_{0}, bytes_read_{0}, inflate_bytes_{0}, inflate_ns_{0},
-      hits_{0}, misses_{0}, index_builds_{0}, one_class_{0};
+      hits_{0}, misses_{0}, index_builds_{0}, one_class_{0}, resample_ns_{0};
 };
 
 }  // namespace stoker::detail

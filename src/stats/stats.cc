@@ -106,7 +106,7 @@ std::string Stats::to_json() const {
       << ",\"cache_hits\":" << v.cache_hits << ",\"cache_misses\":" << v.cache_misses
       << ",\"cache_entries\":" << v.cache_entries << ",\"cache_bytes\":" << v.cache_bytes
       << ",\"cache_budget_bytes\":" << v.cache_budget_bytes << ",\"label_index_builds\":" << v.label_index_builds
-      << ",\"posneg_one_class\":" << v.posneg_one_class << "}";
+      << ",\"posneg_one_class\":" << v.posneg_one_class << ",\"resample_s\":" << v.resample_s << "}";
   }
   o << ",\"autotune_log\":[";
   for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << json_quote(autotune_log[i]);

@@ -165,6 +165,33 @@ template <typename T>
 struct VDef;
 
 template <>
+struct VDef<Spacing> {
+  static constexpr const char* kName = "Spacing";
+  static void check(const Spacing& x) {
+    for (double v : x.pixdim) {
+      if (!std::isfinite(v) || v > 1e6) invalid("Spacing: pixdim entries must be finite (<= 0: keep the axis), got " + json(x.pixdim).dump());
+    }
+  }
+  static VolumeTraits traits(const Spacing&) { return {false, true, false, false, 1}; }
+  // The resampled shape depends on the volume's affine: the sample path gives it.
+  static bool shape(const Spacing&, Shape*, std::string*) { return true; }
+  static json to_json(const Spacing& x) { return {{"pixdim", x.pixdim}}; }
+  static Spacing from_json(Reader& r) {
+    Spacing x;
+    if (const json* v = r.get("pixdim")) {
+      if (v->is_number()) {
+        x.pixdim.fill(v->get<double>());
+      } else if (v->is_array() && v->size() == 3 && std::all_of(v->begin(), v->end(), [](const json& e) { return e.is_number(); })) {
+        for (std::size_t i = 0; i < 3; ++i) x.pixdim[i] = (*v)[i].get<double>();
+      } else {
+        r.bad("pixdim", "a number or 3 numbers", *v);
+      }
+    }
+    return x;
+  }
+};
+
+template <>
 struct VDef<RandSpatialCrop> {
   static constexpr const char* kName = "RandSpatialCrop";
   static void check(const RandSpatialCrop& x) {
@@ -500,6 +527,11 @@ void check_volume_transforms(const std::vector<VolumeTransform>& list, const std
                 "supported either");
       }
       sampling = static_cast<int>(i);
+    } else if (std::holds_alternative<Spacing>(t)) {
+      if (i != 0) {
+        invalid("volume transforms: Spacing must be the first transform (it resamples the whole volume once, "
+                "before anything else)");
+      }
     } else if (sampling < 0 && !tr.pointwise && !std::holds_alternative<SpatialPad>(t)) {
       invalid("volume transforms: " + name + " before the sampling crop: only SpatialPad and per-voxel intensity "
               "transforms (ScaleIntensityRange, NormalizeIntensity with subtrahend and divisor) may come before it, so "

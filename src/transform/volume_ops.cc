@@ -91,7 +91,7 @@ Stage stage_of(const VolumeTransform& op) {
         s.add = s.add * w + *r->b_min;
       }
     }
-    if (r->clip) {  // MONAI clips to the bounds given
+    if (r->clip && r->a_max != r->a_min) {  // MONAI clips to the bounds given (not in the a_max == a_min case)
       s.clip = true;
       s.lo = r->b_min ? *r->b_min : -HUGE_VAL;
       s.hi = r->b_max ? *r->b_max : HUGE_VAL;
@@ -367,6 +367,8 @@ VolumeProgram compile_volume_program(const std::vector<VolumeTransform>& ops,
                     "drawn from the label as stored); pad after the crop, or crop with RandSpatialCrop");
           }
         }
+      } else if (std::holds_alternative<Spacing>(t)) {
+        p.spacing = idx;
       } else if (std::holds_alternative<SpatialPad>(t)) {
         if (p.pre_pad >= 0) invalid("volume transforms: one SpatialPad before the sampling crop at most");
         p.pre_pad = idx;
@@ -469,8 +471,8 @@ Status plan_patch(const VolumeProgram& prog, const Shape3& shape, const Shape3& 
       // MONAI correct_crop_centers: valid_start = size // 2,
       // valid_end = uint16(shape + 1 - size / 2), +1 when equal; c clipped to [start, end - 1].
       const std::int64_t vs = size[a] / 2;
-      std::int64_t ve = static_cast<std::int64_t>(static_cast<std::uint16_t>(
-          static_cast<double>(cur[a]) + 1.0 - static_cast<double>(size[a]) / 2.0));
+      // NOTE: MONAI's uint16 cast truncates; axes past 65535 voxels (where it would wrap) are truncated too.
+      std::int64_t ve = static_cast<std::int64_t>(static_cast<double>(cur[a]) + 1.0 - static_cast<double>(size[a]) / 2.0);
       if (ve == vs) ++ve;
       const std::int64_t centre = std::min(std::max(c[a], vs), ve - 1);
       start[a] = std::max<std::int64_t>(centre - size[a] / 2, 0);

@@ -63,6 +63,7 @@ struct PostStep {
 // steps after it.
 struct VolumeProgram {
   std::vector<VolumeTransform> ops;
+  int spacing = -1;              // Spacing (the first op) or -1
   int pre_pad = -1;              // a SpatialPad before the crop (at most one)
   std::vector<int> pre_pointwise;  // pointwise intensity ops before the crop, in order
   int sampling = -1;             // the sampling crop

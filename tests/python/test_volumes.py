@@ -1003,3 +1003,49 @@ def test_transform_lists_that_cannot_make_fixed_batches_are_refused(crop_set):
     make(csv, [stoker.RandSpatialCrop(P)])
     make(csv, [stoker.RandSpatialCrop((16, 12, 12)), stoker.RandRotate90(prob=0.5, spatial_axes=(1, 2))])
     make(csv, [stoker.RandCropByPosNegLabel(P, label_key="label", num_samples=2), stoker.RandFlip(prob=0.5)])
+
+
+# ---- Spacing: resampled once per volume, as MONAI's Spacing (tests/python/spacing_ref.py) ----
+
+@pytest.mark.parametrize("fmt", ["nii", "nii.gz"])
+def test_spacing_matches_the_monai_reference_and_is_done_once(tmp_path, fmt):
+    """Spacing(pixdim) then the whole volume (CenterSpatialCrop(-1)): the image equals MONAI's trilinear grid
+    (spacing_ref, float32 rounding), the label its nearest grid away from half-way ties, the affine the new one;
+    epoch 2 resamples nothing (the resampled volumes are kept)."""
+    import spacing_ref as SR
+    rng = np.random.default_rng(21)
+    shape = (20, 18, 15)
+    affine = np.array([[0.8, 0, 0, -10.0], [0, 0.9, 0, 4.0], [0, 0, 1.7, 2.5], [0, 0, 0, 1]])
+    rows, refs = [], []
+    for i in range(3):
+        img = rng.normal(0, 100, size=shape).astype(np.float32)
+        lab = (rng.random(shape) < 0.3).astype(np.uint8) * (i + 1)
+        pi = V.write_nifti(tmp_path / f"s{i}.{fmt}", img, affine, gz=fmt.endswith("gz"))
+        pl = V.write_nifti(tmp_path / f"s{i}_lab.{fmt}", lab, affine, gz=fmt.endswith("gz"))
+        rows.append((pi, pl))
+        refs.append((img, lab))
+    csv = V.write_list(tmp_path / "s.csv", rows)
+    pixdim = (1.07, 1.31, 1.13)  # no output voxel samples an exact half-way point (where nearest ties)
+    loader = make(csv, [stoker.Spacing(pixdim), stoker.CenterSpatialCrop(-1)], batch_size=3)
+    e0 = run(loader, (0,))
+    assert stats_volume(loader)["resample_s"] > 0
+    for i, (img, lab) in enumerate(refs):
+        want, want_affine = SR.spacing_ref(img[None].astype(np.float64), affine, pixdim, mode="bilinear")
+        want_lab, _ = SR.spacing_ref(lab[None].astype(np.float64), affine, pixdim, mode="nearest")
+        got = e0["image"][i]
+        assert got.shape == want.shape, (got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * float(np.ptp(img)))
+        np.testing.assert_allclose(e0["image_affine"][i], want_affine, atol=1e-6)
+        np.testing.assert_array_equal(e0["label"][i], want_lab.astype(np.uint8))
+        assert set(np.unique(e0["label"][i])) <= {0, i + 1}, "nearest makes no new label values"
+    s0 = dict(stats_volume(loader))
+    e1 = run(loader, (1,))
+    for k in e0:
+        np.testing.assert_array_equal(e0[k], e1[k], err_msg=k)
+    assert stats_volume(loader)["resample_s"] == s0["resample_s"], "epoch 2 resamples nothing"
+
+
+def test_spacing_must_come_first(crop_set):
+    csv = crop_set["rows"](4, "spacing_first")
+    with pytest.raises(ValueError, match="Spacing must be the first"):
+        make(csv, [stoker.RandSpatialCrop(8), stoker.Spacing(1.0)])

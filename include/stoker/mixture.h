@@ -99,6 +99,7 @@ class MixtureSource : public Source {
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override;
   // "mix:source": the source index as text; anything else the source's.
   Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override;
+  bool member_extent(std::size_t i, const std::string& member, Extent* out) const override;
   std::vector<std::string> members(std::size_t i) const override;
   std::string relative_key(std::size_t i) const override;
   // The sources' classes when they all have the same and no label offset or

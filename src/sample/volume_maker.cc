@@ -234,7 +234,7 @@ VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::ve
 VolumeMaker::~VolumeMaker() = default;
 
 void VolumeMaker::set_cache(std::uint64_t budget, bool volumes, bool all) {
-  cache_ = std::make_unique<VolumeCache>(budget);
+  if (cache_->budget() != budget) cache_ = std::make_unique<VolumeCache>(budget);  // else record 0's entries stay
   cache_volumes_ = volumes;
   cache_all_ = all;
 }

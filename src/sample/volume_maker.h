@@ -78,7 +78,7 @@ class VolumeMaker {
   std::vector<int> channels_;      // per field: channels (record 0's)
   std::vector<bool> label_u8_;     // per label field: uint8 output
   std::unique_ptr<VolumeCache> cache_;
-  bool cache_volumes_ = false, cache_all_ = false;
+  bool cache_volumes_ = true, cache_all_ = false;
   mutable std::atomic<std::uint64_t> patches_{0}, loads_{0}, bytes_read_{0}, inflate_bytes_{0}, inflate_ns_{0},
       hits_{0}, misses_{0}, index_builds_{0}, one_class_{0}, resample_ns_{0};
 };

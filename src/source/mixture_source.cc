@@ -191,6 +191,11 @@ Status MixtureSource::read(std::size_t i, std::vector<std::uint8_t>* out) const 
   return p.source->read(r, out);
 }
 
+bool MixtureSource::member_extent(std::size_t i, const std::string& member, Extent* out) const {
+  const std::size_t s = part_of(i);
+  return member != "mix:source" && parts_[s].source->member_extent(i - parts_[s].start, member, out);
+}
+
 Status MixtureSource::read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const {
   const std::size_t s = part_of(i);
   if (member == "mix:source") {

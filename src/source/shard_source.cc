@@ -143,6 +143,11 @@ Status write_index_file(const std::string& shard, ShardIndex* index, const std::
 
 namespace {
 
+// True when suffix[from..] is one extension ("png", "npy"; "nii.gz" counts as one).
+bool one_extension(const std::string& suffix, std::size_t from) {
+  return suffix.find('.', from) == std::string::npos || suffix.compare(from, std::string::npos, "nii.gz") == 0;
+}
+
 class ShardSource final : public Source {
  public:
   ShardSource(std::vector<std::string> names, std::vector<ShardIndex> indexes, std::unique_ptr<ShardBytes> bytes)
@@ -176,10 +181,10 @@ class ShardSource final : public Source {
   }
   bool member_extent(std::size_t i, const std::string& member, Extent* out) const override {
     const Record& r = records_[i];
-    if (!r.error.empty()) return false;
     std::string path = bytes_->local_path(r.shard);
     if (path.empty()) return false;
     if (member.empty()) {
+      if (!r.error.empty()) return false;  // read() says why
       *out = {std::move(path), r.offset, r.size};
       return true;
     }
@@ -198,7 +203,7 @@ class ShardSource final : public Source {
       const std::string& suffix = suffixes_[members_[k].suffix];
       if (suffix == member) return read_at(r.shard, members_[k].offset, members_[k].size, out);
       if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
-          suffix[member.size()] == '.' && suffix.find('.', member.size() + 1) == std::string::npos) {
+          suffix[member.size()] == '.' && one_extension(suffix, member.size() + 1)) {
         found = &members_[k];
         ++prefixed;
       }
@@ -286,7 +291,7 @@ class ShardSource final : public Source {
       const std::string& suffix = suffixes_[members_[k].suffix];
       if (suffix == member) return &members_[k];
       if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
-          suffix[member.size()] == '.' && suffix.find('.', member.size() + 1) == std::string::npos) {
+          suffix[member.size()] == '.' && one_extension(suffix, member.size() + 1)) {
         found = &members_[k];
         ++prefixed;
       }

@@ -1049,3 +1049,42 @@ def test_spacing_must_come_first(crop_set):
     csv = crop_set["rows"](4, "spacing_first")
     with pytest.raises(ValueError, match="Spacing must be the first"):
         make(csv, [stoker.RandSpatialCrop(8), stoker.Spacing(1.0)])
+
+
+# ---- Tar shards: members read in place (only a patch's bytes), batches as from the files ----
+
+def test_shard_members_give_the_list_file_batches_and_read_only_the_patch(tmp_path):
+    """The same volumes as .npy and .nii.gz members of a tar shard (WebDataset keys: vol000.image.npy,
+    vol000.label.nii.gz) and as files of a list: equal batches over 2 epochs; an uncompressed member's patch
+    reads its own bytes only (the member's extent in the shard, mapped), a gzipped one is inflated once."""
+    import io
+    import tarfile
+    rng = np.random.default_rng(33)
+    shape = (20, 24, 28)
+    rows = []
+    with tarfile.open(tmp_path / "vol-000000.tar", "w") as tf:
+        for i in range(5):
+            img = V.coord_volume(shape, "int16", offset=i * 500)
+            lab = (rng.random(shape) < 0.2).astype(np.uint8)
+            pi = V.write_npy(tmp_path / f"v{i}.npy", img)
+            pl = V.write_nifti(tmp_path / f"v{i}_lab.nii.gz", lab, np.eye(4), gz=True)
+            rows.append((pi, pl))
+            for name, path in (("image.npy", pi), ("label.nii.gz", pl)):
+                data = open(path, "rb").read()
+                info = tarfile.TarInfo(f"vol{i:03d}.{name}")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    csv = V.write_list(tmp_path / "v.csv", rows)
+    transforms = [stoker.RandCropByPosNegLabel((8, 8, 8), label_key="label", num_samples=3),
+                  stoker.RandFlip(0.5), stoker.ScaleIntensityRange(0, 5000, 0.0, 1.0)]
+    fields = [stoker.Volume("image", member="image"), stoker.LabelVolume("label")]
+    shard = make(str(tmp_path / "vol-000000.tar"), transforms, fields=fields, batch_size=2, shuffle=True)
+    files = make(csv, transforms, batch_size=2, shuffle=True)
+    a, b = run(shard, (0, 1)), run(files, (0, 1))
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    s = stats_volume(shard)
+    # Per load: the label volume is inflated (once, then kept); the image patch reads 3 x 8^3 int16 voxels.
+    assert s["inflate_bytes"] == 5 * int(np.prod(shape)), s
+    patch_bytes = 8 ** 3 * 2
+    assert s["bytes_read"] == s["patches"] * patch_bytes, s

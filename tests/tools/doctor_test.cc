@@ -563,3 +563,131 @@ TEST(DoctorTest, RemoteFactsParse) {
 }
 }  // namespace
 }  // namespace stoker::doctor
+
+namespace stoker::doctor {
+namespace {
+// A loader's "volume" stats (Stats::Volume as stats.cc writes it): 250 loads
+// of an image and a label volume (.nii.gz) over 2.5 epochs of 100 records, 4
+// patches each; 400 misses (20 MB inflated each) and 100 hits; the volume
+// cache at `cache_bytes` of its 1 GiB budget.
+json volume_stats(double inflate_s, double cache_bytes) {
+  return json{{"num_samples", 4},
+              {"patches", 1000},
+              {"loads", 250},
+              {"bytes_read", 0},
+              {"bytes_per_patch", 0},
+              {"inflate_bytes", 8e9},
+              {"inflate_s", inflate_s},
+              {"cache_hits", 100},
+              {"cache_misses", 400},
+              {"cache_entries", 50},
+              {"cache_bytes", cache_bytes},
+              {"cache_budget_bytes", 1073741824},
+              {"label_index_builds", 40},
+              {"posneg_one_class", 0},
+              {"resample_s", 2.5}};
+}
+
+// Decode 17 s of the workers' 19, 16 s of it inflating, the cache full.
+RunFacts volume_run(double inflate_s = 16, double cache_bytes = 1.0e9) {
+  RunFacts f = run(1000, 10, 9, 0.5, 17, 1.5);
+  auto& snap = f.series["loader-1-0"].last;
+  snap["describe"] = "100 volume records ('ct/', ...)";
+  snap["dataset_size"] = 100;
+  snap["stats"]["volume"] = volume_stats(inflate_s, cache_bytes);
+  return f;
+}
+
+TEST(DoctorTest, InflatingVolumesIsDecompressionBound) {
+  Verdict v = diagnose(volume_run(), Probes{}, /*probe=*/false);
+  EXPECT_EQ(v.kind, Bottleneck::kDecompression);
+  EXPECT_STREQ(bottleneck_name(v.kind), "input-bound on decompression (.nii.gz)");
+  const std::string e = joined(v.evidence);
+  EXPECT_TRUE(has(v.evidence, "volumes: 1000 patches from 250 loads; 0.00 MB read per patch; 8.00 GB inflated (.nii.gz) "
+                              "in 16.0 s; volume cache: 100 hits, 400 misses, 954 of 1024 MiB of its budget used "
+                              "(50 entries); resampling (Spacing) 2.5 s"))
+      << e;
+  // The set: 20 MB per miss x 100 records x 2 volumes per load = 4e9 bytes
+  // (3815 MiB), plus 10%, in whole MiB: 4197 MiB. Decoding (17 of 19 s) gone:
+  // 10 ms per sample -> 1.05 ms, bounded by the cores: (2 ms of CPU + 1 ms
+  // step) / 2 cores = 1.5 ms: 667 samples/s.
+  const Suggestion* b = find(v, "memory_budget=4400873472 (now 1073741824;");
+  ASSERT_TRUE(b) << (v.suggestions.empty() ? "" : v.suggestions[0].action);
+  EXPECT_NEAR(b->predicted_rate, 1 / 1.5e-3, 1e-6);
+  EXPECT_NE(b->action.find("about 3815 MiB"), std::string::npos) << b->action;
+  EXPECT_NE(b->basis.find("400 cache misses against 200 volumes loaded per epoch"), std::string::npos) << b->basis;
+  EXPECT_NE(b->basis.find("20.0 MB per miss (inflate_bytes / cache_misses) x 200 volumes (dataset_size 100 records x "
+                          "2.00 volumes per load"),
+            std::string::npos)
+      << b->basis;
+  const Suggestion* u = find(v, "the volumes uncompressed (.nii or .npy): a patch then reads only its bytes");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->predicted_rate, 0);
+  EXPECT_EQ(&v.suggestions[0], b);  // ranked by gain
+  EXPECT_EQ(find(v, "cache=\"ram\""), nullptr);
+}
+
+// The same run without volumes ("volume": null, as stats.cc writes it, or no
+// key): decode-bound as before.
+TEST(DoctorTest, DecodeBoundWithVolumeNullIsUnchanged) {
+  RunFacts f = volume_run();
+  f.series["loader-1-0"].last["stats"]["volume"] = nullptr;
+  Verdict v = diagnose(f, Probes{}, /*probe=*/false);
+  EXPECT_EQ(v.kind, Bottleneck::kDecode);
+  EXPECT_EQ(find(v, "memory_budget="), nullptr);
+  EXPECT_EQ(find(v, "uncompressed"), nullptr);
+  EXPECT_FALSE(has(v.evidence, "volumes:")) << joined(v.evidence);
+  f.series["loader-1-0"].last["stats"].erase("volume");
+  Verdict old = diagnose(f, Probes{}, /*probe=*/false);
+  EXPECT_EQ(old.kind, Bottleneck::kDecode);
+  EXPECT_EQ(old.evidence, v.evidence);
+}
+
+// Volumes, but cutting patches (transforms) dominates: transform-bound; the
+// volume line is still in the evidence. Inflating under half the decode
+// time: decode-bound.
+TEST(DoctorTest, VolumesNotDecompressionBoundElsewhere) {
+  RunFacts f = run(1000, 10, 8, 0.2, 3, 14);
+  f.series["loader-1-0"].last["stats"]["volume"] = volume_stats(2.9, 1.0e9);
+  Verdict v = diagnose(f, Probes{}, /*probe=*/false);
+  EXPECT_EQ(v.kind, Bottleneck::kTransform);
+  EXPECT_EQ(find(v, "memory_budget="), nullptr);
+  EXPECT_TRUE(has(v.evidence, "volumes: 1000 patches from 250 loads")) << joined(v.evidence);
+  Verdict d = diagnose(volume_run(/*inflate_s=*/8), Probes{}, /*probe=*/false);
+  EXPECT_EQ(d.kind, Bottleneck::kDecode);
+}
+
+// The cache below 90% of its budget: volumes stay once inflated; no
+// memory_budget suggestion, storing them uncompressed still.
+TEST(DoctorTest, VolumeCacheNotFullSuggestsNoMemoryBudget) {
+  Verdict v = diagnose(volume_run(16, /*cache_bytes=*/5e8), Probes{}, /*probe=*/false);
+  EXPECT_EQ(v.kind, Bottleneck::kDecompression);
+  EXPECT_EQ(find(v, "memory_budget="), nullptr);
+  EXPECT_NE(find(v, "the volumes uncompressed"), nullptr);
+  EXPECT_TRUE(has(v.notes, "the volume cache holds 477 of its 1024 MiB")) << joined(v.notes);
+  // Full, but no more misses than one epoch's volumes (the first epoch): none either.
+  RunFacts g = volume_run();
+  g.series["loader-1-0"].last["dataset_size"] = 1000;
+  Verdict w = diagnose(g, Probes{}, /*probe=*/false);
+  EXPECT_EQ(w.kind, Bottleneck::kDecompression);
+  EXPECT_EQ(find(w, "memory_budget="), nullptr);
+  EXPECT_TRUE(has(w.notes, "no volume is known to be inflated twice yet")) << joined(w.notes);
+}
+
+TEST(DoctorTest, VolumeFactsParse) {
+  EXPECT_FALSE(volume_facts(json{{"samples", 1}, {"volume", nullptr}}).active);
+  EXPECT_FALSE(volume_facts(json{{"samples", 1}}).active);
+  EXPECT_FALSE(volume_facts(json{{"volume", 3}}).active);
+  EXPECT_FALSE(volume_facts(json()).active);
+  const VolumeFacts r = volume_facts(json{{"volume", volume_stats(16, 1e9)}});
+  EXPECT_TRUE(r.active);
+  EXPECT_EQ(r.loads, 250);
+  EXPECT_EQ(r.inflate_bytes, 8e9);
+  EXPECT_EQ(r.cache_budget_bytes, 1073741824);
+  EXPECT_EQ(r.resample_s, 2.5);
+  const VolumeFacts odd = volume_facts(json{{"volume", {{"inflate_s", "x"}}}});
+  EXPECT_TRUE(odd.active);
+  EXPECT_EQ(odd.inflate_s, 0);
+}
+}  // namespace
+}  // namespace stoker::doctor

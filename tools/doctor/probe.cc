@@ -32,6 +32,14 @@ class SubsetSource : public Source {
   const std::string& key(std::size_t i) const override { return inner_->key(index_[i]); }
   std::int64_t label(std::size_t i) const override { return inner_->label(index_[i]); }
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override { return inner_->read(index_[i], out); }
+  Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override {
+    return inner_->read_member(index_[i], member, out);
+  }
+  bool member_extent(std::size_t i, const std::string& member, Extent* out) const override {
+    return inner_->member_extent(index_[i], member, out);
+  }
+  std::vector<std::string> members(std::size_t i) const override { return inner_->members(index_[i]); }
+  std::string relative_key(std::size_t i) const override { return inner_->relative_key(index_[i]); }
   const std::vector<std::string>& classes() const override { return inner_->classes(); }
   std::string describe() const override { return "sample of " + inner_->describe(); }
 

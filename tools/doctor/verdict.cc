@@ -337,6 +337,73 @@ void remote_suggestions(Verdict* v, const RemoteFacts& r, const nlohmann::json& 
   }
 }
 
+// The volume line of the evidence: patches and loads, bytes read per patch,
+// inflation, the volume cache against its budget, resampling.
+void volume_evidence(Verdict* v, const VolumeFacts& vf) {
+  constexpr double kMiB = 1 << 20;
+  v->evidence.push_back(fmt("volumes: %.0f patches from %.0f loads; %.2f MB read per patch; %.2f GB inflated (.nii.gz) "
+                            "in %.1f s; volume cache: %.0f hits, %.0f misses, %.0f of %.0f MiB of its budget used "
+                            "(%.0f entries)%s",
+                            vf.patches, vf.loads, vf.bytes_per_patch / 1e6, vf.inflate_bytes / 1e9, vf.inflate_s,
+                            vf.cache_hits, vf.cache_misses, vf.cache_bytes / kMiB, vf.cache_budget_bytes / kMiB,
+                            vf.cache_entries,
+                            vf.resample_s > 0 ? fmt("; resampling (Spacing) %.1f s", vf.resample_s).c_str() : ""));
+}
+
+// A decompression-bound loader's suggestions. `ds`: the share of the
+// workers' time spent decoding (for volumes: inflating), what a volume
+// cache that holds every volume removes from the second epoch on. Predicted
+// as the storage verdict's cache="ram" is.
+void volume_suggestions(Verdict* v, const VolumeFacts& vf, const nlohmann::json& snap, const nlohmann::json& opts,
+                        const Model& model, double cpu, double ds, double mem_available_mib) {
+  constexpr double kMiB = 1 << 20;
+  const bool full = vf.cache_budget_bytes > 0 && vf.cache_bytes >= kVolumeCacheFull * vf.cache_budget_bytes;
+  // The volumes a record load opens (image and label volumes), from the
+  // cache's own counts: each is a hit or a miss.
+  const double per_load = vf.loads > 0 ? (vf.cache_hits + vf.cache_misses) / vf.loads : 0;
+  const double records = snap.value("dataset_size", 0.0);
+  const double per_epoch = records / std::max(1, opts.value("world_size", 1)) * per_load;  // volumes a rank loads per epoch
+  const double per_miss = vf.cache_misses > 0 ? vf.inflate_bytes / vf.cache_misses : 0;
+  // Misses beyond one epoch's volumes: volumes inflated again.
+  const bool again = per_epoch > 0 && vf.cache_misses > per_epoch;
+  if (full && per_epoch <= 0) {
+    v->notes.push_back("memory_budget not estimated: the snapshot gives no dataset_size or no volume loads");
+  } else if (full && again && per_miss > 0) {
+    const double volumes = records * per_load;
+    const double need = per_miss * volumes;
+    const double budget = std::ceil(1.1 * need / kMiB) * kMiB;  // 10% headroom, whole MiB
+    const double fit = std::min(1.0, 0.5 * mem_available_mib * kMiB / budget);
+    const double removed = fit * ds;
+    add(v,
+        fmt("memory_budget=%.0f (now %.0f; the volume cache is %.0f%% full and volumes are inflated again): the "
+            "inflated volumes, about %.0f MiB, then stay in memory, inflated once rather than on every load; %s",
+            budget, vf.cache_budget_bytes, 100 * vf.cache_bytes / vf.cache_budget_bytes, need / kMiB,
+            fit >= 1 ? "they fit in half the available memory"
+                     : fmt("only %.0f%% of them fit in half the available memory (%.0f MiB available)", 100 * fit,
+                           mem_available_mib)
+                           .c_str()),
+        model.rate(std::max(0.005, 1 - removed), cpu * (1 - removed)),
+        fmt("decoding (inflating .nii.gz) was %.0f%% of the workers' time; with the volumes kept it is gone from the "
+            "second epoch on%s; %.0f cache misses against %.0f volumes loaded per epoch; the inflated set estimated as "
+            "%.1f MB per miss (inflate_bytes / cache_misses) x %.0f volumes (dataset_size %.0f records x %.2f volumes "
+            "per load, (cache_hits + cache_misses) / loads), plus 10%%",
+            100 * ds, fit >= 1 ? "" : fmt(" for the %.0f%% that fits", 100 * fit).c_str(), vf.cache_misses,
+            per_epoch, per_miss / 1e6, volumes, records, per_load));
+  } else if (full && !again) {
+    v->notes.push_back(fmt("the volume cache is full (%.0f of %.0f MiB), but its %.0f misses are no more than the %.0f "
+                           "volumes loaded per epoch: no volume is known to be inflated twice yet",
+                           vf.cache_bytes / kMiB, vf.cache_budget_bytes / kMiB, vf.cache_misses, per_epoch));
+  } else if (vf.cache_budget_bytes > 0) {
+    v->notes.push_back(fmt("the volume cache holds %.0f of its %.0f MiB: volumes it keeps are inflated once; %.0f "
+                           "misses over %.0f loads",
+                           vf.cache_bytes / kMiB, vf.cache_budget_bytes / kMiB, vf.cache_misses, vf.loads));
+  }
+  add(v, "Store the volumes uncompressed (.nii or .npy): a patch then reads only its bytes, no inflation", 0,
+      fmt("not predicted: depends on the storage's rate for the patches' reads; %.2f GB were inflated in %.1f s of "
+          "the workers' time",
+          vf.inflate_bytes / 1e9, vf.inflate_s));
+}
+
 void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const Series* ps, const Probes& probes,
                      bool probe, Verdict* v) {
   const auto& snap = ls.last;
@@ -393,6 +460,8 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   const RemoteFacts rf = remote_facts(st);
   const int connections = opts.value("remote_connections", 8);
   if (rf.active) remote_evidence(v, rf, wall, busy_read, busy, connections);
+  const VolumeFacts vf = volume_facts(st);
+  if (vf.active) volume_evidence(v, vf);
   machine_evidence(v, f, m);
 
   if (v->wait_share < kInputBoundShare) {
@@ -427,10 +496,15 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   // Remote: the reads were mostly waits for shard bytes still being fetched
   // (fetch_wait_s is spent inside the workers' read time).
   const bool remote = storage && rf.active && busy_read > 0 && rf.fetch_wait_s >= kRemoteWaitShare * busy_read;
-  v->kind = remote    ? Bottleneck::kRemoteStorage
-            : storage ? Bottleneck::kStorage
-            : ds >= xs ? Bottleneck::kDecode
-                       : Bottleneck::kTransform;
+  // Decompression: decode the largest stage, mostly inflating .nii.gz
+  // volumes (inflate_s is spent inside the workers' decode time).
+  const bool decompression = !remote && vf.active && busy_decode > 0 && ds >= rs && ds >= xs &&
+                             vf.inflate_s >= kInflateShare * busy_decode;
+  v->kind = remote          ? Bottleneck::kRemoteStorage
+            : decompression ? Bottleneck::kDecompression
+            : storage       ? Bottleneck::kStorage
+            : ds >= xs      ? Bottleneck::kDecode
+                            : Bottleneck::kTransform;
 
   // More threads when cores sat idle. NOTE: not when the reads wait on remote
   // fetches: more workers would wait on the same shards.
@@ -445,6 +519,8 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   }
   if (remote) {
     remote_suggestions(v, rf, snap, opts, model, cpu, busy_read, busy, wall, loader_samples, connections);
+  } else if (decompression) {
+    volume_suggestions(v, vf, snap, opts, model, cpu, ds, f.mem_available_mib);
   } else if (storage) {
     const double dataset = snap.value("dataset_size", 0.0);
     const double bytes = loader_samples > 0 ? static_cast<double>(st.value("bytes_read", 0.0)) / loader_samples : 0;
@@ -716,6 +792,7 @@ const char* bottleneck_name(Bottleneck b) {
     case Bottleneck::kStorage: return "input-bound on storage";
     case Bottleneck::kRemoteStorage: return "input-bound on storage (remote)";
     case Bottleneck::kDecode: return "input-bound on decode";
+    case Bottleneck::kDecompression: return "input-bound on decompression (.nii.gz)";
     case Bottleneck::kTransform: return "input-bound on transforms";
     case Bottleneck::kHostToDevice: return "input-bound on host-to-device copy";
     case Bottleneck::kNoData: return "no data";
@@ -757,6 +834,31 @@ RemoteFacts remote_facts(const nlohmann::json& stats) {
   r.cache_dir_bytes_written = number(j, "cache_dir_bytes_written");
   r.cache_dir_evictions = number(j, "cache_dir_evictions");
   r.cache_dir_bypass = number(j, "cache_dir_bypass");
+  return r;
+}
+
+VolumeFacts volume_facts(const nlohmann::json& stats) {
+  VolumeFacts r;
+  if (!stats.is_object()) return r;
+  const auto it = stats.find("volume");
+  if (it == stats.end() || !it->is_object()) return r;  // null: another schema; missing: a loader from before
+  const nlohmann::json& j = *it;
+  r.active = true;
+  r.num_samples = number(j, "num_samples");
+  r.patches = number(j, "patches");
+  r.loads = number(j, "loads");
+  r.bytes_read = number(j, "bytes_read");
+  r.bytes_per_patch = number(j, "bytes_per_patch");
+  r.inflate_bytes = number(j, "inflate_bytes");
+  r.inflate_s = number(j, "inflate_s");
+  r.cache_hits = number(j, "cache_hits");
+  r.cache_misses = number(j, "cache_misses");
+  r.cache_entries = number(j, "cache_entries");
+  r.cache_bytes = number(j, "cache_bytes");
+  r.cache_budget_bytes = number(j, "cache_budget_bytes");
+  r.label_index_builds = number(j, "label_index_builds");
+  r.posneg_one_class = number(j, "posneg_one_class");
+  r.resample_s = number(j, "resample_s");
   return r;
 }
 

@@ -17,7 +17,18 @@ namespace stoker::doctor {
 // kRemoteStorage: storage-bound, and the storage is remote shards (https://,
 // s3://, pipe:): the workers' reads were mostly waits for shard bytes not yet
 // fetched.
-enum class Bottleneck { kCompute, kStorage, kRemoteStorage, kDecode, kTransform, kHostToDevice, kNoData };
+// kDecompression: decode-bound, and the decoding was mostly inflating
+// gzipped volumes (.nii.gz; stats "volume": Stats::Volume).
+enum class Bottleneck {
+  kCompute,
+  kStorage,
+  kRemoteStorage,
+  kDecode,
+  kDecompression,
+  kTransform,
+  kHostToDevice,
+  kNoData
+};
 const char* bottleneck_name(Bottleneck b);  // "input-bound on decode", ...
 
 struct Suggestion {
@@ -97,6 +108,28 @@ RemoteFacts remote_facts(const nlohmann::json& stats);
 // Remote-bound: storage-bound (the read-share test) and the workers waited
 // for remote bytes at least this share of their read time.
 constexpr double kRemoteWaitShare = 0.5;
+
+// A loader snapshot's volume counters (its stats' "volume": Stats::Volume in
+// stoker/stats.h), as the verdict reads them. Not active for other schemas
+// ("volume": null), a snapshot from before volumes (no key), or anything
+// else that is not an object; fields missing or of another type read as 0.
+struct VolumeFacts {
+  bool active = false;
+  double num_samples = 0;  // patches per volume load
+  double patches = 0, loads = 0;
+  double bytes_read = 0, bytes_per_patch = 0;
+  double inflate_bytes = 0, inflate_s = 0;  // .nii.gz voxels inflated, worker seconds inflating
+  double cache_hits = 0, cache_misses = 0, cache_entries = 0, cache_bytes = 0, cache_budget_bytes = 0;
+  double label_index_builds = 0, posneg_one_class = 0;
+  double resample_s = 0;
+};
+VolumeFacts volume_facts(const nlohmann::json& stats);
+
+// Decompression-bound: decode the largest stage, and inflating volumes at
+// least this share of the workers' decode time.
+constexpr double kInflateShare = 0.5;
+// The volume cache counts as full at this share of its budget.
+constexpr double kVolumeCacheFull = 0.9;
 
 // Input-bound when the loop waited at least this share of its time.
 constexpr double kInputBoundShare = 0.15;

@@ -1,6 +1,7 @@
 #include "sample/volume_maker.h"
 
 #include <fcntl.h>
+#include <cstdio>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,6 +143,8 @@ struct VolumeMaker::Opened {
 VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::vector<FieldSpec>* fields,
                          ReadField read, const AddOutput& add_output)
     : source_(source), opt_(opt), fields_(*fields), read_(std::move(read)) {
+  tty_ = ::isatty(2) != 0;
+  progress_ = opt.progress == Progress::kOn || (opt.progress == Progress::kAuto && tty_);
   // NOTE: set_cache() replaces it with the loader's budget; record 0's probe below may use it.
   cache_ = std::make_unique<VolumeCache>(opt.memory_budget ? opt.memory_budget : default_memory_budget());
   std::vector<std::string> labels;
@@ -307,7 +310,7 @@ Status VolumeMaker::open_field(const FieldSpec& f, int fi, std::uint32_t rec, Vo
                                  plan.out_affine[8 + ia] * plan.out_affine[8 + ia]);
   }
   resample_ns_.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
-  cache_->put(key, std::shared_ptr<const VolumeEntry>(e));
+  progress(cache_->put(key, std::shared_ptr<const VolumeEntry>(e)));
   o->entry = e;
   o->view = {e->data.data(), e->h};
   o->memory = true;
@@ -368,7 +371,7 @@ Status VolumeMaker::open_raw(const FieldSpec& f, int fi, std::uint32_t rec, Volu
     inflate_ns_.fetch_add(static_cast<std::uint64_t>(o->inflate_ns), std::memory_order_relaxed);
     inflate_bytes_.fetch_add(e->data.size(), std::memory_order_relaxed);
     o->map.reset();
-    if (cache_volumes_ && !transient) cache_->put(key, e);
+    if (cache_volumes_ && !transient) progress(cache_->put(key, e));
     o->entry = e;
     o->view = {e->data.data(), e->h};
     o->memory = true;
@@ -538,6 +541,32 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
     counters->add_transform(now_ns() - t1);
   }
   return Status();
+}
+
+void VolumeMaker::progress(bool kept) const {
+  if (kept) kept_.fetch_add(1, std::memory_order_relaxed);
+  if (!progress_) return;
+  char line[512];
+  if (!kept) {
+    if (said_full_.exchange(true)) return;
+    std::snprintf(line, sizeof(line),
+                  "stoker: volume cache full (%.1f of %.1f MB, memory_budget): further volumes are inflated or "
+                  "resampled on every load (stats()[\"volume\"])",
+                  static_cast<double>(cache_->bytes()) / 1e6, static_cast<double>(cache_->budget()) / 1e6);
+  } else {
+    const std::int64_t t = now_ns();
+    std::int64_t last = printed_ns_.load(std::memory_order_relaxed);
+    if (t - last < (tty_ ? 250'000'000 : 2'000'000'000) || !printed_ns_.compare_exchange_strong(last, t)) return;
+    std::snprintf(line, sizeof(line),
+                  "stoker: volumes: %llu inflated or resampled and kept (%.1f MB; %.1f s inflating, %.1f s resampling) "
+                  "for %zu records",
+                  static_cast<unsigned long long>(kept_.load(std::memory_order_relaxed)),
+                  static_cast<double>(cache_->bytes()) / 1e6,
+                  static_cast<double>(inflate_ns_.load(std::memory_order_relaxed)) * 1e-9,
+                  static_cast<double>(resample_ns_.load(std::memory_order_relaxed)) * 1e-9, source_.size());
+  }
+  std::fprintf(stderr, tty_ ? "\r\033[K%s\n" : "%s\n", line);
+  std::fflush(stderr);
 }
 
 void VolumeMaker::add_stats(Stats* stats) const {

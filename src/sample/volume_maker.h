@@ -61,6 +61,9 @@ class VolumeMaker {
   void add_stats(Stats* stats) const;
 
  private:
+  // The progress line (LoaderOptions::progress): volumes inflated or
+  // resampled and kept, and once when the cache is full.
+  void progress(bool kept) const;
   struct Opened;
   // A field's voxels for this record: open_raw's, resampled by Spacing (and kept) when the list has it.
   Status open_field(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* out) const;
@@ -80,7 +83,10 @@ class VolumeMaker {
   std::unique_ptr<VolumeCache> cache_;
   bool cache_volumes_ = true, cache_all_ = false;
   mutable std::atomic<std::uint64_t> patches_{0}, loads_{0}, bytes_read_{0}, inflate_bytes_{0}, inflate_ns_{0},
-      hits_{0}, misses_{0}, index_builds_{0}, one_class_{0}, resample_ns_{0};
+      hits_{0}, misses_{0}, index_builds_{0}, one_class_{0}, resample_ns_{0}, kept_{0}, kept_bytes_{0};
+  bool tty_ = false, progress_ = false;
+  mutable std::atomic<std::int64_t> printed_ns_{0};
+  mutable std::atomic<bool> said_full_{false};
 };
 
 }  // namespace stoker::detail

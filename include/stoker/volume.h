@@ -46,7 +46,8 @@ struct RandSpatialCropSamples {
 
 // monai.transforms.RandCropByPosNegLabel(spatial_size, label_key, pos=1.0,
 // neg=1.0, num_samples=1): num_samples patches centred on a foreground voxel
-// (label > 0 in any channel) with probability pos / (pos + neg), else on a
+// (non-zero in any channel; channel 0 of a multi-channel label, its one-hot
+// background, left out, as MONAI does) with probability pos / (pos + neg), else on a
 // background voxel, each voxel of its class equally likely; centres moved
 // inside the volume as MONAI's correct_crop_centers does. When one class is
 // empty every patch comes from the other (counted: posneg_one_class). The

@@ -96,8 +96,10 @@ class RandSpatialCropSamples(VolumeTransform):
 class RandCropByPosNegLabel(VolumeTransform):
     """monai.transforms.RandCropByPosNegLabel: patches centred on foreground with probability pos / (pos + neg).
 
-    A centre is a uniformly drawn voxel of its class (foreground: > 0 in any
-    channel of the label volume ``label_key``), moved inside the volume as
+    A centre is a uniformly drawn voxel of its class (foreground: non-zero in
+    any channel of the label volume ``label_key``, channel 0 of a
+    multi-channel (one-hot) label left out, as MONAI's
+    map_binary_to_indices), moved inside the volume as
     MONAI's ``correct_crop_centers`` does. The label's foreground index is
     built once per volume and kept (stats()["volume"]["label_index_builds"]).
     When one class is empty every patch comes from the other

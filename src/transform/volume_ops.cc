@@ -289,16 +289,18 @@ void LabelIndex::build(const VolumeView& v) {
   const std::size_t item = voxel_bytes(h.type);
   with_type(h.type, [&](auto zero) {
     using S = decltype(zero);
+    // MONAI map_binary_to_indices: a multi-channel (one-hot) label's channel 0 is the background.
+    const std::int64_t first = h.channels > 1 ? 1 : 0;
     for_lines(h, {0, 0, 0}, h.shape, h.channels,
               [&](std::int64_t src, std::int64_t dst, int fa, std::int64_t, std::int64_t sstep, std::int64_t lo,
                   std::int64_t hi, std::int64_t) {
-                if (src < 0) return;
+                if (src < 0 || dst / static_cast<std::int64_t>(n_) < first) return;
                 // dst is the C-order index of the line's start within one channel's block
                 const std::int64_t vox = static_cast<std::int64_t>(n_);
                 std::int64_t i = dst % vox + lo * flat[static_cast<std::size_t>(fa)];
                 const std::uint8_t* p = base + static_cast<std::size_t>(src) * item;
                 for (std::int64_t j = lo; j < hi; ++j, i += flat[static_cast<std::size_t>(fa)], p += sstep * static_cast<std::int64_t>(item)) {
-                  if (load<S>(p, h.swap) > S{0}) words_[static_cast<std::size_t>(i) >> 6] |= 1ULL << (i & 63);
+                  if (load<S>(p, h.swap) != S{0}) words_[static_cast<std::size_t>(i) >> 6] |= 1ULL << (i & 63);
                 }
               });
   });

@@ -30,7 +30,9 @@ struct VolumeView {
   VolumeHeader h;
 };
 
-// Which voxels of a label volume are foreground (> 0 in any channel): a
+// Which voxels of a label volume are foreground (non-zero in any channel;
+// a multi-channel label's channel 0, one-hot background, left out, as
+// MONAI's map_binary_to_indices): a
 // bitmap over the spatial voxels in C order (s0, s1, s2) with a rank per 512
 // bits, so that the k-th voxel of either class is found in O(log n): an
 // exactly uniform draw over each class at 1/8 + 1/128 byte per voxel.

@@ -128,12 +128,13 @@ VolumeProgram program(const std::vector<VolumeTransform>& ops, const std::vector
   return compile_volume_program(ops, labels);
 }
 
-// The brute-force foreground of a label (channels x n, C order): > 0 in any channel.
+// The brute-force foreground of a label (channels x n, C order), as MONAI's map_binary_to_indices: non-zero
+// in any channel, channel 0 left out of a multi-channel label.
 std::vector<bool> foreground_of(const std::vector<double>& values, int channels, I64 n) {
   std::vector<bool> fg(static_cast<std::size_t>(n), false);
-  for (int c = 0; c < channels; ++c) {
+  for (int c = channels > 1 ? 1 : 0; c < channels; ++c) {
     for (I64 i = 0; i < n; ++i) {
-      if (values[static_cast<std::size_t>(c * n + i)] > 0) fg[static_cast<std::size_t>(i)] = true;
+      if (values[static_cast<std::size_t>(c * n + i)] != 0) fg[static_cast<std::size_t>(i)] = true;
     }
   }
   return fg;
@@ -180,9 +181,10 @@ TEST(LabelIndexTest, SelectMatchesBruteForceOnRandomBitmaps) {
       std::vector<double> values(static_cast<std::size_t>(n));
       for (double& v : values) {
         if (u(gen) < density) {
-          v = type == VoxelType::kF32 ? 0.25 : (u(gen) < 0.5 ? 1 : 7);  // any positive value is foreground
+          // any non-zero value is foreground (MONAI), negative ones too
+          v = type == VoxelType::kF32 ? 0.25 : (u(gen) < 0.5 ? 1 : (is_signed ? -3 : 7));
         } else {
-          v = is_signed && u(gen) < 0.3 ? -3 : 0;  // negative labels are background
+          v = 0;
         }
       }
       const Layout lay{static_cast<Order>(run % 3), run % 4 == 2, static_cast<std::uint64_t>(run % 5) * 4};

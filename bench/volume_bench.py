@@ -29,24 +29,28 @@ volumes = 8 patches: image float32 [8, 1, 96, 96, 96], label uint8 [8, 1, 96, 96
 
 Each (format, side) runs in a fresh child process (imports, caches and workers new; the OS page cache is not
 dropped unless --drop-page-cache: the files were just written or read, so epoch 1 is a fresh process on a warm
-page cache), --rounds rounds, the order alternating every round. A run is --epochs epochs (default 2): epoch 1
-is timed from before the loader is made (the DataLoader's workers start, stoker's caches fill), epoch 2 (and
-later) from the start of its iteration to its last batch: the steady state. Both sides consume a batch the same
-trivial way (one value of each tensor read) and check its shapes and dtypes. Before any timed run a check child per
+page cache), --rounds rounds, the order alternating every round. A run is --epochs epochs (default 4): epoch 1
+is timed from before the loader is made (the DataLoader's workers start, stoker's caches fill), epochs 2 to
+--epochs each from the start of its iteration to its last batch: the steady state, its rate = their patches / their
+seconds (each epoch's rate is in the round lines and the json). With 24 volumes stoker's steady epoch lasts
+~0.3-0.9 s on 2 cores, so one epoch alone is a noisy measurement; 3 steady epochs cost ~70 s more on the
+DataLoader's .nii.gz side over 3 rounds. Both sides consume a batch the same trivial way (one value of each tensor
+read) and check its shapes and dtypes. Before any timed run a check child per
 (format, side) takes 2 batches and checks shapes, dtypes, the image range [0, 1], label values 0-3, and prints
 the share of patches holding foreground (both sides should be alike: pos = neg = 1).
 
 Reported per format, same run: patches/s of epoch 1 and of the steady epochs (median of the rounds, and each
 round), stoker / DataLoader per round and the median of those same-round ratios; bytes read per patch (stoker:
-stats()["volume"] counters, per epoch; DataLoader: the workers' /proc/<pid>/io rchar deltas per epoch / patches,
-and for .npy, where rchar sees only the headers (the voxels come through mmap page faults), also the bytes of the
-4 KiB pages its crops and label scans touch, computed from its crop boxes); bytes inflated per patch (.nii.gz);
+stats()["volume"] counters, per epoch, and its process's /proc/self/io rchar; DataLoader: the workers'
+/proc/<pid>/io rchar deltas per epoch / patches, and for .npy, where rchar sees only the headers (the voxels come
+through mmap page faults), also the bytes of the 4 KiB pages its crops and label scans touch, computed from its crop
+boxes); bytes inflated per patch (.nii.gz);
 peak PSS of the child's process tree (bench/loader_bench.py's sampler, every 0.25 s; the highest of the rounds);
 CPU seconds of the child tree per patch; each run's wall time; the CPU that other processes used during each run
-(a WARNING when >= 0.15 cores: another job on the machine). Targets (epoch 2, median of same-round ratios):
+(a WARNING when >= 0.15 cores: another job on the machine). Targets (steady epochs, median of same-round ratios):
 stoker >= 3x the DataLoader's patches/s on .npy, >= 5x on .nii.gz, and stoker's peak PSS <= the DataLoader's.
 
-    python3 bench/volume_bench.py [DATA] [--volumes 24] [--size 256] [--rounds 3] [--epochs 2]
+    python3 bench/volume_bench.py [DATA] [--volumes 24] [--size 256] [--rounds 3] [--epochs 4]
                                   [--only stoker|baseline] [--formats npy,nii] [--json OUT] [--drop-page-cache]
 """
 import argparse
@@ -327,6 +331,7 @@ def child_run(side, fmt, csv_path, epochs):
     t0 = time.perf_counter()
     counters = start_rchar = None
     if side == "stoker":
+        own_rchar = proc_io(os.getpid()).get("rchar")  # stoker's threads read in this process
         loader = make_stoker(csv_path)
     else:
         counters, start_rchar = mp.Array("d", 3), mp.Array("q", WORKERS)
@@ -361,6 +366,9 @@ def child_run(side, fmt, csv_path, epochs):
         if side == "stoker":
             st = volume_stats(loader)
             ep["volume_stats"] = st
+            r = proc_io(os.getpid()).get("rchar")
+            ep["rchar"] = r - own_rchar if r is not None and own_rchar is not None else None
+            own_rchar = r
             # counters are cumulative over the loader's life: this epoch's share is the difference
             ep["volume_delta"] = None if st is None else {
                 k: v - (prev_stats or {}).get(k, 0) for k, v in st.items()
@@ -450,9 +458,15 @@ def measure(args, side, fmt, what):
 
 
 def steady(run):
-    """Patches/s over the epochs after the first (epoch 2 with the default --epochs 2)."""
+    """Patches/s over the epochs after the first (epochs 2 to --epochs)."""
     eps = run["epochs"][1:]
     return sum(e["patches"] for e in eps) / sum(e["seconds"] for e in eps)
+
+
+def steady_name(runs):
+    """'epoch 2' or 'epochs 2-N': the steady epochs of these runs."""
+    n = len(next(iter(runs.values()))[0]["epochs"])
+    return "epoch 2" if n == 2 else f"epochs 2-{n}"
 
 
 def bytes_per_patch(run, epochs):
@@ -467,6 +481,8 @@ def bytes_per_patch(run, epochs):
         # its own per-patch figure (cumulative over the run) as a cross-check
         last = run["epochs"][epochs[-1]].get("volume_stats") or {}
         out["bytes_per_patch (stats)"] = last.get("bytes_per_patch")
+        vals = [run["epochs"][i].get("rchar") for i in epochs]
+        out["rchar"] = sum(vals) / pts if all(v is not None for v in vals) else None
         return out
     vals = [run["epochs"][i].get("rchar") for i in epochs]
     out["rchar"] = sum(vals) / pts if all(v is not None for v in vals) else None
@@ -517,7 +533,7 @@ def report_format(fmt, runs, sides, data_res):
 
     ratios = {}
     for key, name in (("epoch1", "patches/s, epoch 1 (fresh process: loader made, workers/caches start)"),
-                      ("steady", "patches/s, epoch 2+ (steady state)")):
+                      ("steady", f"patches/s, {steady_name(runs)} (steady state)")):
         vals = {s: summ["sides"][s][f"{key}_per_s"] for s in sides}
         cells = [f"**{median(vals[s]):.1f}** ({fmt_list(vals[s])})" for s in sides]
         ratio = ""
@@ -545,20 +561,22 @@ def report_format(fmt, runs, sides, data_res):
                 cells.append(f"bytes_read {fmt_bytes(e1['bytes_read'])} / {fmt_bytes(es['bytes_read'])}"
                              + (f"; bytes_requested {fmt_bytes(e1['bytes_requested'])} / "
                                 f"{fmt_bytes(es['bytes_requested'])}" if e1.get("bytes_requested") is not None else "")
-                             + f"; stats bytes_per_patch {fmt_bytes(es['bytes_per_patch (stats)'])}")
-        row("bytes read per patch, epoch 1 / epoch 2+ (last round)", cells)
+                             + f"; stats bytes_per_patch {fmt_bytes(es['bytes_per_patch (stats)'])} (cumulative); "
+                             f"rchar {fmt_bytes(e1['rchar'])} / {fmt_bytes(es['rchar'])}")
+        row(f"bytes read per patch, epoch 1 / {steady_name(runs)} (last round)", cells)
     elif "stoker" in sides:
         st = summ["sides"]["stoker"]
         e1, es = st["bytes_epoch1"][-1], st["bytes_steady"][-1]
-        row("bytes read per patch, epoch 1 / epoch 2+ (last round)",
-            [f"bytes_read {fmt_bytes(e1['bytes_read'])} / {fmt_bytes(es['bytes_read'])}"])
+        row(f"bytes read per patch, epoch 1 / {steady_name(runs)} (last round)",
+            [f"bytes_read {fmt_bytes(e1['bytes_read'])} / {fmt_bytes(es['bytes_read'])}; rchar "
+             f"{fmt_bytes(e1['rchar'])} / {fmt_bytes(es['rchar'])}"])
     if fmt == "nii":
         cells = []
         for s in sides:
             b1, bs = summ["sides"][s]["bytes_epoch1"][-1], summ["sides"][s]["bytes_steady"][-1]
             k = "inflated" if s == "baseline" else "inflate_bytes"
             cells.append(f"{fmt_bytes(b1[k])} / {fmt_bytes(bs[k])}")
-        row("bytes inflated per patch, epoch 1 / epoch 2+ (last round)", cells)
+        row(f"bytes inflated per patch, epoch 1 / {steady_name(runs)} (last round)", cells)
     pss = {s: summ["sides"][s]["peak_pss_mib"] for s in sides}
     row("peak PSS of the process tree, max (each round)",
         [f"**{max(pss[s]):.0f} MiB** ({fmt_list(pss[s], '{:.0f}')})" for s in sides],
@@ -583,7 +601,8 @@ def report_format(fmt, runs, sides, data_res):
     if both:
         rr = ratios["steady"]
         verdicts.append((median(rr) >= TARGETS[fmt],
-                         f"{FORMAT_NAMES[fmt]}: stoker / DataLoader patches/s, epoch 2, median of {len(rr)} same-round "
+                         f"{FORMAT_NAMES[fmt]}: stoker / DataLoader patches/s, {steady_name(runs)}, median of "
+                         f"{len(rr)} same-round "
                          f"ratios ({fmt_list(rr, '{:.2f}')}) = {median(rr):.2f}× (target ≥ {TARGETS[fmt]:g}×)"))
         verdicts.append((max(pss["stoker"]) <= max(pss["baseline"]),
                          f"{FORMAT_NAMES[fmt]}: peak PSS, highest of the rounds: stoker {max(pss['stoker']):.0f} MiB, "
@@ -600,7 +619,7 @@ def main():
     ap.add_argument("--size", type=int, default=256, help="voxels a side")
     ap.add_argument("--seed", type=int, default=0, help="the data generator's seed")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=2, help="epochs per run (>= 2): epoch 1, then the steady ones")
+    ap.add_argument("--epochs", type=int, default=4, help="epochs per run (>= 2): epoch 1, then the steady ones")
     ap.add_argument("--only", choices=SIDES, help="run one side (no ratios, no verdicts)")
     ap.add_argument("--formats", default=",".join(FORMATS), help="comma-separated: npy,nii")
     ap.add_argument("--drop-page-cache", action="store_true",
@@ -674,8 +693,9 @@ def main():
             runs[(fmt, side)].append(res)
             eps = res["epochs"]
             print(f"  round {r + 1}: {FORMAT_NAMES[fmt]:7s} {SIDE_NAMES[side]:27s} epoch 1 "
-                  f"{eps[0]['patches_per_s']:6.1f} patches/s ({eps[0]['seconds']:.1f} s), epoch 2+ "
-                  f"{steady(res):6.1f} patches/s ({sum(e['seconds'] for e in eps[1:]):.1f} s); peak PSS "
+                  f"{eps[0]['patches_per_s']:6.1f} patches/s ({eps[0]['seconds']:.1f} s), epochs 2+ "
+                  f"{steady(res):6.1f} patches/s ({sum(e['seconds'] for e in eps[1:]):.1f} s; each "
+                  f"{fmt_list([e['patches_per_s'] for e in eps[1:]], '{:.0f}')}); peak PSS "
                   f"{res['peak_pss_mib']:.0f} MiB; run {res['wall_s']:.1f} s; other processes "
                   f"{res['other_cores']:.2f} cores", flush=True)
     times["rounds_s"] = time.perf_counter() - t

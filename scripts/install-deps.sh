@@ -29,6 +29,8 @@ PACKAGES=(
   # 3D volumes: tests' NIfTI reference reader and resampling reference, the
   # volume benchmark's DataLoader baseline (bench/volume_bench.py)
   python3-nibabel python3-scipy
+  # .nii.gz volumes inflate with libdeflate when it is there (dlopen()ed; zlib otherwise)
+  libdeflate0
   # remote shard tests: nginx serves shards on 127.0.0.1 (tests/python/remote_servers.py)
   nginx-light
   # libcurl headers: the HTTP(S)/S3 shard reader

@@ -154,8 +154,10 @@ struct LoaderOptions {
   // the loader; the OS page cache keeps the files). A volume schema keeps
   // its own cache under the budget: gzipped volumes inflated on first use
   // and each label's foreground index in every mode (no page cache keeps
-  // inflated bytes), every volume read whole with kRam and kDecoded;
-  // stats()["volume"] reports it.
+  // inflated bytes), every volume read whole with kRam and kDecoded; when
+  // the set (estimated from record 0) does not fit, gzipped volumes that
+  // inflate 8x or more (labels) are not kept, leaving the room to volumes
+  // that cost more to inflate again. stats()["volume"] reports it.
   Cache cache = Cache::kMmap;
   std::uint64_t memory_budget = 0;
   // cache=kRam: from construction on, background threads (at lower CPU

@@ -146,7 +146,7 @@ struct Stats {
     // read into memory; patches cut from memory read none.
     std::uint64_t bytes_read = 0;
     double bytes_per_patch = 0;
-    std::uint64_t inflate_bytes = 0;  // .nii.gz voxels inflated (once per volume when the cache holds them)
+    std::uint64_t inflate_bytes = 0;  // .nii.gz bytes inflated (once per volume when the cache holds them)
     double inflate_s = 0;             // worker seconds spent inflating
     std::uint64_t cache_hits = 0;     // volume loads served from the volume cache
     std::uint64_t cache_misses = 0;   // volume loads inflated or read whole (then kept when they fit)

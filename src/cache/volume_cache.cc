@@ -14,17 +14,17 @@ std::shared_ptr<const LabelIndex> VolumeCache::index(std::uint64_t key) const {
   return it == indexes_.end() ? nullptr : it->second;
 }
 
-bool VolumeCache::charge(std::uint64_t n) {
+bool VolumeCache::charge(std::uint64_t n, std::uint64_t limit) {
   std::uint64_t cur = bytes_.load(std::memory_order_relaxed);
   do {
-    if (cur + n > budget_) return false;
+    if (cur + n > limit) return false;
   } while (!bytes_.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed));
   return true;
 }
 
 bool VolumeCache::put(std::uint64_t key, std::shared_ptr<const VolumeEntry> v) {
   const std::uint64_t n = v->data.size() + sizeof(VolumeEntry);
-  if (!charge(n)) return false;
+  if (!charge(n, budget_ - reserve_)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (!volumes_.emplace(key, std::move(v)).second) bytes_.fetch_sub(n, std::memory_order_relaxed);  // another worker's is there
   return true;
@@ -32,7 +32,7 @@ bool VolumeCache::put(std::uint64_t key, std::shared_ptr<const VolumeEntry> v) {
 
 bool VolumeCache::put(std::uint64_t key, std::shared_ptr<const LabelIndex> x) {
   const std::uint64_t n = x->bytes() + sizeof(LabelIndex);
-  if (!charge(n)) return false;
+  if (!charge(n, budget_)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (!indexes_.emplace(key, std::move(x)).second) bytes_.fetch_sub(n, std::memory_order_relaxed);
   return true;

@@ -7,6 +7,7 @@
 // immutable and shared, so a reader keeps its entry alive.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -28,6 +29,8 @@ struct VolumeEntry {
 class VolumeCache {
  public:
   explicit VolumeCache(std::uint64_t budget) : budget_(budget) {}
+  // Room kept for label indexes: volumes fill at most budget - reserve.
+  void set_reserve(std::uint64_t reserve) { reserve_ = std::min(reserve, budget_); }
 
   static std::uint64_t key(std::uint32_t record, int field) { return (static_cast<std::uint64_t>(record) << 8) | static_cast<std::uint64_t>(field); }
 
@@ -42,9 +45,10 @@ class VolumeCache {
   std::uint64_t entries() const;
 
  private:
-  bool charge(std::uint64_t n);
+  bool charge(std::uint64_t n, std::uint64_t limit);
 
   const std::uint64_t budget_;
+  std::uint64_t reserve_ = 0;
   std::atomic<std::uint64_t> bytes_{0};
   mutable std::mutex mu_;
   std::unordered_map<std::uint64_t, std::shared_ptr<const VolumeEntry>> volumes_;

@@ -1,7 +1,7 @@
 #include "sample/volume_maker.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
-#include <cstdio>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -23,17 +24,6 @@ namespace {
 
 // Records read at construction to learn channels and dtypes.
 constexpr std::size_t kProbeRecords = 8;
-
-std::string str3(const Shape3& s) {
-  std::string out = "(";
-  out += std::to_string(s[0]);
-  out += ", ";
-  out += std::to_string(s[1]);
-  out += ", ";
-  out += std::to_string(s[2]);
-  out += ")";
-  return out;
-}
 
 // A read-only mapping of [offset, offset + size) of a file, unmapped when done.
 class Mapping {
@@ -91,7 +81,51 @@ class Mapping {
   std::uint64_t size_ = 0;
 };
 
-// Inflates a gzipped volume file whole into *out (voxels only, h.data_offset 0).
+// libdeflate (Debian's libdeflate0), loaded at run time when present: it
+// inflates a whole gzip member about twice as fast as zlib's streaming
+// inflate (bench/volume_bench.py's first epoch). Its C API (libdeflate.h,
+// stable since 1.0), declared here: the -dev package is not needed, and
+// without the library zlib does it all.
+struct Libdeflate {
+  void* (*alloc)() = nullptr;
+  int (*gzip_decompress)(void*, const void*, std::size_t, void*, std::size_t, std::size_t*) = nullptr;
+  void (*free_decompressor)(void*) = nullptr;
+};
+const Libdeflate* libdeflate() {
+  static const Libdeflate* lib = []() -> const Libdeflate* {
+    void* h = dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return nullptr;
+    static Libdeflate l;
+    l.alloc = reinterpret_cast<void* (*)()>(dlsym(h, "libdeflate_alloc_decompressor"));
+    l.gzip_decompress = reinterpret_cast<int (*)(void*, const void*, std::size_t, void*, std::size_t, std::size_t*)>(
+        dlsym(h, "libdeflate_gzip_decompress"));
+    l.free_decompressor = reinterpret_cast<void (*)(void*)>(dlsym(h, "libdeflate_free_decompressor"));
+    return l.alloc && l.gzip_decompress && l.free_decompressor ? &l : nullptr;
+  }();
+  return lib;
+}
+// One decompressor per thread (they are not thread-safe), freed at thread exit.
+void* libdeflate_decompressor(const Libdeflate& l) {
+  struct Owner {
+    const Libdeflate* l = nullptr;
+    void* d = nullptr;
+    Owner() = default;
+    Owner(const Owner&) = delete;
+    Owner& operator=(const Owner&) = delete;
+    ~Owner() {
+      if (d) l->free_decompressor(d);
+    }
+  };
+  thread_local Owner owner;
+  if (!owner.d) {
+    owner.l = &l;
+    owner.d = l.alloc();
+  }
+  return owner.d;
+}
+
+// Inflates a gzipped volume file whole into *out (its voxels at
+// out->h.data_offset of out->data).
 Status inflate_volume(const std::uint8_t* data, std::size_t n, std::uint64_t max_voxels, VolumeEntry* out) {
   GzipStream z;
   Status st = z.open(data, n);
@@ -110,6 +144,15 @@ Status inflate_volume(const std::uint8_t* data, std::size_t n, std::uint64_t max
   if (n < (1ULL << 32) && isize != static_cast<std::uint32_t>(total) && total < (1ULL << 32)) {
     return Status::Corrupt("the header says " + std::to_string(total) + " bytes, the gzip stream holds " +
                            std::to_string(isize));
+  }
+  // The whole member at once (its size now known and bounded by the header)
+  // when libdeflate is there; any failure (a truncated or damaged stream, a
+  // multi-member file) goes to zlib below, which names the reason.
+  if (const Libdeflate* ld = libdeflate(); ld && total == isize) {
+    out->data.resize(total);
+    if (ld->gzip_decompress(libdeflate_decompressor(*ld), data, n, out->data.data(), total, nullptr) == 0) {
+      return Status();
+    }
   }
   out->data.resize(out->h.data_bytes);
   std::uint64_t have = 0;  // voxel bytes already in `head`
@@ -171,6 +214,7 @@ VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::ve
   for (std::size_t r = 0; r < std::min(source.size(), kProbeRecords) && !found; ++r) {
     Status st;
     Shape3 shape{0, 0, 0};
+    record0_bytes_ = 0;
     for (std::size_t i = 0; i < fields->size() && st.ok(); ++i) {
       const FieldSpec& f = (*fields)[i];
       if (f.field.kind != FieldKind::kVolume && f.field.kind != FieldKind::kLabelVolume) continue;
@@ -181,7 +225,12 @@ VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::ve
         break;
       }
       channels_[i] = o.view.h.channels;
+      record0_bytes_ += o.view.h.data_bytes;
       if (f.field.kind == FieldKind::kVolume) shape = o.view.h.shape;
+      if (static_cast<int>(i) == label_field_) {
+        const auto voxels = static_cast<std::uint64_t>(o.view.h.shape[0] * o.view.h.shape[1] * o.view.h.shape[2]);
+        record0_index_bytes_ = voxels / 8 + voxels / 128 + sizeof(LabelIndex) + 64;
+      }
       if (f.field.kind == FieldKind::kLabelVolume) label_u8_[i] = o.view.h.type == VoxelType::kU8;
     }
     if (st.ok()) {
@@ -240,18 +289,25 @@ void VolumeMaker::set_cache(std::uint64_t budget, bool volumes, bool all) {
   if (cache_->budget() != budget) cache_ = std::make_unique<VolumeCache>(budget);  // else record 0's entries stay
   cache_volumes_ = volumes;
   cache_all_ = all;
+  // The set's voxels, estimated from record 0's: more than the budget, and
+  // only what is worth keeping is kept.
+  tight_ = static_cast<double>(record0_bytes_) * static_cast<double>(source_.size()) > static_cast<double>(budget);
+  // Label indexes (1/8 + 1/128 byte per voxel) are small and cost a whole label to rebuild: room is kept for them.
+  if (label_field_ >= 0) cache_->set_reserve(static_cast<std::uint64_t>(record0_index_bytes_ * 1.25) * source_.size());
+}
+
+Status VolumeMaker::hit(std::shared_ptr<const VolumeEntry> e, Opened* o) const {
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  o->view = {e->data.data(), e->h};
+  o->entry = std::move(e);
+  o->memory = true;
+  return Status();
 }
 
 Status VolumeMaker::open_field(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* o) const {
   if (prog_.spacing < 0) return open_raw(f, fi, rec, s, o, false);
   const std::uint64_t key = VolumeCache::key(rec, fi);
-  if (auto e = cache_->volume(key)) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    o->entry = e;
-    o->view = {e->data.data(), e->h};
-    o->memory = true;
-    return Status();
-  }
+  if (auto e = cache_->volume(key)) return hit(std::move(e), o);
   Opened raw;
   Status st = open_raw(f, fi, rec, s, &raw, true);
   if (!st.ok()) return st;
@@ -266,7 +322,7 @@ Status VolumeMaker::open_field(const FieldSpec& f, int fi, std::uint32_t rec, Vo
   const Shape3& os = plan.out_shape;
   const std::uint64_t out_vox = static_cast<std::uint64_t>(os[0] * os[1] * os[2]) * static_cast<std::uint64_t>(h.channels);
   if (out_vox == 0 || out_vox > opt_.max_volume_voxels) {
-    return Status::ResourceExhausted("Spacing: the resampled volume " + str3(os) + " has " + std::to_string(out_vox) +
+    return Status::ResourceExhausted("Spacing: the resampled volume " + shape_text(os) + " has " + std::to_string(out_vox) +
                                      " voxels (max_volume_voxels " + std::to_string(opt_.max_volume_voxels) + ")");
   }
   PatchPlan whole;
@@ -321,13 +377,7 @@ Status VolumeMaker::open_raw(const FieldSpec& f, int fi, std::uint32_t rec, Volu
                              bool transient) const {
   const std::uint64_t key = VolumeCache::key(rec, fi);
   if (cache_volumes_ && !transient) {
-    if (auto e = cache_->volume(key)) {
-      hits_.fetch_add(1, std::memory_order_relaxed);
-      o->entry = e;
-      o->view = {e->data.data(), e->h};
-      o->memory = true;
-      return Status();
-    }
+    if (auto e = cache_->volume(key)) return hit(std::move(e), o);
   }
   // Where the bytes are: a local file (mapped: a patch reads only its pages), else read whole.
   Source::Extent ext;
@@ -371,7 +421,11 @@ Status VolumeMaker::open_raw(const FieldSpec& f, int fi, std::uint32_t rec, Volu
     inflate_ns_.fetch_add(static_cast<std::uint64_t>(o->inflate_ns), std::memory_order_relaxed);
     inflate_bytes_.fetch_add(e->data.size(), std::memory_order_relaxed);
     o->map.reset();
-    if (cache_volumes_ && !transient) progress(cache_->put(key, e));
+    // NOTE: when the set will not fit (tight_), volumes that inflate 8x or more
+    // (labels: mostly runs of one value) are not kept: they inflate fast
+    // again, and their room holds volumes whose inflation costs more per byte.
+    const bool worth = !tight_ || size * 8 > e->data.size();
+    if (cache_volumes_ && !transient && worth) progress(cache_->put(key, e));
     o->entry = e;
     o->view = {e->data.data(), e->h};
     o->memory = true;
@@ -427,7 +481,7 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
   for (std::size_t i = 0; i < nf; ++i) {
     if (fields_[i].field.kind == FieldKind::kLabelVolume && open[i].view.h.shape != shape) {
       return Status::Corrupt("field '" + fields_[i].field.name + "': label volume of spatial shape " +
-                                     str3(open[i].view.h.shape) + ", its volume's is " + str3(shape));
+                                     shape_text(open[i].view.h.shape) + ", its volume's is " + shape_text(shape));
     }
   }
   loads_.fetch_add(1, std::memory_order_relaxed);

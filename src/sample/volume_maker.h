@@ -67,6 +67,8 @@ class VolumeMaker {
   struct Opened;
   // A field's voxels for this record: open_raw's, resampled by Spacing (and kept) when the list has it.
   Status open_field(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* out) const;
+  // A volume cache entry serves it.
+  Status hit(std::shared_ptr<const VolumeEntry> e, Opened* o) const;
   // As stored (a mapping, a read, a cache entry, an inflated .nii.gz); `transient`: never kept.
   Status open_raw(const FieldSpec& f, int fi, std::uint32_t rec, VolumeScratch* s, Opened* out, bool transient) const;
 
@@ -82,6 +84,9 @@ class VolumeMaker {
   std::vector<bool> label_u8_;     // per label field: uint8 output
   std::unique_ptr<VolumeCache> cache_;
   bool cache_volumes_ = true, cache_all_ = false;
+  std::uint64_t record0_bytes_ = 0;  // record 0's voxel bytes, every volume field
+  std::uint64_t record0_index_bytes_ = 0;  // its label index's
+  bool tight_ = false;               // the set's voxels (estimated) exceed the cache's budget
   mutable std::atomic<std::uint64_t> patches_{0}, loads_{0}, bytes_read_{0}, inflate_bytes_{0}, inflate_ns_{0},
       hits_{0}, misses_{0}, index_builds_{0}, one_class_{0}, resample_ns_{0}, kept_{0}, kept_bytes_{0};
   bool tty_ = false, progress_ = false;

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "stoker/status.h"
+#include "transform/volume_ops.h"
 #include "util/util.h"
 
 namespace stoker::detail {
@@ -21,17 +22,6 @@ namespace {
 
 using nlohmann::json;
 using Shape = std::array<std::int64_t, 3>;
-
-std::string str3(const Shape& s) {
-  std::string out = "(";
-  out += std::to_string(s[0]);
-  out += ", ";
-  out += std::to_string(s[1]);
-  out += ", ";
-  out += std::to_string(s[2]);
-  out += ")";
-  return out;
-}
 
 // JSON readers: each names the transform and the parameter in its message.
 struct Reader {
@@ -262,7 +252,7 @@ struct VDef<RandCropByPosNegLabel> {
     const Shape r = roi_of(x.spatial_size, *s);
     for (int a = 0; a < 3; ++a) {
       if (r[a] > (*s)[a]) {
-        *why = "RandCropByPosNegLabel: spatial_size " + str3(r) + " is larger than the volume " + str3(*s) +
+        *why = "RandCropByPosNegLabel: spatial_size " + shape_text(r) + " is larger than the volume " + shape_text(*s) +
                " (pad it first with SpatialPad)";
         return false;
       }
@@ -367,7 +357,7 @@ struct VDef<RandRotate90> {
     const int a = (x.spatial_axes[0] + 3) % 3, b = (x.spatial_axes[1] + 3) % 3;
     if ((*s)[a] != (*s)[b]) {
       *why = "RandRotate90: spatial_axes (" + std::to_string(a) + ", " + std::to_string(b) +
-             ") have different sizes in the patch " + str3(*s) + ", so rotated patches would not stack";
+             ") have different sizes in the patch " + shape_text(*s) + ", so rotated patches would not stack";
       return false;
     }
     return true;

@@ -17,17 +17,6 @@
 namespace stoker::detail {
 namespace {
 
-std::string str3(const Shape3& s) {
-  std::string out = "(";
-  out += std::to_string(s[0]);
-  out += ", ";
-  out += std::to_string(s[1]);
-  out += ", ";
-  out += std::to_string(s[2]);
-  out += ")";
-  return out;
-}
-
 Shape3 roi_of(const std::array<int, 3>& roi, const Shape3& shape) {
   Shape3 r;
   for (int a = 0; a < 3; ++a) r[a] = roi[a] > 0 ? roi[a] : shape[a];
@@ -273,6 +262,17 @@ void normalize(const NormalizeIntensity& n, Block<float>* b) {
 
 }  // namespace
 
+std::string shape_text(const Shape3& s) {
+  std::string out = "(";
+  out += std::to_string(s[0]);
+  out += ", ";
+  out += std::to_string(s[1]);
+  out += ", ";
+  out += std::to_string(s[2]);
+  out += ")";
+  return out;
+}
+
 std::uint64_t patch_stream(int p) {
   if (p == 0) return kStreamTransform;
   return mix_key(kStreamTransform, kStreamPatch, static_cast<std::uint64_t>(p), 0);
@@ -454,8 +454,8 @@ Status plan_patch(const VolumeProgram& prog, const Shape3& shape, const Shape3& 
     size = roi_of(pn->spatial_size, cur);
     for (std::size_t a = 0; a < 3; ++a) {
       if (size[a] > cur[a]) {
-        return Status::Unsupported("RandCropByPosNegLabel: spatial_size " + str3(size) +
-                                       " is larger than the volume " + str3(cur) + " (pad it with SpatialPad)");
+        return Status::Unsupported("RandCropByPosNegLabel: spatial_size " + shape_text(size) +
+                                       " is larger than the volume " + shape_text(cur) + " (pad it with SpatialPad)");
       }
     }
     const double u = rng->uniform01();
@@ -515,7 +515,7 @@ Status plan_patch(const VolumeProgram& prog, const Shape3& shape, const Shape3& 
         if (rng->uniform01() < r.prob) st.k = k;
         if (cur[static_cast<std::size_t>(st.a)] != cur[static_cast<std::size_t>(st.b)] && st.k % 2 == 1) {
           return Status::Unsupported("RandRotate90: axes " + std::to_string(st.a) + " and " +
-                                         std::to_string(st.b) + " of the patch " + str3(cur) + " differ in size");
+                                         std::to_string(st.b) + " of the patch " + shape_text(cur) + " differ in size");
         }
         break;
       }
@@ -525,8 +525,8 @@ Status plan_patch(const VolumeProgram& prog, const Shape3& shape, const Shape3& 
   }
   pl.out_start = out_start;
   if (cur != patch) {
-    std::string why = "the transforms cut a patch of " + str3(cur) + " from this volume " + str3(shape) +
-                      ", not the loader's " + str3(patch);
+    std::string why = "the transforms cut a patch of " + shape_text(cur) + " from this volume " + shape_text(shape) +
+                      ", not the loader's " + shape_text(patch);
     for (std::size_t a = 0; a < 3; ++a) {
       if (cur[a] < patch[a]) {
         why += " (the volume is smaller than the patch on axis " + std::to_string(a) +

@@ -18,6 +18,8 @@
 namespace stoker::detail {
 
 using Shape3 = std::array<std::int64_t, 3>;
+// "(96, 96, 96)", for messages.
+std::string shape_text(const Shape3& s);
 
 // The transform stream of patch p of a sample (patch 0 is the sample's
 // transform stream itself).

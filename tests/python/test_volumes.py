@@ -1085,6 +1085,7 @@ def test_shard_members_give_the_list_file_batches_and_read_only_the_patch(tmp_pa
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     s = stats_volume(shard)
     # Per load: the label volume is inflated (once, then kept); the image patch reads 3 x 8^3 int16 voxels.
-    assert s["inflate_bytes"] == 5 * int(np.prod(shape)), s
+    # (the voxels, and with libdeflate the header bytes inflated with them)
+    assert 5 * int(np.prod(shape)) <= s["inflate_bytes"] <= 5 * (int(np.prod(shape)) + 4096), s
     patch_bytes = 8 ** 3 * 2
     assert s["bytes_read"] == s["patches"] * patch_bytes, s

@@ -77,6 +77,7 @@ BATCH, WORKERS, SEED = 2, 2, 0
 FORMATS = ("npy", "nii")
 FORMAT_NAMES = {"npy": ".npy", "nii": ".nii.gz"}
 SIDES = ("baseline", "stoker")
+MEMORY_BUDGET_MIB = 0  # --memory-budget: stoker's memory_budget (MiB; 0 = its default)
 SIDE_NAMES = {"baseline": "DataLoader (numpy/nibabel)", "stoker": "stoker"}
 TARGETS = {"npy": 3.0, "nii": 5.0}
 QUIET = 0.15  # cores of other processes at or above which a run is flagged
@@ -240,6 +241,7 @@ def make_stoker(csv_path):
                            f"the volume feature is not built or not exported yet")
     return stoker.Loader(
         csv_path, batch_size=BATCH, shuffle=True, seed=SEED, threads=WORKERS, cache="auto", progress=False,
+        memory_budget=MEMORY_BUDGET_MIB << 20,
         fields=[stoker.Volume("image"), stoker.LabelVolume("label")],
         transforms=[stoker.RandCropByPosNegLabel((PATCH, PATCH, PATCH), label_key="label", pos=POS, neg=NEG,
                                                  num_samples=NUM_SAMPLES),
@@ -401,7 +403,7 @@ def child_run(side, fmt, csv_path, epochs):
 # --------------------------------------------------------------------------------------------------- parent side
 def child_cmd(args, mode, side, fmt):
     return [sys.executable, os.path.abspath(__file__), args.data, "--child", mode, "--side", side, "--format", fmt,
-            "--epochs", str(args.epochs), "--timeout", str(args.timeout)]
+            "--epochs", str(args.epochs), "--timeout", str(args.timeout), "--memory-budget", str(args.memory_budget)]
 
 
 def drop_page_cache(data):
@@ -626,11 +628,16 @@ def main():
                     help="posix_fadvise(DONTNEED) the set's files before every run (a cold epoch 1 from disk)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds a child may run before it is stopped")
     ap.add_argument("--json", help="also write every number here")
+    ap.add_argument("--memory-budget", type=int, default=0,
+                    help="stoker's memory_budget in MiB (0: its default, half the available memory): with a budget "
+                         "smaller than the inflated set, the rest of the .nii.gz volumes inflate on every load")
     ap.add_argument("--child", choices=["run", "check"], help=argparse.SUPPRESS)
     ap.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     ap.add_argument("--format", choices=FORMATS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.data = os.path.abspath(args.data)
+    global MEMORY_BUDGET_MIB
+    MEMORY_BUDGET_MIB = args.memory_budget
 
     if args.child:
         import faulthandler
@@ -711,7 +718,8 @@ def main():
     print(f"work: per volume load {NUM_SAMPLES} patches of {PATCH}^3, RandCropByPosNegLabel(pos={POS}, neg={NEG}), "
           f"ScaleIntensityRange({A_MIN:g}, {A_MAX:g}, {B_MIN:g}, {B_MAX:g}, clip), RandFlip(p={FLIP_PROB}) on each "
           f"axis; batch {BATCH} volumes = {BATCH * NUM_SAMPLES} patches; shuffle, seed {SEED}; {WORKERS} DataLoader "
-          f"workers (persistent) / {WORKERS} stoker threads, cache=\"auto\"; {args.rounds} round(s), order "
+          f"workers (persistent) / {WORKERS} stoker threads, cache=\"auto\", memory_budget="
+          f"{str(args.memory_budget) + ' MiB' if args.memory_budget else 'default'}; {args.rounds} round(s), order "
           f"alternating; "
           f"{args.epochs} epochs per fresh process; page cache "
           f"{'dropped (posix_fadvise DONTNEED) before each run' if args.drop_page_cache else 'warm (not dropped)'}")

@@ -294,6 +294,13 @@ class LabelVolume(_Field):
         fill (int): padded voxels' value, in [0, 65535]. Default 0.
 
     <common sections>
+
+    Example:
+        >>> loader = stoker.Loader("data/volumes/nii.csv", batch_size=2,
+        ...     fields=[stoker.Volume("image"), stoker.LabelVolume("label", fill=0)],
+        ...     transforms=[stoker.RandSpatialCrop(64), stoker.SpatialPad(64)])
+        >>> next(iter(loader))["label"].dtype
+        torch.uint8
     """
     _kind = "label_volume"
 

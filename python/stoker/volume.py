@@ -29,9 +29,24 @@ def _size3(name: str, key: str, v: Any) -> Tuple[int, int, int]:
     return t  # type: ignore[return-value]
 
 
+# The Raises section every transform's docstring shares, put in place of its
+# "<raises>" line when the class is made.
+_RAISES = """    Raises:
+        ValueError: a parameter of the wrong type (here), or out of range or
+            against the list's rules (one sampling crop; only SpatialPad and
+            per-voxel intensity transforms before it; Spacing first), raised
+            by stoker.Loader naming the transform and the parameter.
+"""
+
+
 class VolumeTransform:
-    """A volume transform: its MONAI name and parameters."""
+    """A volume transform: its MONAI name and parameters (the classes below)."""
     _params: Dict[str, Any]
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.__doc__:
+            cls.__doc__ = cls.__doc__.replace("    <raises>\n", _RAISES)
 
     def _json(self) -> Dict[str, Any]:
         return {"name": type(self).__name__, **self._params}
@@ -41,6 +56,11 @@ class VolumeTransform:
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self._params == other._params  # type: ignore[attr-defined]
+
+    @property
+    def num_samples(self) -> int:
+        """Patches per volume load this transform draws (1 but for the sampling crops that take num_samples)."""
+        return int(self._params.get("num_samples", 1))
 
 
 class Spacing(VolumeTransform):
@@ -54,6 +74,11 @@ class Spacing(VolumeTransform):
     Args:
         pixdim (float or 3 floats): the voxel size; entries <= 0 keep that
             axis's spacing.
+
+    <raises>
+    Example:
+        >>> stoker.Spacing((1.5, 1.5, 2.0))
+        Spacing(pixdim=[1.5, 1.5, 2.0])
     """
 
     def __init__(self, pixdim: Union[float, Sequence[float]]) -> None:
@@ -70,6 +95,11 @@ class RandSpatialCrop(VolumeTransform):
         random_center (bool): False: the centred patch. Default True.
         random_size (bool): must be False (MONAI's default True gives patches
             of varying size, which cannot be batched). Default False.
+
+    <raises>
+    Example:
+        >>> stoker.RandSpatialCrop(96)
+        RandSpatialCrop(roi_size=(96, 96, 96), random_center=True, random_size=False)
     """
 
     def __init__(self, roi_size: _Size, random_center: bool = True, random_size: bool = False) -> None:
@@ -85,6 +115,11 @@ class RandSpatialCropSamples(VolumeTransform):
         num_samples (int): patches per volume, 1..256: consecutive batch entries.
         random_center (bool): Default True.
         random_size (bool): must be False. Default False.
+
+    <raises>
+    Example:
+        >>> stoker.RandSpatialCropSamples((64, 64, 32), num_samples=4).num_samples
+        4
     """
 
     def __init__(self, roi_size: _Size, num_samples: int, random_center: bool = True,
@@ -99,17 +134,23 @@ class RandCropByPosNegLabel(VolumeTransform):
     A centre is a uniformly drawn voxel of its class (foreground: non-zero in
     any channel of the label volume ``label_key``, channel 0 of a
     multi-channel (one-hot) label left out, as MONAI's
-    map_binary_to_indices), moved inside the volume as
-    MONAI's ``correct_crop_centers`` does. The label's foreground index is
-    built once per volume and kept (stats()["volume"]["label_index_builds"]).
-    When one class is empty every patch comes from the other
-    (``posneg_one_class`` counts them).
+    map_binary_to_indices), moved inside the volume as MONAI's
+    ``correct_crop_centers`` does. The label's foreground index is built once
+    per volume and kept (stats()["volume"]["label_index_builds"]). When one
+    class is empty every patch comes from the other (``posneg_one_class``
+    counts them).
 
     Args:
         spatial_size (int or 3 ints): the patch; -1 entries: the whole axis.
         label_key (str): the LabelVolume field.
-        pos (float), neg (float): the ratio. Default 1, 1.
-        num_samples (int): patches per volume load. Default 1.
+        pos (float): the foreground's weight, >= 0. Default 1.
+        neg (float): the background's weight, >= 0 (not both 0). Default 1.
+        num_samples (int): patches per volume load, 1..256. Default 1.
+
+    <raises>
+    Example:
+        >>> stoker.RandCropByPosNegLabel((96, 96, 96), label_key="label", pos=2, neg=1, num_samples=4).num_samples
+        4
     """
 
     def __init__(self, spatial_size: _Size, label_key: str, pos: float = 1.0, neg: float = 1.0,
@@ -119,7 +160,17 @@ class RandCropByPosNegLabel(VolumeTransform):
 
 
 class CenterSpatialCrop(VolumeTransform):
-    """monai.transforms.CenterSpatialCrop: the centred ``roi_size`` box (-1 entries: the whole axis)."""
+    """monai.transforms.CenterSpatialCrop: the centred ``roi_size`` box.
+
+    Args:
+        roi_size (int or 3 ints): the box (start max(shape // 2 - roi // 2,
+            0)); -1 entries: the whole axis.
+
+    <raises>
+    Example:
+        >>> stoker.CenterSpatialCrop((-1, -1, 64))
+        CenterSpatialCrop(roi_size=(-1, -1, 64))
+    """
 
     def __init__(self, roi_size: _Size) -> None:
         self._params = dict(roi_size=_size3("CenterSpatialCrop", "roi_size", roi_size))
@@ -131,6 +182,11 @@ class SpatialPad(VolumeTransform):
     Args:
         spatial_size (int or 3 ints): -1 entries: the axis as it is.
         method (str): "symmetric" (the default) or "end".
+
+    <raises>
+    Example:
+        >>> stoker.SpatialPad(96, method="end")
+        SpatialPad(spatial_size=(96, 96, 96), method='end')
     """
 
     def __init__(self, spatial_size: _Size, method: str = "symmetric") -> None:
@@ -143,6 +199,11 @@ class RandFlip(VolumeTransform):
     Args:
         prob (float): Default 0.1.
         spatial_axis (int, list of int or None): None (the default): all three.
+
+    <raises>
+    Example:
+        >>> stoker.RandFlip(prob=0.5, spatial_axis=0)
+        RandFlip(prob=0.5, spatial_axis=0)
     """
 
     def __init__(self, prob: float = 0.1, spatial_axis: Optional[Union[int, Sequence[int]]] = None) -> None:
@@ -159,6 +220,11 @@ class RandRotate90(VolumeTransform):
         prob (float): Default 0.1.
         max_k (int): Default 3.
         spatial_axes (2 ints): Default (0, 1).
+
+    <raises>
+    Example:
+        >>> stoker.RandRotate90(prob=0.5, spatial_axes=(1, 2))
+        RandRotate90(prob=0.5, max_k=3, spatial_axes=[1, 2])
     """
 
     def __init__(self, prob: float = 0.1, max_k: int = 3, spatial_axes: Tuple[int, int] = (0, 1)) -> None:
@@ -169,10 +235,17 @@ class ScaleIntensityRange(VolumeTransform):
     """monai.transforms.ScaleIntensityRange: [a_min, a_max] mapped to [b_min, b_max], optionally clipped.
 
     Args:
-        a_min (float), a_max (float): the input range.
-        b_min (float or None), b_max (float or None): the output range;
-            None: [0, 1] (no second scaling).
-        clip (bool): clip to [b_min, b_max]. Default False.
+        a_min (float): the input value mapped to b_min (or 0).
+        a_max (float): the input value mapped to b_max (or 1).
+        b_min (float or None): the output's low end; None (with b_max):
+            [0, 1], no second scaling.
+        b_max (float or None): the output's high end.
+        clip (bool): clip to [b_min, b_max] (the bounds given). Default False.
+
+    <raises>
+    Example:
+        >>> stoker.ScaleIntensityRange(-1000, 1000, 0.0, 1.0, clip=True)
+        ScaleIntensityRange(a_min=-1000, a_max=1000, b_min=0.0, b_max=1.0, clip=True)
     """
 
     def __init__(self, a_min: float, a_max: float, b_min: Optional[float] = None, b_max: Optional[float] = None,
@@ -184,13 +257,21 @@ class NormalizeIntensity(VolumeTransform):
     """monai.transforms.NormalizeIntensity: (x - mean) / std over the patch.
 
     Args:
-        subtrahend (float or None), divisor (float or None): given values
-            instead of the patch's mean and (population) std.
+        subtrahend (float, list of floats or None): instead of the patch's
+            mean (one value per channel with channel_wise).
+        divisor (float, list of floats or None): instead of its population
+            std; 0 divides by 1, as MONAI.
         nonzero (bool): statistics and normalisation of non-zero voxels only.
         channel_wise (bool): per channel.
+
+    <raises>
+    Example:
+        >>> stoker.NormalizeIntensity(nonzero=True, channel_wise=True)
+        NormalizeIntensity(subtrahend=None, divisor=None, nonzero=True, channel_wise=True)
     """
 
-    def __init__(self, subtrahend: Optional[float] = None, divisor: Optional[float] = None, nonzero: bool = False,
+    def __init__(self, subtrahend: Optional[Union[float, Sequence[float]]] = None,
+                 divisor: Optional[Union[float, Sequence[float]]] = None, nonzero: bool = False,
                  channel_wise: bool = False) -> None:
         self._params = dict(subtrahend=subtrahend, divisor=divisor, nonzero=nonzero, channel_wise=channel_wise)
 

@@ -210,7 +210,6 @@ VolumeMaker::VolumeMaker(const Source& source, const LoaderOptions& opt, std::ve
   bool found = false;
   VolumeScratch s;
   s.read.resize(fields->size());
-  s.inflated.resize(fields->size());
   for (std::size_t r = 0; r < std::min(source.size(), kProbeRecords) && !found; ++r) {
     Status st;
     Shape3 shape{0, 0, 0};
@@ -458,7 +457,6 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
   const std::int64_t t0 = counters ? now_ns() : 0;
   const std::size_t nf = fields_.size();
   if (s->read.size() < nf) s->read.resize(nf);
-  if (s->inflated.size() < nf) s->inflated.resize(nf);
   std::vector<Opened> open(nf);
   Shape3 shape{0, 0, 0};
   for (std::size_t i = 0; i < nf; ++i) {
@@ -535,8 +533,7 @@ Status VolumeMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
       const VolumeView& v = open[i].view;
       switch (f.field.kind) {
         case FieldKind::kVolume: {
-          const bool in_place = prog_.post.empty() || std::none_of(prog_.post.begin(), prog_.post.end(),
-                                                                    [](const PostStep& x) { return x.kind == PostStep::kPad; });
+          const bool in_place = !prog_.post_pad;  // the patch has its final size from the gather on
           const std::size_t nvox = static_cast<std::size_t>(plan.size[0] * plan.size[1] * plan.size[2] * v.h.channels);
           if (!in_place && s->f_own.size() < nvox) s->f_own.resize(nvox);
           Block<float> b{v.h.channels, plan.size, in_place ? reinterpret_cast<float*>(dst) : s->f_own.data()};

@@ -30,11 +30,9 @@ struct SampleSpec;
 struct VolumeScratch {
   std::vector<std::uint8_t> bytes;               // a member read whole (sources without extents)
   std::vector<std::vector<std::uint8_t>> read;   // per field: bytes read whole
-  std::vector<std::shared_ptr<VolumeEntry>> inflated;  // per field: a .nii.gz inflated (not cached)
   std::vector<float> f_own, f_spare;
   std::vector<std::uint8_t> u8_own, u8_spare;
   std::vector<std::int32_t> i32_own, i32_spare;
-  LabelIndex index;  // built per load when the cache has no room
 };
 
 class VolumeMaker {

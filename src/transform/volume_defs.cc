@@ -181,23 +181,23 @@ struct VDef<Spacing> {
   }
 };
 
-template <>
-struct VDef<RandSpatialCrop> {
-  static constexpr const char* kName = "RandSpatialCrop";
-  static void check(const RandSpatialCrop& x) {
-    check_size(kName, "roi_size", x.roi_size, true);
+// RandSpatialCrop and RandSpatialCropSamples: the same crop, drawn once or
+// num_samples times (both structs have roi_size, random_center, random_size).
+template <typename T>
+struct RandomCropDef {
+  static void check_crop(const char* name, const T& x) {
+    check_size(name, "roi_size", x.roi_size, true);
     if (x.random_size) {
-      invalid("RandSpatialCrop: random_size=True gives patches of varying size, which cannot be batched: pass "
+      invalid(std::string(name) + ": random_size=True gives patches of varying size, which cannot be batched: pass "
               "random_size=False (MONAI's default is True)");
     }
   }
-  static VolumeTraits traits(const RandSpatialCrop&) { return {true, true, false, false, 1}; }
-  static bool shape(const RandSpatialCrop& x, Shape* s, std::string* why) { return crop_shape(x.roi_size, s, why); }
-  static json to_json(const RandSpatialCrop& x) {
+  static bool shape(const T& x, Shape* s, std::string* why) { return crop_shape(x.roi_size, s, why); }
+  static json crop_json(const T& x) {
     return {{"roi_size", x.roi_size}, {"random_center", x.random_center}, {"random_size", x.random_size}};
   }
-  static RandSpatialCrop from_json(Reader& r) {
-    RandSpatialCrop x;
+  static T read_crop(Reader& r) {
+    T x;
     r.size3("roi_size", &x.roi_size);
     r.boolean("random_center", &x.random_center);
     r.boolean("random_size", &x.random_size);
@@ -206,30 +206,30 @@ struct VDef<RandSpatialCrop> {
 };
 
 template <>
-struct VDef<RandSpatialCropSamples> {
+struct VDef<RandSpatialCrop> : RandomCropDef<RandSpatialCrop> {
+  static constexpr const char* kName = "RandSpatialCrop";
+  static void check(const RandSpatialCrop& x) { check_crop(kName, x); }
+  static VolumeTraits traits(const RandSpatialCrop&) { return {true, true, false, false, 1}; }
+  static json to_json(const RandSpatialCrop& x) { return crop_json(x); }
+  static RandSpatialCrop from_json(Reader& r) { return read_crop(r); }
+};
+
+template <>
+struct VDef<RandSpatialCropSamples> : RandomCropDef<RandSpatialCropSamples> {
   static constexpr const char* kName = "RandSpatialCropSamples";
   static void check(const RandSpatialCropSamples& x) {
-    check_size(kName, "roi_size", x.roi_size, true);
+    check_crop(kName, x);
     check_samples(kName, x.num_samples);
-    if (x.random_size) {
-      invalid("RandSpatialCropSamples: random_size=True gives patches of varying size, which cannot be batched: "
-              "pass random_size=False (MONAI's default is True)");
-    }
   }
   static VolumeTraits traits(const RandSpatialCropSamples& x) { return {true, true, false, false, x.num_samples}; }
-  static bool shape(const RandSpatialCropSamples& x, Shape* s, std::string* why) {
-    return crop_shape(x.roi_size, s, why);
-  }
   static json to_json(const RandSpatialCropSamples& x) {
-    return {{"roi_size", x.roi_size}, {"num_samples", x.num_samples}, {"random_center", x.random_center},
-            {"random_size", x.random_size}};
+    json j = crop_json(x);
+    j["num_samples"] = x.num_samples;
+    return j;
   }
   static RandSpatialCropSamples from_json(Reader& r) {
-    RandSpatialCropSamples x;
-    r.size3("roi_size", &x.roi_size);
+    RandSpatialCropSamples x = read_crop(r);
     r.integer("num_samples", &x.num_samples);
-    r.boolean("random_center", &x.random_center);
-    r.boolean("random_size", &x.random_size);
     return x;
   }
 };

@@ -383,6 +383,7 @@ VolumeProgram compile_volume_program(const std::vector<VolumeTransform>& ops,
     s.op = idx;
     if (std::holds_alternative<SpatialPad>(t)) {
       s.kind = PostStep::kPad;
+      p.post_pad = true;
     } else if (std::holds_alternative<RandFlip>(t)) {
       s.kind = PostStep::kFlip;
     } else if (std::holds_alternative<RandRotate90>(t)) {

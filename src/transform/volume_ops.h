@@ -72,6 +72,7 @@ struct VolumeProgram {
   std::vector<int> pre_pointwise;  // pointwise intensity ops before the crop, in order
   int sampling = -1;             // the sampling crop
   std::vector<PostStep> post;
+  bool post_pad = false;         // a SpatialPad among the post steps (the patch grows after the gather)
   std::vector<int> gathered;     // the pointwise ops applied while gathering: pre_pointwise, then the fused post ones
   int num_samples = 1;
   std::string label_key;         // RandCropByPosNegLabel's label field ("" for the others)

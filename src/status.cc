@@ -14,6 +14,7 @@ const char* code_name(Code code) {
     case Code::kCancelled: return "cancelled";
     case Code::kInternal: return "internal";
     case Code::kUnavailable: return "unavailable";
+    case Code::kPython: return "python";
   }
   return "unknown";
 }

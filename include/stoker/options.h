@@ -4,10 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "stoker/fields.h"
+#include "stoker/hook.h"
 #include "stoker/source.h"
 #include "stoker/transforms.h"
 #include "stoker/volume.h"
@@ -109,6 +111,12 @@ struct LoaderOptions {
   // would. With views, `transforms` must be empty and the schema may not
   // have masks or boxes. Default: none.
   std::vector<View> views;
+  // A stage of the caller's after stoker's transforms (stoker/hook.h): each
+  // sample's image goes to hook->sample() at its own size instead of into
+  // the batch buffer, so `transforms` need not end at a fixed size; the
+  // batch buffer keeps the labels. The default schema of images only (no
+  // fields, views or arrays). Not an option of the JSON codec. Default: none.
+  std::shared_ptr<SampleHook> hook;
   // A schema with a VolumeField: its transforms (stoker/volume.h, MONAI's
   // names), in order, in place of `transforms`; one sampling crop gives the
   // patches (and their number per volume). Default: none.

@@ -13,6 +13,8 @@ struct Stats {
   double read_s = 0;       // reading record bytes
   double decode_s = 0;     // header parsing and decoding
   double transform_s = 0;  // crop/resize/flip/normalize and the write into the batch
+  // In the caller's stage (LoaderOptions::hook: Python transforms, target_transform, collate), GIL wait included.
+  double python_s = 0;
   std::uint64_t samples = 0;     // samples written into batches
   std::uint64_t bytes_read = 0;  // encoded bytes read
   std::uint64_t batches = 0;     // batches handed to the consumer
@@ -161,7 +163,7 @@ struct Stats {
 
   // Busy seconds and samples per worker thread (index = worker id).
   struct Thread {
-    double read_s = 0, decode_s = 0, transform_s = 0;
+    double read_s = 0, decode_s = 0, transform_s = 0, python_s = 0;
     std::uint64_t samples = 0;
   };
   std::vector<Thread> per_thread;

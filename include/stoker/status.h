@@ -20,6 +20,7 @@ enum class Code {
   kCancelled,         // the loader was stopped
   kUnavailable,       // remote data could not be fetched (retries spent, object changed): never skipped as corrupt
   kInternal,          // an exception escaped a sample's processing (a bug): caught, counted, reported
+  kPython,            // the caller's Python stage (LoaderOptions::hook) raised on a sample: counted like corrupt
 };
 
 // Short stable name of a code, e.g. "corrupt"; used as the stats key.

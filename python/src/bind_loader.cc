@@ -6,6 +6,7 @@
 #include "bindings.h"
 #include "decode/decode.h"
 #include "order/rng.h"
+#include "source/file_list_source.h"
 #include "source/file_reader.h"
 #include "stoker/loader.h"
 #include "transform/pipeline.h"
@@ -61,6 +62,8 @@ std::pair<py::object, std::int64_t> next_batch(Loader& l) {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
   if (!b) return {py::none(), -1};
+  // NOTE: with a Python stage the batch is the stage's (stoker._pystage), by its index.
+  if (l.options().hook) return {py::none(), static_cast<std::int64_t>(b->index())};
   // The default schema: (images, labels); a schema of named
   // fields: a dict of its tensors, in schema order.
   if (l.options().fields.empty() && l.options().views.empty()) {
@@ -83,6 +86,19 @@ void set_views(LoaderOptions* o, std::vector<ViewArg> views) {
   for (auto& [name, count, transforms] : views) o->views.push_back({name, count, std::move(transforms)});
 }
 
+// The options every constructor takes: JSON, the transforms, the views, the Python stage.
+LoaderOptions loader_options(const std::string& options, std::vector<Transform> transforms, std::vector<ViewArg> views,
+                             const py::object& stage) {
+  LoaderOptions o = options_from_json(options);
+  o.transforms = std::move(transforms);
+  set_views(&o, std::move(views));
+  o.hook = make_hook(stage);
+  validate_options(o);
+  return o;
+}
+
+using LoaderPtr = std::unique_ptr<Loader, ReleaseGilDelete>;
+
 }  // namespace
 
 void bind_loader(py::module_& m) {
@@ -91,29 +107,52 @@ void bind_loader(py::module_& m) {
       // the transforms), decoded and validated by the one codec in C++
       // (src/batch/options.cc): the doctor's snapshot uses the same.
       .def(py::init([](const std::vector<std::string>& sources, const std::string& options,
-                       std::vector<Transform> transforms, std::vector<ViewArg> views) {
-             LoaderOptions o = options_from_json(options);
-             o.transforms = std::move(transforms);
-             set_views(&o, std::move(views));
-             validate_options(o);
+                       std::vector<Transform> transforms, std::vector<ViewArg> views, const py::object& stage) {
+             LoaderOptions o = loader_options(options, std::move(transforms), std::move(views), stage);
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
-             return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(sources, std::move(o)));
+             return LoaderPtr(new Loader(sources, std::move(o)));
            }),
-           py::arg("sources"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{})
+           py::arg("sources"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{},
+           py::arg("stage") = py::none())
       // A mixture (stoker.Mix), as the JSON of its one codec (src/source/mixture_source.cc).
       .def_static(
           "_mixture",
           [](const std::string& mixture, const std::string& options, std::vector<Transform> transforms,
-             std::vector<ViewArg> views) {
+             std::vector<ViewArg> views, const py::object& stage) {
             Mixture mix = mixture_from_json(mixture);
-            LoaderOptions o = options_from_json(options);
-            o.transforms = std::move(transforms);
-            set_views(&o, std::move(views));
-            validate_options(o);
+            LoaderOptions o = loader_options(options, std::move(transforms), std::move(views), stage);
             py::gil_scoped_release release;
-            return std::unique_ptr<Loader, ReleaseGilDelete>(new Loader(mix, std::move(o)));
+            return LoaderPtr(new Loader(mix, std::move(o)));
           },
-          py::arg("mixture"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{})
+          py::arg("mixture"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{},
+          py::arg("stage") = py::none())
+      // An explicit list of files (stoker.datasets' samples): record i is paths[i] with labels[i].
+      .def_static(
+          "_files",
+          [](std::vector<std::string> paths, std::vector<std::int64_t> labels, std::vector<std::string> classes,
+             const std::string& what, const std::string& root, const std::string& options,
+             std::vector<Transform> transforms, const py::object& stage) {
+            if (paths.size() != labels.size()) throw Error(Code::kInvalidArgument, "_files: paths and labels differ in length");
+            LoaderOptions o = loader_options(options, std::move(transforms), {}, stage);
+            std::shared_ptr<const Source> source =
+                detail::make_file_list_source(std::move(paths), std::move(labels), std::move(classes), what, root);
+            py::gil_scoped_release release;
+            return LoaderPtr(new Loader(std::move(source), std::move(o)));
+          },
+          py::arg("paths"), py::arg("labels"), py::arg("classes"), py::arg("what"), py::arg("root"),
+          py::arg("options"), py::arg("transforms"), py::arg("stage") = py::none())
+      // stoker.Records: record i is read(i)'s bytes or path.
+      .def_static(
+          "_records",
+          [](std::size_t size, py::object read, const std::string& what, const std::string& options,
+             std::vector<Transform> transforms, const py::object& stage) {
+            LoaderOptions o = loader_options(options, std::move(transforms), {}, stage);
+            std::shared_ptr<const Source> source = make_records(size, std::move(read), what);
+            py::gil_scoped_release release;
+            return LoaderPtr(new Loader(std::move(source), std::move(o)));
+          },
+          py::arg("size"), py::arg("read"), py::arg("what"), py::arg("options"), py::arg("transforms"),
+          py::arg("stage") = py::none())
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       // The records of an epoch before sharding: a mixture's draws per epoch.
@@ -156,6 +195,20 @@ void bind_loader(py::module_& m) {
           py::arg("state"))
       .def("stats", [](const Loader& l) { return stats_dict(l.stats()); })
       .def("stats_json", [](const Loader& l) { return l.stats().to_json(); });
+
+  // "" when stoker's Pipeline takes the list (fixed_size false: samples may
+  // differ in size, as with a Python stage after it), else its message.
+  m.def(
+      "_pipeline_error",
+      [](std::vector<Transform> transforms, const std::string& dtype, bool fixed_size) -> std::string {
+        try {
+          detail::Pipeline p(transforms, dtype == "uint8" ? DType::kUInt8 : DType::kFloat32, Layout::kNCHW, fixed_size);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      py::arg("transforms"), py::arg("dtype") = "float32", py::arg("fixed_size") = false);
 
   m.def(
       "decode_image",

@@ -4,8 +4,11 @@
 #include <pybind11/pybind11.h>
 
 #include <array>
+#include <memory>
 #include <string>
 
+#include "stoker/hook.h"
+#include "stoker/source.h"
 #include "stoker/transforms.h"
 #include "transform/transform_defs.h"
 
@@ -16,6 +19,11 @@ void bind_augment(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
 void bind_testing(pybind11::module_& m);
 void bind_masks(pybind11::module_& m);
+
+// bind_python_stage.cc: the hook around a stoker._pystage.Stage (null for
+// None), and stoker.Records' source: record i is read(i)'s bytes or path.
+std::shared_ptr<SampleHook> make_hook(const pybind11::object& stage);
+std::shared_ptr<const Source> make_records(std::size_t size, pybind11::object read, std::string what);
 
 // A fill argument as torchvision's F_pil._parse_fill takes it: None (0), a
 // number or a sequence of 1 or 3 numbers, made ints (bind_augment.cc).

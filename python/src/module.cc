@@ -46,7 +46,8 @@ Example:
         case stoker::Code::kCorrupt:
         case stoker::Code::kUnsupported:
         case stoker::Code::kResourceExhausted:
-        case stoker::Code::kInternal: sample_error(e.what()); return;
+        case stoker::Code::kInternal:
+        case stoker::Code::kPython: sample_error(e.what()); return;
         default: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
       }
     }

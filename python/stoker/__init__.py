@@ -50,6 +50,7 @@ from stoker._stoker import (  # noqa: F401
 from stoker import _stoker
 from stoker import _profiling
 from stoker import _staging
+from stoker import _pystage
 from stoker.fields import Boxes, Image, Label, Mask, Tensor, Volume, LabelVolume, detection_targets, \
     FIELD_TYPES as _FIELD_TYPES
 from stoker.volume import (CenterSpatialCrop, NormalizeIntensity, RandCropByPosNegLabel, RandFlip, RandRotate90,
@@ -60,6 +61,9 @@ from stoker.batch_transforms import CutMix, MixUp, RandomChoice
 from stoker.enums import AutoAugmentPolicy, InterpolationMode
 from stoker import batch_transforms as _batch_transforms
 from stoker._profiling import profile  # noqa: F401
+from stoker._pystage import PyTransform, Stage as _Stage
+from stoker.records import Records, Files as _Files
+from stoker.dataloader import DataLoader
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
@@ -69,7 +73,16 @@ __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "Ra
            "RandAugment", "AutoAugment", "RandomErasing", "RandomApply", "AugMix", "RandomCrop",
            "RandomShortestSize", "detection_targets", "Volume", "LabelVolume", "RandSpatialCrop",
            "RandSpatialCropSamples", "RandCropByPosNegLabel", "CenterSpatialCrop", "SpatialPad", "RandFlip",
-           "RandRotate90", "ScaleIntensityRange", "NormalizeIntensity", "Spacing"]
+           "RandRotate90", "ScaleIntensityRange", "NormalizeIntensity", "Spacing", "DataLoader", "Records",
+           "PyTransform", "datasets"]
+
+
+def __getattr__(name):
+    # NOTE: stoker.datasets imports torch; `import stoker` alone does not.
+    if name == "datasets":
+        import importlib
+        return importlib.import_module("stoker.datasets")
+    raise AttributeError(f"module 'stoker' has no attribute {name!r}")
 __version__ = _stoker.__version__  # one source: project(stoker VERSION ...) in CMakeLists.txt
 
 if TYPE_CHECKING:
@@ -467,17 +480,22 @@ class Loader:
                  progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
                  fields: Optional[Iterable[_FieldType]] = None,
                  batch_transforms: Iterable[Union[MixUp, CutMix, RandomChoice]] = (),
-                 views: Optional[Dict[str, Tuple[int, Iterable[_Transform]]]] = None) -> None:
+                 views: Optional[Dict[str, Tuple[int, Iterable[_Transform]]]] = None,
+                 target_transform: Optional[Any] = None, collate_fn: Optional[Any] = None,
+                 batch_transform: Optional[Any] = None) -> None:
         mixture = None
+        records = source if isinstance(source, (Records, _Files)) else None
         if isinstance(source, Mix):
             mixture = source._json()
+        elif records is not None:
+            pass
         elif isinstance(source, (str, os.PathLike)):
             sources = [os.fspath(source)]
         elif isinstance(source, (list, tuple)) and source and all(isinstance(s, (str, os.PathLike)) for s in source):
             sources = [os.fspath(s) for s in source]
         else:
-            raise ValueError(f"source must be a path (str or os.PathLike), a non-empty list of shard paths or a "
-                             f"stoker.Mix, got {source!r}")
+            raise ValueError(f"source must be a path (str or os.PathLike), a non-empty list of shard paths, a "
+                             f"stoker.Mix or stoker.Records, got {source!r}")
         if progress not in (None, True, False):
             raise ValueError(f"progress must be None, True or False, got {progress!r}")
         if output not in ("torch", "numpy"):
@@ -486,14 +504,27 @@ class Loader:
             import torch  # noqa: F401  (fail here, not at the first batch)
         self.device = _check_device(device, pin_memory, output)
         self.pin_memory = bool(pin_memory)
-        transforms = list(transforms)
+        # A torchvision Compose as it is, or a list.
+        transforms = [transforms] if type(transforms).__name__ == "Compose" else list(transforms)
         # MONAI-named volume transforms go to the volume schema's list (options "volume_transforms").
         volume_transforms = [t for t in transforms if isinstance(t, _VOLUME_TRANSFORM_TYPES)]
         transforms = [t for t in transforms if not isinstance(t, _VOLUME_TRANSFORM_TYPES)]
-        for t in transforms:
-            if not isinstance(t, _stoker._transform_types):
-                names = ", ".join(c.__name__ for c in _stoker._transform_types + _VOLUME_TRANSFORM_TYPES)
-                raise ValueError(f"transforms: {t!r} is not a stoker transform ({names})")
+        # torchvision's objects mapped onto stoker's kernels where exact; the rest (and any Python
+        # callable) runs in Python on stoker's workers (stoker._pystage).
+        target_of = records._target if isinstance(records, Records) else None
+        transforms, dtype, layout, self._stage, reasons = _pystage.plan(
+            transforms, dtype, layout, target_of, target_transform, collate_fn, batch_transform)
+        self.python_transforms = [{"transform": t, "reason": r} for t, r in reasons]
+        if reasons:
+            print(f"stoker: {reasons[0][0]} and what follows it run as Python on stoker's threads: {reasons[0][1]}",
+                  file=sys.stderr)
+        if self._stage is not None and (fields is not None or views is not None):
+            raise ValueError("a Python stage (a transform stoker has no kernel for, target_transform, collate_fn, "
+                             "batch_transform, stoker.Records' targets) needs the default schema: not with fields= "
+                             "or views=")
+        if self._stage is not None and output != "torch":
+            raise ValueError("a Python stage (a transform stoker has no kernel for, target_transform, collate_fn, "
+                             "batch_transform, stoker.Records' targets) needs output='torch'")
         if fields is not None:
             fields = list(fields)
             for f in fields:
@@ -526,11 +557,18 @@ class Loader:
                        fields=[f._json() for f in fields or ()],
                        volume_transforms=[t._json() for t in volume_transforms])
         options_json = json.dumps(options, default=_json_value)
+        stage = self._stage
         if mixture is not None:
-            self._impl = _stoker._Loader._mixture(mixture, options_json, transforms, view_args)
+            self._impl = _stoker._Loader._mixture(mixture, options_json, transforms, view_args, stage)
+        elif isinstance(records, Records):
+            self._impl = _stoker._Loader._records(len(records), records._read, records.name, options_json,
+                                                  transforms, stage)
+        elif records is not None:
+            self._impl = _stoker._Loader._files(records.paths, records.labels, records.classes, records.name,
+                                                records.root, options_json, transforms, stage)
         else:
-            self._impl = _stoker._Loader(sources, options_json, transforms, view_args)
-        if output == "torch":
+            self._impl = _stoker._Loader(sources, options_json, transforms, view_args, stage)
+        if output == "torch" and stage is None:
             _check_torch_dtypes(self._impl.sample_tensors, fields is not None or bool(view_args))
         _profiling.register_loader(self)
         self.batch_size = batch_size
@@ -725,6 +763,7 @@ class Loader:
         s = self._impl.stats()
         s["h2d_s"] = self._h2d_ns * 1e-9
         s["h2d_bytes"] = self._h2d_bytes
+        s["python_transforms"] = list(self.python_transforms)
         return s
 
     def write_trace(self, path: _Path) -> None:
@@ -799,18 +838,26 @@ class _Iterator:
         """The next CPU batch (a tuple, or a dict with fields=), or None at the end, or the exception it raised."""
         if self._done:
             return None
+        stage = self._loader._stage
         try:
             batch, index = self._impl.next_indexed()
         except Exception as e:  # raised in order, when its batch is due
+            if stage is not None and (": python: " in str(e) or str(e).startswith("python: ")):
+                original = stage.reraise(e)
+                if original is not e:
+                    original.add_note(f"stoker: {e}")
+                    return original
             return e
-        if batch is None:
+        if index < 0:
             self._done = True
             return None
-        if self._convert is not None:
+        if stage is not None:
+            batch = stage.take(index)
+        elif self._convert is not None:
             batch = _staging.rebuild(batch, [self._convert(x) for x in _staging.leaves(batch)])
         if self._mix:
             try:
-                batch = self._mixed(batch, index)
+                batch = self._mixed(tuple(batch) if stage is not None else batch, index)
             except Exception as e:
                 return e
         return batch

@@ -627,7 +627,7 @@ class Loader::Impl {
       lock.unlock();
 
       const std::int64_t m0 = now_ns();
-      Status st = make_sample(t, seed, epoch, slot, pos, &ws);
+      Status st = make_sample(t, gen, seed, epoch, slot, pos, &ws);
       // NOTE: the rewrite's share of a worker's time is bounded, so an
       // epoch it runs in is at most that much slower: 9% of its sample
       // time, none in the loader's first epoch, which already pays for
@@ -654,16 +654,59 @@ class Loader::Impl {
         e.error_pos = pos;
       }
       if (--e.remaining == 0) {
+        if (opt_.hook && e.error.ok()) {
+          // The caller's batch stage (a collate) runs here, on this worker,
+          // before the batch can be handed out; ++inflight_ keeps a restart
+          // waiting for it, as for a sample.
+          ++inflight_;
+          lock.unlock();
+          const std::int64_t h0 = now_ns();
+          Status hs = hook_batch(gen, epoch, b);
+          ws.counters->add_python(now_ns() - h0);
+          lock.lock();
+          if (--inflight_ == 0) idle_cv_.notify_all();
+          if (gen != generation_) continue;
+          if (!hs.ok()) e.error = std::move(hs);
+        }
         e.ready = true;
         ready_cv_.notify_all();
       }
     }
   }
 
+  // The hook's batch stage; an exception escaping it is the batch's error.
+  Status hook_batch(std::uint64_t gen, std::uint64_t epoch, std::size_t b) noexcept {
+    try {
+      return opt_.hook->batch(gen, epoch, b, batch_len(b));
+    } catch (const std::exception& ex) {
+      return Status(Code::kInternal, std::string("batch stage: ") + ex.what());
+    } catch (...) {
+      return Status(Code::kInternal, "batch stage: unknown exception");
+    }
+  }
+
+  // The hook's sample stage for the sample `ws` holds; the same barrier.
+  Status hook_sample(std::uint64_t gen, std::uint64_t epoch, std::size_t t, std::uint32_t rec,
+                     detail::Scratch* ws) noexcept {
+    const std::int64_t h0 = now_ns();
+    Status st;
+    try {
+      HookSample hs;
+      maker_->hook_sample(rec, *ws, &hs);
+      st = opt_.hook->sample(gen, epoch, t / opt_.batch_size, t % opt_.batch_size, hs);
+    } catch (const std::exception& ex) {
+      st = Status(Code::kInternal, std::string("sample stage: ") + ex.what());
+    } catch (...) {
+      st = Status(Code::kInternal, "sample stage: unknown exception");
+    }
+    if (ws->counters) ws->counters->add_python(now_ns() - h0);
+    return st;
+  }
+
   // Fills position `pos` of `slot` with the sample at epoch position `t`, or
   // under kSkip with the next good sample of the epoch.
-  Status make_sample(std::size_t t, std::uint64_t seed, std::uint64_t epoch, Slot* slot, std::size_t pos,
-                     detail::Scratch* ws) {
+  Status make_sample(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot,
+                     std::size_t pos, detail::Scratch* ws) {
     const detail::SampleOut out{slot->data.get(), pos};
     std::size_t p = t;
     for (int attempt = 1;; ++attempt) {
@@ -672,6 +715,7 @@ class Loader::Impl {
       const std::uint32_t item = seq_[p];
       const std::uint32_t rec = mix_ ? draws_[item] : item;
       Status st = maker_->make(rec, item, seed, epoch, out, ws);
+      if (st.ok() && opt_.hook) st = hook_sample(gen, epoch, t, rec, ws);
       if (st.ok()) return st;
       st = Status(st.code(), "record " + std::to_string(rec) + " '" + source_->key(rec) + "': " + st.message());
       // NOTE: data that could not be fetched (remote shards whose retries ran

@@ -145,6 +145,10 @@ SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, Sam
     place_outputs();
     return;
   }
+  if (opt_.hook && (spec_.named || spec_.arrays || spec_.image < 0)) {
+    invalid("a Python stage (a transform stoker has no kernel for, target_transform, collate_fn) applies to the "
+            "default schema of images and labels, not to fields, views or .npy arrays");
+  }
   if (spec_.image >= 0 && !opt_.views.empty()) {
     for (const View& v : opt_.views) {
       try {
@@ -154,7 +158,7 @@ SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, Sam
       }
     }
   } else if (spec_.image >= 0) {
-    pipeline_.emplace(opt_.transforms, opt_.dtype, opt_.layout);
+    pipeline_.emplace(opt_.transforms, opt_.dtype, opt_.layout, /*fixed_size=*/!opt_.hook);
   } else if (opt_.cache == Cache::kDecoded) {
     invalid(spec_.arrays ? "cache='decoded' applies to images; use cache='ram' for arrays"
                          : "cache='decoded' keeps decoded images, and the schema has no image field: use cache='ram'");
@@ -170,6 +174,7 @@ SampleMaker::SampleMaker(const Source& source, const LoaderOptions& options, Sam
           const std::int64_t h = p.out_height(), w = p.out_width();
           return opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
         };
+        if (opt_.hook) break;  // each image goes to the hook at its own size (image_out)
         if (views_.empty()) {
           add_output(&f, f.field.name, descr, dims(*pipeline_), item);
           break;
@@ -577,10 +582,29 @@ Status SampleMaker::from_parts(std::uint32_t rec, std::uint64_t draw, std::uint6
   }
   timer.decode();
   if (!st.ok()) return tag(image, st);
-  pipeline_->run(s->plan, view, &s->workspace, dest(out, image.output));
+  pipeline_->run(s->plan, view, &s->workspace, image_out(out, image, view, s));
   st = other_fields(rec, width, height, out, s, false);
   timer.transform();
   return st;
+}
+
+// Where the pipeline writes the image of `s->plan` from `region`: its place
+// in the batch, or with a hook the scratch's buffer at the sample's own size.
+void* SampleMaker::image_out(SampleOut out, const FieldSpec& image, const ImageView& region, Scratch* s) const {
+  if (!opt_.hook) return dest(out, image.output);
+  HookImage& h = s->hooked;
+  Pipeline::sample_size(s->plan, region.width, region.height, &h.width, &h.height);
+  h.data.resize((pipeline_->sample_bytes(h.width, h.height) + sizeof(float) - 1) / sizeof(float));
+  return h.data.data();
+}
+
+void SampleMaker::hook_sample(std::uint32_t rec, const Scratch& s, HookSample* out) const {
+  out->record = rec;
+  out->label = source_.label(rec);
+  out->image = s.hooked.data.data();
+  out->descr = opt_.dtype == DType::kFloat32 ? "<f4" : "|u1";
+  const std::int64_t h = s.hooked.height, w = s.hooked.width;
+  out->dims = opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
 }
 
 // cache=kDecoded: every sample is transformed from its stored form, decoded
@@ -692,7 +716,7 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::
   // The plan's decode region is a crop of the stored image.
   const auto& r = s->plan.decode_region;
   ImageView region{view.row(r.y) + 3 * r.x, r.width, r.height, view.stride};
-  pipeline_->run(s->plan, region, &s->workspace, dest(out, image.output));
+  pipeline_->run(s->plan, region, &s->workspace, image_out(out, image, region, s));
   const Status st = other_fields(rec, view.width, view.height, out, s, true);
   timer.transform();
   return st;

@@ -75,6 +75,12 @@ struct SampleSpec {
   std::string descr;
 };
 
+// LoaderOptions::hook: the image of the sample in hand, at its own size.
+struct HookImage {
+  std::vector<float> data;  // float-aligned; uint8 samples use its bytes
+  int width = 0, height = 0;
+};
+
 // A worker's reusable state: buffers, decoders, where stage times go.
 struct Scratch {
   StageCounters* counters = nullptr;  // may be null (no counting)
@@ -98,6 +104,7 @@ struct Scratch {
   JpegTranscoder transcoder;  // cache=kRam: the rewrite (rewrite_cached)
   std::vector<std::uint8_t> rewritten;
   VolumeScratch volume;  // a volume schema's buffers
+  HookImage hooked;      // LoaderOptions::hook: the image handed to it
 };
 
 class StageTimer;  // sample_maker.cc: one sample's stage times
@@ -139,6 +146,10 @@ class SampleMaker {
   Status make(std::uint32_t rec, std::uint64_t seed, std::uint64_t epoch, SampleOut out, Scratch* s) const noexcept {
     return make(rec, rec, seed, epoch, out, s);
   }
+
+  // LoaderOptions::hook: the sample make() just made into `s`, as the hook
+  // takes it (viewing s's buffer).
+  void hook_sample(std::uint32_t rec, const Scratch& s, HookSample* out) const;
 
   // cache=kRam: rewrites record `rec`'s cached image losslessly into the
   // random-access form (decode/jpeg_transcode.h) when it is a JPEG without
@@ -185,6 +196,7 @@ class SampleMaker {
                     Scratch* s, StageTimer* timer) const;
   Status process_decoded(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
                          SampleOut out, Scratch* s) const;
+  void* image_out(SampleOut out, const FieldSpec& image, const ImageView& region, Scratch* s) const;
   Status other_fields(std::uint32_t rec, int width, int height, SampleOut out, Scratch* s, bool stored) const;
   Status make_views(const ImageView* stored, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch,
                     SampleOut out, Scratch* s, StageTimer* timer) const;

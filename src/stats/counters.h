@@ -16,7 +16,7 @@ namespace stoker::detail {
 // Written by one worker thread, read by stats(); relaxed atomics keep reads
 // race-free at the cost of plain adds. One cache line per worker.
 struct alignas(64) StageCounters {
-  std::atomic<std::uint64_t> read_ns{0}, decode_ns{0}, transform_ns{0}, samples{0}, bytes{0};
+  std::atomic<std::uint64_t> read_ns{0}, decode_ns{0}, transform_ns{0}, python_ns{0}, samples{0}, bytes{0};
   std::atomic<std::uint64_t> boxes_dropped{0}, boxes_truncated{0};
 
   void add_read(std::int64_t ns, std::size_t n) {
@@ -28,24 +28,27 @@ struct alignas(64) StageCounters {
     transform_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
     samples.fetch_add(1, std::memory_order_relaxed);
   }
+  void add_python(std::int64_t ns) { python_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed); }
   void add_boxes(std::size_t dropped, std::size_t truncated) {
     if (dropped) boxes_dropped.fetch_add(dropped, std::memory_order_relaxed);
     if (truncated) boxes_truncated.fetch_add(truncated, std::memory_order_relaxed);
   }
   std::uint64_t busy_ns() const {
     return read_ns.load(std::memory_order_relaxed) + decode_ns.load(std::memory_order_relaxed) +
-           transform_ns.load(std::memory_order_relaxed);
+           transform_ns.load(std::memory_order_relaxed) + python_ns.load(std::memory_order_relaxed);
   }
   void add_to(Stats* s) const {
     Stats::Thread t;
     t.read_s = static_cast<double>(read_ns.load(std::memory_order_relaxed)) * 1e-9;
     t.decode_s = static_cast<double>(decode_ns.load(std::memory_order_relaxed)) * 1e-9;
     t.transform_s = static_cast<double>(transform_ns.load(std::memory_order_relaxed)) * 1e-9;
+    t.python_s = static_cast<double>(python_ns.load(std::memory_order_relaxed)) * 1e-9;
     t.samples = samples.load(std::memory_order_relaxed);
     s->per_thread.push_back(t);
     s->read_s += static_cast<double>(read_ns.load(std::memory_order_relaxed)) * 1e-9;
     s->decode_s += static_cast<double>(decode_ns.load(std::memory_order_relaxed)) * 1e-9;
     s->transform_s += static_cast<double>(transform_ns.load(std::memory_order_relaxed)) * 1e-9;
+    s->python_s += t.python_s;
     s->samples += samples.load(std::memory_order_relaxed);
     s->bytes_read += bytes.load(std::memory_order_relaxed);
     s->boxes_dropped += boxes_dropped.load(std::memory_order_relaxed);

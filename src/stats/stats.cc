@@ -35,7 +35,7 @@ std::string Stats::to_json() const {
   std::ostringstream o;
   o.precision(9);
   o << "{\"read_s\":" << read_s << ",\"decode_s\":" << decode_s << ",\"transform_s\":" << transform_s
-    << ",\"samples\":" << samples << ",\"bytes_read\":" << bytes_read << ",\"batches\":" << batches
+    << ",\"python_s\":" << python_s << ",\"samples\":" << samples << ",\"bytes_read\":" << bytes_read << ",\"batches\":" << batches
     << ",\"consumer_wait_s\":" << consumer_wait_s << ",\"consumer_active_s\":" << consumer_active_s << ",\"time_to_first_batch_s\":" << time_to_first_batch_s
     << ",\"wall_s\":" << wall_s << ",\"threads\":" << threads << ",\"threads_max\":" << threads_max << ",\"prefetch\":" << prefetch
     << ",\"autotune\":" << json_quote(autotune)
@@ -64,7 +64,8 @@ std::string Stats::to_json() const {
   for (std::size_t i = 0; i < per_thread.size(); ++i) {
     const Thread& t = per_thread[i];
     o << (i ? "," : "") << "{\"read_s\":" << t.read_s << ",\"decode_s\":" << t.decode_s
-      << ",\"transform_s\":" << t.transform_s << ",\"samples\":" << t.samples << "}";
+      << ",\"transform_s\":" << t.transform_s << ",\"python_s\":" << t.python_s << ",\"samples\":" << t.samples
+      << "}";
   }
   o << "],\"mixture\":[";
   for (std::size_t i = 0; i < mixture.size(); ++i) {

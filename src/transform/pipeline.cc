@@ -12,7 +12,7 @@
 #include "util/util.h"
 
 namespace stoker::detail {
-Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout)
+Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout, bool fixed_size)
     : transforms_(transforms), dtype_(dtype), layout_(layout) {
   OutputSize size;
   const Normalize* normalize = nullptr;
@@ -56,9 +56,9 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
       invalid("RandomErasing: value='random' requires dtype float32 (normal values do not fit uint8)");
     }
   }
-  out_h_ = size.height;
-  out_w_ = size.width;
-  if (!size.fixed) {
+  out_h_ = size.fixed ? size.height : 0;
+  out_w_ = size.fixed ? size.width : 0;
+  if (!size.fixed && fixed_size) {
     invalid("transforms must give every sample the same size to batch them: end with RandomResizedCrop, "
             "CenterCrop or Resize((h, w)), after any Resize(int)");
   }
@@ -70,9 +70,20 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
   table_.build(normalize ? mean : nullptr, normalize ? stdev : nullptr);
 }
 
-std::size_t Pipeline::sample_bytes() const {
-  return static_cast<std::size_t>(out_h_) * static_cast<std::size_t>(out_w_) * 3 *
+std::size_t Pipeline::sample_bytes() const { return sample_bytes(out_w_, out_h_); }
+
+std::size_t Pipeline::sample_bytes(int width, int height) const {
+  return static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * 3 *
          (dtype_ == DType::kFloat32 ? sizeof(float) : 1);
+}
+
+void Pipeline::sample_size(const SamplePlan& plan, int width, int height, int* out_width, int* out_height) {
+  *out_width = width;
+  *out_height = height;
+  if (plan.steps.empty()) return;
+  const Step& s = plan.steps.back();
+  *out_width = s.kind == Step::kCrop ? s.box.width : s.width;
+  *out_height = s.kind == Step::kCrop ? s.box.height : s.height;
 }
 
 void Pipeline::plan(int width, int height, Rng* rng, SamplePlan* plan, bool allow_scale) const {
@@ -291,13 +302,17 @@ void Pipeline::run(const SamplePlan& plan, const ImageView& decoded, Workspace* 
     OutputWriter writer(*this, plan, ws, out, ws->stage.width, ws->stage.height, /*flips=*/false);
     for (int y = 0; y < ws->stage.height; ++y) writer.write(ws->stage.row(y), y);
   }
-  if (!plan.erase.empty()) erase(plan, out);
+  if (!plan.erase.empty()) {
+    int w = 0, h = 0;
+    sample_size(plan, decoded.width, decoded.height, &w, &h);
+    erase(plan, out, w, h);
+  }
 }
 
-void Pipeline::erase(const SamplePlan& plan, void* out) const {
+void Pipeline::erase(const SamplePlan& plan, void* out, int width, int height) const {
   // F.erase(img, i, j, h, w, v): img[..., i:i+h, j:j+w] = v, on the output
   // tensor in its dtype and layout.
-  const int H = out_h_, W = out_w_;
+  const int H = height, W = width;
   const bool nchw = layout_ == Layout::kNCHW;
   for (const SamplePlan::Erase& e : plan.erase) {
     const auto& t = std::get<RandomErasing>(transforms_[static_cast<std::size_t>(e.transform)]);

@@ -36,7 +36,9 @@ void plan_image_read(int width, int height, SamplePlan* plan, bool allow_scale);
 class Pipeline {
  public:
   // Throws stoker::Error(kInvalidArgument) naming the transform and value.
-  Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout);
+  // fixed_size false: samples may differ in size (LoaderOptions::hook);
+  // out_height()/out_width() are then 0 unless the list fixes the size.
+  Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout, bool fixed_size = true);
 
   int out_height() const { return out_h_; }
   int out_width() const { return out_w_; }
@@ -51,6 +53,11 @@ class Pipeline {
   // width x height image (decode_region: all of it): what every spatial
   // field (image, mask, boxes) applies with its own kernel.
   void plan_geometry(int width, int height, Rng* rng, SamplePlan* plan) const;
+  // The size run() gives a sample of `plan` from a `decoded` region of
+  // width x height: the last step's, else the region's.
+  static void sample_size(const SamplePlan& plan, int width, int height, int* out_width, int* out_height);
+  // Bytes of one sample of width x height in the output dtype.
+  std::size_t sample_bytes(int width, int height) const;
   // Runs the plan's steps on `decoded` (the decode_region's pixels) and writes
   // one sample into `out` (sample_bytes() bytes) in the output dtype/layout.
   void run(const SamplePlan& plan, const ImageView& decoded, Workspace* ws, void* out) const;
@@ -58,7 +65,7 @@ class Pipeline {
  private:
   class OutputWriter;
   // RandomErasing's boxes on the written sample.
-  void erase(const SamplePlan& plan, void* out) const;
+  void erase(const SamplePlan& plan, void* out, int width, int height) const;
   std::vector<Transform> transforms_;
   bool has_image_stage_ = false;
   DType dtype_;

@@ -1,0 +1,228 @@
+"""The Python part of a pipeline, run on stoker's worker threads.
+
+stoker's C++ makes each sample as far as its own kernels go (read, decode,
+the transforms it reproduces exactly), then hands it to ``Stage.sample`` on
+the same worker thread, which takes the GIL only for the Python: the rest
+of the transforms (as torchvision would run them, on the PIL image or
+tensor torchvision would have at that point), the target and its
+``target_transform``. When a batch's last sample is in, ``Stage.batch``
+collates it (torch's ``default_collate`` or the user's ``collate_fn``) and
+runs ``batch_transform``, on that worker too: the training loop only picks
+the batch up (``Stage.take``).
+
+A sample that raises is returned to C++ as its message: C++ counts it under
+``on_corrupt`` (reason "python") with the record's name; with
+``on_corrupt="raise"`` the iterator re-raises the original exception, its
+traceback intact (``Stage.reraise``).
+"""
+import threading
+
+from stoker.records import NO_TARGET
+
+
+class PyTransform:
+    """A per-sample transform written in Python, run by stoker's workers.
+
+    In ``transforms=`` (of stoker.Loader or a stoker.datasets dataset), it and
+    every transform after it run in Python, on stoker's worker threads (the
+    GIL held only while Python runs), on what torchvision would hand it at
+    that point: a ``PIL.Image`` before ``ToTensor``/``PILToTensor``, a
+    ``torch.Tensor`` after. After stoker's own transforms (which end in
+    stoker's ToTensor and Normalize), it gets the tensor they made.
+
+    Args:
+        fn (callable): sample -> sample.
+        name (str, optional): how stats() and messages name it. Default:
+            fn's ``__name__``.
+
+    Example:
+        >>> def add_noise(t):
+        ...     return t + 0.01 * torch.randn_like(t)
+        >>> loader = stoker.Loader("data/train", transforms=[
+        ...     stoker.RandomResizedCrop(224), stoker.Normalize(mean, std), stoker.PyTransform(add_noise)])
+    """
+
+    def __init__(self, fn, name=None):
+        if not callable(fn):
+            raise TypeError(f"PyTransform: fn must be callable, got {fn!r}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, sample):
+        return self.fn(sample)
+
+    def __repr__(self):
+        return f"PyTransform({self.name})"
+
+
+def _message(e):
+    return f"{type(e).__name__}: {e}"
+
+
+class Stage:
+    """The sample and batch hooks C++ calls (python/src/bind_python_stage.cc).
+
+    Args:
+        tail (list): callables run in order on each sample.
+        tail_input (str): "pil" (C++ hands uint8 HWC: made a PIL RGB image),
+            "tensor" (a torch tensor of C++'s CHW output) or "numpy".
+        target_of (callable or None): record -> target; None: C++'s label.
+        target_transform (callable or None): as torchvision's.
+        collate (callable or None): list of (sample, target) -> batch; None:
+            torch's default_collate.
+        batch_transform (callable or None): batch -> batch, after collate.
+    """
+
+    def __init__(self, tail=(), tail_input="tensor", target_of=None, target_transform=None, collate=None,
+                 batch_transform=None):
+        self.tail = list(tail)
+        self.tail_input = tail_input
+        self.target_of = target_of
+        self.target_transform = target_transform
+        self.batch_transform = batch_transform
+        self._torch = None
+        if tail_input != "numpy" or collate is None:
+            import torch
+            self._torch = torch
+        if collate is None:
+            from torch.utils.data import default_collate
+            collate = default_collate
+        self.collate = collate
+        if tail_input == "pil":
+            from PIL import Image
+            self._pil = Image
+        self._lock = threading.Lock()  # NOTE: only for the dicts' multi-step updates; calls hold the GIL anyway
+        self._samples = {}   # (run, batch) -> {pos: (sample, target)}
+        self._batches = {}   # (run, batch) -> the collated batch
+        self._errors = {}    # (run, batch, pos) or (run, batch, None) -> the exception
+
+    # ---- called by C++ on a worker thread, with the GIL ----------------------
+    def sample(self, run, epoch, batch, pos, record, label, image):
+        try:
+            x = self._input(image)
+            for t in self.tail:
+                x = t(x)
+            target = self.target_of(record) if self.target_of is not None else label
+            if target is NO_TARGET:
+                item = x  # a stoker.Records record without a target: the sample is the image
+            else:
+                if self.target_transform is not None:
+                    target = self.target_transform(target)
+                item = (x, target)
+        except Exception as e:  # noqa: BLE001 (every exception is the sample's: counted or re-raised)
+            self._errors[(run, batch, pos)] = e
+            return _message(e)
+        with self._lock:
+            self._errors.pop((run, batch, pos), None)  # an earlier record in this place was skipped
+            self._samples.setdefault((run, batch), {})[pos] = item
+        return None
+
+    def batch(self, run, epoch, batch, size):
+        with self._lock:
+            samples = self._samples.pop((run, batch), {})
+        try:
+            items = [samples[i] for i in range(size)]
+            out = self.collate(items)
+            if self.batch_transform is not None:
+                out = self.batch_transform(out)
+        except Exception as e:  # noqa: BLE001
+            self._errors[(run, batch, None)] = e
+            return _message(e)
+        with self._lock:
+            self._batches[(run, batch)] = out
+        return None
+
+    # ---- called by the iterator ------------------------------------------------
+    def take(self, batch):
+        """Batch `batch` of the running epoch: C++ handed it out, so its batch() is done."""
+        with self._lock:
+            runs = [r for (r, b) in self._batches if b == batch]
+            run = max(runs)
+            out = self._batches.pop((run, batch))
+            for key in [k for k in self._batches if k[0] < run]:
+                del self._batches[key]
+            for key in [k for k in self._samples if k[0] < run]:
+                del self._samples[key]
+        return out
+
+    def reraise(self, error):
+        """The exception behind C++'s `error` (the batch due failed): the first this stage raised in the
+        newest run (C++ raises a batch's first bad sample, batches in order), else `error` itself."""
+        with self._lock:
+            if not self._errors:
+                return error
+            run = max(k[0] for k in self._errors)
+            batch = min(k[1] for k in self._errors if k[0] == run)
+            keys = [k for k in self._errors if k[:2] == (run, batch)]
+            key = min(keys, key=lambda k: -1 if k[2] is None else k[2])
+            found = self._errors[key]
+            for k in keys:
+                del self._errors[k]
+        return found
+
+    def _input(self, image):
+        if image is None:
+            return None
+        if self.tail_input == "pil":
+            return self._pil.fromarray(image, "RGB")
+        if self.tail_input == "tensor":
+            return self._torch.from_numpy(image)
+        return image
+
+
+def _is_stoker(t):
+    from stoker import _stoker
+    return isinstance(t, _stoker._transform_types)
+
+
+def plan(transforms, dtype, layout, target_of=None, target_transform=None, collate=None, batch_transform=None):
+    """How a loader runs `transforms`: (native transforms, dtype, layout, Stage or None, reasons).
+
+    - stoker's own transforms only: as given (the loader's dtype and layout), no stage.
+    - stoker's own, then Python callables (PyTransform, any callable): stoker's
+      run in C++; the callables get the tensor they made.
+    - torchvision objects (with or without stoker's and callables):
+      stoker._torchvision.split: the prefix stoker reproduces exactly runs in
+      C++, the rest in Python as torchvision would run it; dtype and layout
+      follow the torchvision pipeline (ToTensor: float32, PILToTensor: uint8).
+    A stage is made when there is a Python tail, a target_of/target_transform,
+    a collate or a batch_transform.
+    """
+    items = list(transforms)
+    reasons = []
+    tv = any(not _is_stoker(t) and not isinstance(t, PyTransform) and type(t).__module__.startswith("torchvision")
+             for t in items) or any(type(t).__name__ == "Compose" for t in items)
+    if not tv:
+        native = []
+        for t in items:
+            if not _is_stoker(t):
+                break
+            native.append(t)
+        tail = items[len(native):]
+        for t in tail:
+            if _is_stoker(t):
+                raise ValueError(f"transforms: stoker.{type(t).__name__} after the Python transform "
+                                 f"{tail[0]!r}: stoker's own transforms run before any Python one (use "
+                                 f"torchvision's there)")
+            if not callable(t):
+                raise ValueError(f"transforms: {t!r} is neither a stoker transform nor callable")
+        if tail:
+            reasons = [(repr(tail[0]), "Python code")]
+        tail_input = "tensor"
+    else:
+        from stoker import _torchvision
+        sp = _torchvision.split(items)
+        native, tail, reasons = sp.native, sp.tail, list(sp.reasons)
+        if sp.dtype is None or (tail and sp.tail_input == "pil"):
+            # NOTE: torchvision's sample is still a PIL image here: C++ hands over uint8 HWC.
+            dtype, layout, tail_input = "uint8", "NHWC", "pil"
+        else:
+            dtype, layout, tail_input = sp.dtype, "NCHW", "tensor"
+        if sp.dtype is None and not tail:
+            tail_input = "pil"  # the samples stay PIL images, as torchvision's would (collate decides)
+    needs_stage = bool(tail) or tail_input == "pil" and tv or target_of is not None or \
+        target_transform is not None or collate is not None or batch_transform is not None
+    stage = None
+    if needs_stage:
+        stage = Stage(tail, tail_input, target_of, target_transform, collate, batch_transform)
+    return native, dtype, layout, stage, reasons

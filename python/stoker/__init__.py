@@ -505,7 +505,7 @@ class Loader:
         self.device = _check_device(device, pin_memory, output)
         self.pin_memory = bool(pin_memory)
         # A torchvision Compose as it is, or a list.
-        transforms = [transforms] if type(transforms).__name__ == "Compose" else list(transforms)
+        transforms = _pystage.as_list(transforms)
         # MONAI-named volume transforms go to the volume schema's list (options "volume_transforms").
         volume_transforms = [t for t in transforms if isinstance(t, _VOLUME_TRANSFORM_TYPES)]
         transforms = [t for t in transforms if not isinstance(t, _VOLUME_TRANSFORM_TYPES)]
@@ -842,7 +842,7 @@ class _Iterator:
         try:
             batch, index = self._impl.next_indexed()
         except Exception as e:  # raised in order, when its batch is due
-            if stage is not None and (": python: " in str(e) or str(e).startswith("python: ")):
+            if stage is not None:
                 original = stage.reraise(e)
                 if original is not e:
                     original.add_note(f"stoker: {e}")

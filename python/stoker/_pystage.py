@@ -110,7 +110,7 @@ class Stage:
                     target = self.target_transform(target)
                 item = (x, target)
         except Exception as e:  # noqa: BLE001 (every exception is the sample's: counted or re-raised)
-            self._errors[(run, batch, pos)] = e
+            self._errors[(run, batch, pos)] = (e, record)
             return _message(e)
         with self._lock:
             self._errors.pop((run, batch, pos), None)  # an earlier record in this place was skipped
@@ -126,7 +126,7 @@ class Stage:
             if self.batch_transform is not None:
                 out = self.batch_transform(out)
         except Exception as e:  # noqa: BLE001
-            self._errors[(run, batch, None)] = e
+            self._errors[(run, batch, None)] = (e, None)
             return _message(e)
         with self._lock:
             self._batches[(run, batch)] = out
@@ -146,19 +146,16 @@ class Stage:
         return out
 
     def reraise(self, error):
-        """The exception behind C++'s `error` (the batch due failed): the first this stage raised in the
-        newest run (C++ raises a batch's first bad sample, batches in order), else `error` itself."""
+        """The exception this stage raised behind C++'s `error` (the batch due failed: C++ gives the sample's
+        message after its record, "record N '...': ", or the batch stage's message), else `error` itself."""
+        text = str(error)
         with self._lock:
-            if not self._errors:
-                return error
-            run = max(k[0] for k in self._errors)
-            batch = min(k[1] for k in self._errors if k[0] == run)
-            keys = [k for k in self._errors if k[:2] == (run, batch)]
-            key = min(keys, key=lambda k: -1 if k[2] is None else k[2])
-            found = self._errors[key]
-            for k in keys:
-                del self._errors[k]
-        return found
+            for key, (e, record) in sorted(self._errors.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+                if (record is None and text == _message(e)) or \
+                        (record is not None and text.startswith(f"record {record} ") and _message(e) in text):
+                    del self._errors[key]
+                    return e
+        return error
 
     def _input(self, image):
         if image is None:
@@ -168,6 +165,56 @@ class Stage:
         if self.tail_input == "tensor":
             return self._torch.from_numpy(image)
         return image
+
+
+def _delegate(t):
+    """What `t` calls when its class's __call__ (or forward) is exactly ``return self.<attr>(<its argument>)``
+    (torchvision's reference presets: ``return self.transforms(img)``), else None. Read from the method's
+    source, so the replacement is exact: nothing else runs in that method."""
+    import ast
+    import inspect
+    import textwrap
+    for name in ("__call__", "forward"):
+        fn = getattr(type(t), name, None)
+        if fn is None or getattr(fn, "__module__", "").startswith(("torch", "torchvision")):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        except (OSError, TypeError, SyntaxError):
+            return None
+        f = tree.body[0] if tree.body else None
+        if not isinstance(f, ast.FunctionDef) or len(f.args.args) != 2 or f.args.vararg or f.args.kwarg:
+            return None
+        body = [b for b in f.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        if len(body) != 1 or not isinstance(body[0], ast.Return):
+            return None
+        call = body[0].value
+        self_name, arg_name = f.args.args[0].arg, f.args.args[1].arg
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and not call.keywords
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == self_name
+                and len(call.args) == 1 and isinstance(call.args[0], ast.Name) and call.args[0].id == arg_name):
+            inner = getattr(t, call.func.attr, None)
+            return inner if callable(inner) or isinstance(inner, (list, tuple)) else None
+        return None
+    return None
+
+
+def as_list(transforms):
+    """`transforms=` as a list: a list or tuple as it is, a Compose (or any one transform) as one item, an object
+    whose call only delegates to an attribute (a preset class wrapping a Compose) as that attribute."""
+    if transforms is None:
+        return []
+    if isinstance(transforms, (list, tuple)):
+        return list(transforms)
+    seen = 0
+    while seen < 8 and not _is_stoker(transforms) and type(transforms).__name__ != "Compose":
+        inner = _delegate(transforms)
+        if inner is None:
+            break
+        transforms, seen = inner, seen + 1
+        if isinstance(transforms, (list, tuple)):
+            return list(transforms)
+    return [transforms]
 
 
 def _is_stoker(t):

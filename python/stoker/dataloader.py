@@ -24,7 +24,7 @@ def _dataset_files(dataset):
     """(Files or Records, transform, target_transform) of a dataset stoker can read."""
     from stoker.records import Files, Records
     if isinstance(dataset, Records):
-        return dataset, None, None
+        return dataset, dataset.transform, dataset.target_transform
     rec = getattr(dataset, "_stoker_records", None)
     if rec is not None:
         info = rec()
@@ -241,7 +241,9 @@ class DataLoader:
     def __iter__(self):
         if self._sampler_epoch is not None:
             self.loader.set_epoch(int(self._sampler_epoch.epoch))
-        return iter(self.loader)
+        it = iter(self.loader)
+        # NOTE: torch's default_collate gives a list for a batch of (sample, target) tuples.
+        return it if self.loader._stage is not None else _AsList(it)
 
     def stats(self):
         """The stoker.Loader's stats() (see there)."""
@@ -249,6 +251,22 @@ class DataLoader:
 
     def __repr__(self):
         return f"stoker.DataLoader({self.dataset!r}, batch_size={self.batch_size}, num_workers={self.num_workers})"
+
+
+class _AsList:
+    """stoker's (images, labels) batches as the [images, labels] lists torch's default_collate makes."""
+
+    def __init__(self, it):
+        self._it = it
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._it)
+
+    def __next__(self):
+        return list(next(self._it))
 
 
 def _subset(source, indices):

@@ -26,6 +26,9 @@ class Records:
         size (int, optional): the number of records; default ``len(data)``.
         name (str, optional): how messages and stats() name the records
             (record i is ``name[i]``). Default "records".
+        transform, target_transform (callable, optional): as a torchvision
+            dataset's, for stoker.DataLoader(records) (stoker.Loader takes
+            its own ``transforms=`` and ``target_transform=``).
 
     Raises:
         TypeError: ``data`` is neither a sequence nor a callable, or a
@@ -42,7 +45,7 @@ class Records:
         ...                        transforms=[stoker.RandomResizedCrop(224), stoker.Normalize(mean, std)])
     """
 
-    def __init__(self, data, size=None, name="records"):
+    def __init__(self, data, size=None, name="records", transform=None, target_transform=None):
         if callable(data) and not hasattr(data, "__getitem__"):
             if size is None:
                 raise TypeError("Records: a callable needs size= (the number of records)")
@@ -57,6 +60,8 @@ class Records:
         self.data = data
         self.size = size
         self.name = str(name)
+        self.transform = transform
+        self.target_transform = target_transform
         self._targets = {}  # record -> its target, from the last read of it
         self._lock = threading.Lock()
 

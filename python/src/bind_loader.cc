@@ -210,6 +210,16 @@ void bind_loader(py::module_& m) {
       },
       py::arg("transforms"), py::arg("dtype") = "float32", py::arg("fixed_size") = false);
 
+  // Each transform as the options codec writes it (the doctor's probe reads a script's pipeline so).
+  m.def(
+      "_transforms_json",
+      [](const std::vector<Transform>& transforms) {
+        std::vector<std::string> out;
+        for (const Transform& t : transforms) out.push_back(detail::transform_to_json(t));
+        return out;
+      },
+      py::arg("transforms"));
+
   m.def(
       "decode_image",
       [](const py::object& src, std::uint64_t max_image_pixels) {

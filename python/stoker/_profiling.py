@@ -105,7 +105,94 @@ def _describe(iterable):
     impl = getattr(iterable, "_impl", None)
     if impl is not None and hasattr(impl, "trace_events"):
         d["stoker_loader"] = True
+    # NOTE: only under the doctor: it imports stoker (its C++ extension) into the program.
+    if ds is not None and d["type"].startswith("torch.utils.data") and os.environ.get("STOKER_DOCTOR"):
+        try:
+            d["port"] = _port_info(ds)
+        except Exception:  # noqa: BLE001 (a suggestion's detail: never the program's error)
+            pass
     return d
+
+
+# The import lines a torch/torchvision script changes to run on stoker: (pattern of the name's import, the name,
+# stoker's line). Only a line that imports the name from that module qualifies; its other names stay on it.
+_PORT_IMPORTS = (
+    ("torch.utils.data", "DataLoader", "from stoker import DataLoader"),
+    ("torchvision.datasets", "ImageFolder", "from stoker.datasets import ImageFolder"),
+    ("torchvision.datasets", "DatasetFolder", "from stoker.datasets import DatasetFolder"),
+)
+
+
+def _port_diff(path):
+    """The unified diff that ports the script at `path` to stoker: its `from torch.utils.data import DataLoader`
+    and `from torchvision.datasets import ImageFolder` lines (other names on them kept); "" when it has none."""
+    import difflib
+    import re
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines(keepends=True)
+    out = []
+    changed = False
+    for line in lines:
+        new = [line]
+        for module, name, stoker_line in _PORT_IMPORTS:
+            m = re.match(r"^(\s*)from\s+" + re.escape(module) + r"\s+import\s+([\w\s,]+?)\s*(#.*)?$", new[0])
+            if not m:
+                continue
+            names = [n.strip() for n in m.group(2).split(",") if n.strip()]
+            if name not in names:
+                continue
+            rest = [n for n in names if n != name]
+            indent = m.group(1)
+            new = ([f"{indent}from {module} import {', '.join(rest)}\n"] if rest else []) + \
+                [f"{indent}{stoker_line}\n"]
+            changed = True
+            break
+        out += new
+    if not changed:
+        return ""
+    name = os.path.basename(path)
+    return "".join(difflib.unified_diff(lines, out, fromfile=f"a/{name}", tofile=f"b/{name}", n=0))
+
+
+def _port_info(ds):
+    """What the doctor says of porting this DataLoader's script: the diff of its import lines, and the dataset's
+    transform as stoker would run it (mapped by stoker; the part that would run as Python named)."""
+    out = {}
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path and os.path.isfile(path):
+        diff = _port_diff(path)
+        if diff:
+            out["diff"] = diff
+    tf = getattr(ds, "transform", None)
+    if tf is None:
+        return out
+    try:
+        from stoker import _pystage, _stoker, _torchvision
+    except ImportError:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stoker's package folder's parent
+        sys.path.append(here)
+        try:
+            from stoker import _pystage, _stoker, _torchvision
+        finally:
+            sys.path.remove(here)
+    sp = _torchvision.split(_pystage.as_list(tf))
+    if sp.tail:
+        out["python"] = ", ".join(t for t, _ in sp.reasons[:1]) + (" and what follows it" if len(sp.tail) > 1 else "")
+    else:
+        out["probe"] = {"transforms": [json.loads(j) for j in _stoker._transforms_json(sp.native)],
+                        "dtype": sp.dtype or "uint8", "layout": "NCHW"}
+        out["pipeline"] = "the script's transforms: " + " + ".join(
+            _torchvision.describe(t) for t in _flat(_pystage.as_list(tf)))
+    return out
+
+
+def _flat(items):
+    out = []
+    for t in items:
+        inner = getattr(t, "transforms", None) if type(t).__name__ == "Compose" else None
+        out += _flat(list(inner)) if inner is not None else [t]
+    return out
 
 
 class _Recorder:

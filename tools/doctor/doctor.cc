@@ -105,6 +105,7 @@ std::string terminal_report(const DoctorArgs& a, const RunFacts& f, const Verdic
     }
     r += b + s.action + "\n       (" + s.basis + ")\n";
   }
+  if (!v.port_diff.empty()) r += "\nThe change for this script (stoker's DataLoader and datasets, the rest as it is):\n" + v.port_diff;
   for (const auto& n : v.notes) r += "  note: " + n + "\n";
   if (v.probe_s > 0) {
     std::snprintf(b, sizeof(b), "  (predictions: probes took %.1f s; each range: 2 standard errors of the probes' rounds plus 15%% model error)\n",
@@ -141,6 +142,7 @@ std::string html_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v
     }
     h += "</table>";
   }
+  if (!v.port_diff.empty()) h += "<h2>The change for this script</h2><pre>" + html_escape(v.port_diff) + "</pre>";
   for (const auto& n : v.notes) h += "<p class=\"note\">" + html_escape(n) + "</p>";
 
   h += "<h2>Timelines</h2>";
@@ -250,6 +252,7 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
                  {"after", v.steady.skipped_s <= 0 ? "start" : v.steady.after_epoch ? "first epoch" : "first fifth"}};
   j["evidence"] = v.evidence;
   j["notes"] = v.notes;
+  j["port_diff"] = v.port_diff;
   j["probe_s"] = v.probe_s;
   for (const auto& s : v.suggestions) {
     j["suggestions"].push_back({{"action", s.action}, {"predicted_rate", s.predicted_rate}, {"predicted_lo", s.predicted_lo}, {"predicted_hi", s.predicted_hi}, {"gain", s.gain}, {"basis", s.basis}});

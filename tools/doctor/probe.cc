@@ -342,7 +342,7 @@ Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
   return measure(setup, {}, max_records, threads)[0];
 }
 
-Cost measure_files(const std::vector<std::string>& files, int threads) {
+Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms) {
   Cost c;
   try {
     if (files.empty()) throw std::runtime_error("no files");
@@ -354,6 +354,13 @@ Cost measure_files(const std::vector<std::string>& files, int threads) {
     o.batch_size = 64;
     o.transforms = {RandomResizedCrop{}, RandomHorizontalFlip{},
                     Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+    if (!transforms.empty()) {
+      // The options codec reads the script's pipeline as it reads a loader's snapshot.
+      const LoaderOptions theirs = options_from_json(transforms);
+      o.transforms = theirs.transforms;
+      o.dtype = theirs.dtype;
+      o.layout = theirs.layout;
+    }
     std::vector<std::unique_ptr<Arm>> arms;
     arms.push_back(std::make_unique<Arm>(std::shared_ptr<const Source>(open_list_file(tmp.path() + "/records.csv")), o,
                                          threads, Consumer{}));

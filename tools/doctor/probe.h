@@ -100,6 +100,9 @@ std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& c
 Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads);
 // Image files (a DataLoader's), through stoker with RandomResizedCrop(224) +
 // flip + Normalize, float32.
-Cost measure_files(const std::vector<std::string>& files, int threads);
+// `transforms`: the script's own pipeline as stoker runs it (a JSON array of
+// the options codec's transforms, and "dtype" beside them: {"transforms":
+// [...], "dtype": "float32"}); "" for RandomResizedCrop(224) + flip + Normalize.
+Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms = "");
 
 }  // namespace stoker::doctor

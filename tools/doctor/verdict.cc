@@ -671,6 +671,15 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   const auto& info = ps.last["info"];
   const auto& st = ps.last["stats"];
   const auto files = info.value("files", std::vector<std::string>{});  // a sample of the dataset's files, if known
+  // A DataLoader script's port to stoker (python/stoker/_profiling.py: _port_info): the diff of its import
+  // lines, and its transforms as stoker runs them ("probe": options JSON) when all of them map.
+  const nlohmann::json port = info.contains("port") && info["port"].is_object() ? info["port"] : nlohmann::json::object();
+  const std::string port_probe = port.contains("probe") ? port["probe"].dump() : "";
+  const std::string pipeline = port.contains("probe") ? port.value("pipeline", std::string("the script's transforms"))
+                                                      : "RandomResizedCrop(224) + flip + Normalize";
+  const std::string unported = port.value("python", std::string());  // transforms that would run as Python
+  v->port_diff = port.value("diff", std::string());
+  const std::string port_action = v->port_diff.empty() ? "" : "stoker.DataLoader and stoker.datasets in place of torch's and torchvision's (the two import lines below)";
   const Steady w = steady_window(ps, info.value("dataset_size", 0.0), st.value("samples", 0.0),
                                  st.value("wait_s", 0.0) + st.value("step_s", 0.0), st.value("wait_s", 0.0));
   v->steady = w;
@@ -700,11 +709,12 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
       v->evidence.push_back(fmt("the DataLoader's worker processes used %.2f cores (%.2f ms of CPU per sample), cores the "
                                 "step (on the CPU: no GPU sampled) competes for",
                                 workers_cpu, 1e3 * workers_cpu / v->rate));
-      const Cost c = probe && !files.empty() ? probes.measure_files(files, f.cores) : Cost{};
-      add(v, "stoker.Loader instead of the DataLoader: less CPU per sample for the input, more for the step", 0,
-          c.ok ? fmt("stoker measured here at %.2f ms of CPU per sample on %zu of the same files (RandomResizedCrop(224) "
-                     "+ flip + Normalize) against the workers' %.2f ms",
-                     1e3 * c.per_sample_s, c.records, 1e3 * workers_cpu / v->rate)
+      const Cost c = probe && !files.empty() ? probes.measure_files(files, f.cores, port_probe) : Cost{};
+      add(v, port_action.empty() ? "stoker.Loader instead of the DataLoader: less CPU per sample for the input, more for the step"
+                                 : port_action + ": less CPU per sample for the input, more for the step", 0,
+          c.ok ? fmt("stoker measured here at %.2f ms of CPU per sample on %zu of the same files (%s) against the "
+                     "workers' %.2f ms",
+                     1e3 * c.per_sample_s, c.records, pipeline.c_str(), 1e3 * workers_cpu / v->rate)
                : fmt("the workers' %.2f ms of CPU per sample; not measured with stoker (%s)", 1e3 * workers_cpu / v->rate,
                      files.empty() ? "no file list from the dataset" : !probe ? "--no-probe" : c.error.c_str()));
     }
@@ -721,7 +731,7 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
                        "(a torchvision ImageFolder/DatasetFolder dataset does)");
     return;
   }
-  const Cost c = probes.measure_files(files, f.cores);
+  const Cost c = probes.measure_files(files, f.cores, port_probe);
   if (!c.ok) {
     v->notes.push_back("stoker not measured on these files: " + c.error);
     return;
@@ -737,11 +747,17 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
     mm.loader_time = rate > 0 ? 1.0 / rate : 0;
     return mm.rate(1.0, f.cores / std::max(rate, 1e-9));
   };
-  add(v, fmt("stoker.Loader(%s, ...) instead of the DataLoader", info.contains("root") ? ("'" + info.value("root", std::string()) + "'").c_str() : "files"),
+  add(v, !port_action.empty() ? port_action
+                               : fmt("stoker.Loader(%s, ...) instead of the DataLoader",
+                                     info.contains("root") ? ("'" + info.value("root", std::string()) + "'").c_str() : "files"),
       at(c.rate),
-      fmt("stoker measured here at %.0f samples/s (quartiles %.0f-%.0f) on %zu of the same files (RandomResizedCrop(224) "
-          "+ flip + Normalize, %d threads); the loop's step is %.2f ms per sample",
-          c.rate, c.rate_lo, c.rate_hi, c.records, f.cores, 1e3 * v->step_per_sample_s));
+      fmt("stoker measured here at %.0f samples/s (quartiles %.0f-%.0f) on %zu of the same files (%s, %d threads); the "
+          "loop's step is %.2f ms per sample",
+          c.rate, c.rate_lo, c.rate_hi, c.records, pipeline.c_str(), f.cores, 1e3 * v->step_per_sample_s));
+  if (!unported.empty()) {
+    v->notes.push_back("not in the prediction: " + unported + " would run as Python on stoker's threads (stoker has "
+                       "no exact kernel for it); the probe timed stoker's part of the pipeline only");
+  }
   const double hw = half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds);
   v->suggestions.back().predicted_lo = v->suggestions.back().predicted_rate * (1 - hw);
   v->suggestions.back().predicted_hi = v->suggestions.back().predicted_rate * (1 + hw);

@@ -61,6 +61,9 @@ struct Verdict {
   std::vector<Suggestion> suggestions;  // best first
   std::vector<std::string> notes;       // probes that could not run, etc.
   double probe_s = 0;                   // wall time the probes took, in all
+  // A DataLoader script: the change that ports it to stoker (its import
+  // lines, as a unified diff against the script's file), when found.
+  std::string port_diff;
 };
 
 // The probe, replaceable in tests.
@@ -70,7 +73,7 @@ struct Probes {
   // The loader as configured (result 0) and with each change, interleaved.
   std::function<std::vector<Cost>(const LoaderSetup&, const std::vector<Change>&, std::size_t, int)> measure =
       [](const LoaderSetup& s, const std::vector<Change>& c, std::size_t n, int t) { return doctor::measure(s, c, n, t); };
-  std::function<Cost(const std::vector<std::string>&, int)> measure_files = doctor::measure_files;
+  std::function<Cost(const std::vector<std::string>&, int, const std::string&)> measure_files = doctor::measure_files;
 };
 
 struct RunFacts {

@@ -74,7 +74,7 @@ __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "Ra
            "RandomShortestSize", "detection_targets", "Volume", "LabelVolume", "RandSpatialCrop",
            "RandSpatialCropSamples", "RandCropByPosNegLabel", "CenterSpatialCrop", "SpatialPad", "RandFlip",
            "RandRotate90", "ScaleIntensityRange", "NormalizeIntensity", "Spacing", "DataLoader", "Records",
-           "PyTransform", "datasets"]
+           "PyTransform"]
 
 
 def __getattr__(name):
@@ -246,7 +246,17 @@ class Loader:
             streaming from an object store needs. Still a function of
             (seed, epoch); no effect without shuffle. Default 0 (the whole
             epoch).
-        transforms (sequence): stoker.RandomResizedCrop, Resize, CenterCrop,
+        transforms (sequence): torchvision's transforms as they are (a
+            ``transforms.Compose``, a list, or a preset object whose call
+            only delegates to one): each mapped onto stoker's kernel where
+            that reproduces torchvision exactly for its parameters, and from
+            the first that does not (a Lambda, a custom class, a subclass, an
+            interpolation or fill stoker does not reproduce), the rest run
+            in Python on stoker's worker threads on what torchvision would
+            hand them (a PIL image before ToTensor, a tensor after); dtype
+            and layout then follow the torchvision pipeline. stats()
+            ["python_transforms"] and one stderr line say what runs as
+            Python and why. Or stoker's own: stoker.RandomResizedCrop, Resize, CenterCrop,
             RandomCrop, RandomShortestSize, RandomHorizontalFlip,
             RandomVerticalFlip, RandomGrayscale,
             Normalize, and the image stage (ColorJitter, Grayscale,
@@ -412,6 +422,17 @@ class Loader:
             [B, num_classes]; draws from (seed, epoch, batch index), so resume
             stays exact. Needs dtype "float32" and layout "NCHW". Not with
             ``views``. Default ().
+        target_transform (callable, optional): as torchvision datasets':
+            applied in Python to each sample's target (the label, or a
+            stoker.Records' target) on stoker's worker threads. Default None.
+        collate_fn (callable, optional): as torch's DataLoader: the list of
+            (sample, target) of a batch -> the batch, run in Python on a
+            stoker worker thread once the batch's samples are made. Default
+            None (stoker's own batches; torch's default_collate when the
+            samples pass through Python).
+        batch_transform (callable, optional): batch -> batch, run in Python
+            on a stoker worker thread after the collate (off the training
+            loop's thread). Default None.
         views (dict, optional): multi-crop (DINO, SwAV, SimCLR): {name:
             (count, [transforms])}, each view ``count`` independently drawn
             copies of its transforms over the sample's one read and one

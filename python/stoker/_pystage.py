@@ -35,6 +35,12 @@ class PyTransform:
         name (str, optional): how stats() and messages name it. Default:
             fn's ``__name__``.
 
+    Raises:
+        TypeError: fn is not callable. An exception fn raises on a sample
+            makes that sample corrupt under the loader's ``on_corrupt``
+            (counted as "python"; ``"raise"`` re-raises it, its traceback
+            intact).
+
     Example:
         >>> def add_noise(t):
         ...     return t + 0.01 * torch.randn_like(t)

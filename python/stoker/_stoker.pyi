@@ -232,14 +232,28 @@ _Transform = Union[
     RandomErasing, RandomApply, AugMix, RandomCrop, RandomShortestSize
 ]
 
+def _pipeline_error(transforms: List[_Transform], dtype: str = "float32", fixed_size: bool = False) -> str: ...
+def _transforms_json(transforms: List[_Transform]) -> List[str]: ...
+
 class _Loader:
+    # stage: a stoker._pystage.Stage (the Python part of the pipeline) or None.
     def __init__(
         self, sources: List[str], options: str, transforms: List[_Transform],
-        views: List[Tuple[str, int, List[_Transform]]] = []
+        views: List[Tuple[str, int, List[_Transform]]] = [], stage: Any = None
     ) -> None: ...
     @staticmethod
     def _mixture(
-        mixture: str, options: str, transforms: List[_Transform], views: List[Tuple[str, int, List[_Transform]]] = []
+        mixture: str, options: str, transforms: List[_Transform], views: List[Tuple[str, int, List[_Transform]]] = [],
+        stage: Any = None
+    ) -> "_Loader": ...
+    @staticmethod
+    def _files(
+        paths: List[str], labels: List[int], classes: List[str], what: str, root: str, options: str,
+        transforms: List[_Transform], stage: Any = None
+    ) -> "_Loader": ...
+    @staticmethod
+    def _records(
+        size: int, read: Any, what: str, options: str, transforms: List[_Transform], stage: Any = None
     ) -> "_Loader": ...
     def __len__(self) -> int: ...
     @property

@@ -80,7 +80,7 @@ class DataLoader:
     """torch.utils.data.DataLoader's drop-in: same arguments and attributes, stoker's threads.
 
     Args:
-        dataset: stoker.datasets.ImageFolder or DatasetFolder, torchvision's
+        dataset (Dataset): stoker.datasets.ImageFolder or DatasetFolder, torchvision's
             ImageFolder or DatasetFolder (with the default PIL loader), or a
             stoker.Records. Its ``transform`` (a torchvision Compose or list)
             runs as stoker.Loader runs torchvision transforms: exactly,
@@ -90,12 +90,13 @@ class DataLoader:
         shuffle (bool): as DataLoader (stoker's shuffled order; the seed
             is drawn from torch's generator, so torch.manual_seed fixes it).
             Default False.
-        sampler: None, or torch's SequentialSampler, RandomSampler (without
+        sampler (Sampler, optional): None, or torch's SequentialSampler, RandomSampler (without
             replacement, over the whole dataset), DistributedSampler (its
             rank, world size, shuffle, seed and drop_last; its set_epoch()
             is honoured) or SubsetRandomSampler (its indices). Any other
             sampler is a ValueError naming it.
-        batch_sampler: None, or torch's BatchSampler over one of those.
+        batch_sampler (BatchSampler, optional): None, or torch's
+            BatchSampler over one of those.
         num_workers (int): stoker's worker threads (0: one thread, still off
             the training loop's thread). Default 0.
         collate_fn (callable): None or torch's default_collate: batches as
@@ -109,11 +110,11 @@ class DataLoader:
             ValueError otherwise).
         worker_init_fn (callable): not called: stoker's workers are threads
             of this process (a warning says so).
-        multiprocessing_context: ignored with a warning when given.
+        multiprocessing_context (any): ignored (one stderr line) when given.
         generator (torch.Generator): the seed of the order is drawn from it.
         prefetch_factor (int): batches made ahead per worker. Default 2.
         persistent_workers (bool): accepted (stoker's threads persist).
-        pin_memory_device (str): accepted when "" or "cuda".
+        pin_memory_device (str): "" or "cuda".
 
     Attributes:
         dataset, batch_size, sampler, batch_sampler, drop_last, num_workers,

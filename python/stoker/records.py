@@ -26,9 +26,10 @@ class Records:
         size (int, optional): the number of records; default ``len(data)``.
         name (str, optional): how messages and stats() name the records
             (record i is ``name[i]``). Default "records".
-        transform, target_transform (callable, optional): as a torchvision
-            dataset's, for stoker.DataLoader(records) (stoker.Loader takes
-            its own ``transforms=`` and ``target_transform=``).
+        transform (callable, optional): as a torchvision dataset's, for
+            stoker.DataLoader(records) (stoker.Loader takes ``transforms=``).
+        target_transform (callable, optional): likewise, for
+            stoker.DataLoader(records).
 
     Raises:
         TypeError: ``data`` is neither a sequence nor a callable, or a

@@ -103,6 +103,11 @@ class Loader {
   // Stops the workers promptly (they finish at most the sample in hand). In a
   // child process of fork(), leaves the inherited copy untouched.
   ~Loader();
+  // Stops the workers now, as the destructor does (each finishes the sample
+  // in hand); next() then throws Error(kCancelled). Idempotent. For a
+  // LoaderOptions::hook whose owner must know no worker calls it any more
+  // (Python before its interpreter finalizes).
+  void close();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 

@@ -153,6 +153,7 @@ void bind_loader(py::module_& m) {
           },
           py::arg("size"), py::arg("read"), py::arg("what"), py::arg("options"), py::arg("transforms"),
           py::arg("stage") = py::none())
+      .def("close", &Loader::close, py::call_guard<py::gil_scoped_release>())
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       // The records of an epoch before sharding: a mixture's draws per epoch.

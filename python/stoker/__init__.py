@@ -589,6 +589,8 @@ class Loader:
                                                 records.root, options_json, transforms, stage)
         else:
             self._impl = _stoker._Loader(sources, options_json, transforms, view_args, stage)
+        if stage is not None:
+            _pystage.register(self._impl)
         if output == "torch" and stage is None:
             _check_torch_dtypes(self._impl.sample_tensors, fields is not None or bool(view_args))
         _profiling.register_loader(self)

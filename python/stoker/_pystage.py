@@ -15,9 +15,29 @@ A sample that raises is returned to C++ as its message: C++ counts it under
 ``on_corrupt="raise"`` the iterator re-raises the original exception, its
 traceback intact (``Stage.reraise``).
 """
+import atexit
 import threading
+import weakref
 
 from stoker.records import NO_TARGET
+
+# Loaders whose workers call into Python. NOTE: a worker that asks for the GIL once the interpreter is
+# finalizing is ended by Python from inside C++ (an abort); so before that, at exit, their workers are stopped.
+_live = weakref.WeakSet()
+
+
+def register(impl):
+    """`impl` (a _stoker._Loader with a Python stage) is closed at exit, before the interpreter finalizes."""
+    _live.add(impl)
+
+
+@atexit.register
+def _close_all():
+    for impl in list(_live):
+        try:
+            impl.close()
+        except Exception:  # noqa: BLE001 (exiting)
+            pass
 
 
 class PyTransform:

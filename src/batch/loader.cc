@@ -168,7 +168,14 @@ class Loader::Impl {
   }
 
   ~Impl() {
-    if (channel_.on() && !forked()) publish(true);
+    if (channel_.on() && !forked() && !closed_) publish(true);
+    close();
+    release_ring();
+  }
+
+  // Stops the preload and the workers (each finishes the sample in hand) and
+  // joins them; next() then throws kCancelled. Idempotent.
+  void close() {
     preload_.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -176,8 +183,10 @@ class Loader::Impl {
     }
     work_cv_.notify_all();
     ready_cv_.notify_all();
-    for (auto& t : workers_) t.join();
-    release_ring();
+    for (auto& t : workers_) {
+      if (t.joinable()) t.join();
+    }
+    closed_ = true;
   }
 
   // Ends the epoch in flight: in-flight work is made stale by the generation
@@ -740,6 +749,7 @@ class Loader::Impl {
   std::condition_variable ready_cv_;  // consumer: a batch may be ready
   std::condition_variable idle_cv_;   // restart: no sample in hand
   bool stop_ = false;
+  bool closed_ = false;  // close() ran: the workers are joined
   bool running_ = false;
   std::uint64_t generation_ = 0;
   std::uint64_t next_epoch_ = 0;
@@ -817,6 +827,10 @@ Loader::Loader(const Mixture& mix, LoaderOptions options)
              options) {
   impl_->mixture_json_ = mixture_to_json(mix);
 }
+void Loader::close() {
+  if (impl_ && !impl_->forked()) impl_->close();
+}
+
 Loader::~Loader() {
   // NOTE: in a child of fork() the worker threads do not exist and the
   // locks may have been held by them at the fork: leave it all untouched

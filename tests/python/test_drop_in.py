@@ -278,3 +278,23 @@ def test_the_example_and_its_two_line_port_run(photos, tmp_path):
                            cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
         assert "Acc@1" in r.stdout
+
+
+def test_exiting_while_workers_run_python_ends_cleanly(photos, tmp_path):
+    # A worker that asks for the GIL once the interpreter finalizes is ended by Python inside C++ (an abort):
+    # the loaders with a Python stage are closed at exit, before that.
+    script = tmp_path / "exit_mid_epoch.py"
+    script.write_text(f"""
+import time, stoker, torchvision.transforms as T
+def slow(x):
+    time.sleep(0.02)
+    return x
+loader = stoker.Loader({photos!r}, batch_size=4, threads=2,
+                       transforms=[T.Resize(40), T.CenterCrop(32), T.ToTensor(), T.Lambda(slow)])
+images, labels = next(iter(loader))
+print("ok", tuple(images.shape))
+""")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    for _ in range(3):
+        r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "ok (4, 3, 32, 32)" in r.stdout, r.stderr[-2000:]

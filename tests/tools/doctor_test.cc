@@ -193,6 +193,20 @@ TEST(DoctorTest, TransformBoundSuggestsUint8Output) {
   EXPECT_EQ(find(v, "--max-side"), nullptr);  // packing does not help transforms
 }
 
+TEST(DoctorTest, PythonOnTheWorkersDominatingSaysSoAndPredictsNothing) {
+  RunFacts f = run(1000, 10, 8, 0.2, 3, 2);
+  f.series.begin()->second.last["stats"]["python_s"] = 12.0;
+  Verdict v = diagnose(f, fake(10e-3, 8e-3, 9e-3, 5e-3));
+  EXPECT_EQ(v.kind, Bottleneck::kTransform);
+  const Suggestion* s = find(v, "runs in Python");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->predicted_rate, 0);
+  EXPECT_EQ(find(v, "uint8"), nullptr);  // no probe of a pipeline it cannot run
+  bool evidence = false;
+  for (const auto& e : v.evidence) evidence = evidence || e.find("Python on the workers") != std::string::npos;
+  EXPECT_TRUE(evidence);
+}
+
 TEST(DoctorTest, ReadsDominatingIsStorageBound) {
   Verdict v = diagnose(run(1000, 10, 9.5, 15, 2, 1, /*cores_busy=*/0.3), fake(10e-3, 1e-3, 2e-3));
   EXPECT_EQ(v.kind, Bottleneck::kStorage);

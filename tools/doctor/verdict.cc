@@ -412,7 +412,9 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   const double loader_samples = st.value("samples", 0.0);
   const double busy_read = st.value("read_s", 0.0), busy_decode = st.value("decode_s", 0.0),
                busy_transform = st.value("transform_s", 0.0);
-  const double busy = busy_read + busy_decode + busy_transform;
+  // The Python part of a pipeline (transforms stoker has no kernel for, target_transform, collate) on the workers.
+  const double busy_python = st.value("python_s", 0.0);
+  const double busy = busy_read + busy_decode + busy_transform + busy_python;
   double n = st.value("samples", 0.0), active = st.value("consumer_active_s", 0.0), wait = st.value("consumer_wait_s", 0.0);
   double fetch = 0, h2d = 0, h2d_bytes = 0;
   if (ps && ps->last["info"].value("stoker_loader", false)) {  // the profile wraps this loader: its step is known
@@ -444,7 +446,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   Model model{n > 0 ? active / n : 0, v->step_per_sample_s, f.cores, fetch};
   const double cpu = loader_samples > 0 ? busy / loader_samples : 0;  // workers' CPU per sample now
   const double rs = busy > 0 ? busy_read / busy : 0, ds = busy > 0 ? busy_decode / busy : 0,
-               xs = busy > 0 ? busy_transform / busy : 0;
+               xs = busy > 0 ? busy_transform / busy : 0, pys = busy > 0 ? busy_python / busy : 0;
 
   v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s; %.0f samples at %.0f samples/s; "
                             "step %.2f ms per sample)",
@@ -457,6 +459,11 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
                             100 * rs, 100 * ds, 100 * xs, loader_samples > 0 ? 1e3 * busy_read / loader_samples : 0,
                             loader_samples > 0 ? 1e3 * busy_decode / loader_samples : 0,
                             loader_samples > 0 ? 1e3 * busy_transform / loader_samples : 0));
+  if (busy_python > 0) {
+    v->evidence.push_back(fmt("Python on the workers (transforms stoker has no kernel for, target_transform, collate): "
+                              "%.0f%% of their time, %.2f ms per sample, the GIL's waits included",
+                              100 * pys, loader_samples > 0 ? 1e3 * busy_python / loader_samples : 0));
+  }
   const RemoteFacts rf = remote_facts(st);
   const int connections = opts.value("remote_connections", 8);
   if (rf.active) remote_evidence(v, rf, wall, busy_read, busy, connections);
@@ -503,8 +510,8 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   v->kind = remote          ? Bottleneck::kRemoteStorage
             : decompression ? Bottleneck::kDecompression
             : storage       ? Bottleneck::kStorage
-            : ds >= xs      ? Bottleneck::kDecode
-                            : Bottleneck::kTransform;
+            : ds >= std::max(xs, pys) ? Bottleneck::kDecode
+                                      : Bottleneck::kTransform;  // Python transforms are transforms
 
   // More threads when cores sat idle. NOTE: not when the reads wait on remote
   // fetches: more workers would wait on the same shards.
@@ -533,6 +540,13 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     }
     add(v, "Pack the records into tar shards on fast local storage (stoker pack): large sequential reads", 0,
         "not predicted: depends on the storage's sequential rate");
+  }
+  if (pys >= std::max({rs, ds, xs})) {
+    add(v, "Replace the part of the pipeline that runs in Python with stoker's transforms (stats()[\"python_transforms\"] "
+           "names each and why it did not map): it holds the GIL, so more threads do not speed it up",
+        0, fmt("not predicted: the Python part took %.0f%% of the workers' time", 100 * pys));
+    v->notes.push_back("no measured predictions: the probes do not run a loader's Python stage");
+    return;
   }
   if (!probe) return;
   LoaderSetup setup;

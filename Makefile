@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
 
 all: build
 
@@ -121,6 +121,10 @@ bench-remote: build data
 VOLUMES ?= data/volumes
 bench-volumes: build
 	$(PYTHON) bench/volume_bench.py $(VOLUMES) --volumes 24 --rounds 3
+
+# Drop-in (issue 33): the torchvision example unmodified vs its two-line port vs native stoker.Loader, also with a Python transform.
+bench-drop-in: build data
+	$(PYTHON) bench/drop_in_bench.py $(DATA) --rounds 3
 
 # Many epochs: batch buffers within their bound, RSS within buffers + slack, fds and threads constant (not part of `make test`).
 soak: build data

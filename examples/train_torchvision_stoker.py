@@ -8,6 +8,9 @@ that prints the time each step waited for data.
 
     python3 examples/train_torchvision.py --data-path data/sample --epochs 1 --max-steps 20 --workers 4 \\
         --auto-augment ta_wide --random-erase 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0
+    # the input pipeline alone (bench/drop_in_bench.py): no model, no evaluation, one custom Python transform
+    python3 examples/train_torchvision.py --data-path data/sample --model none --skip-eval --batch-size 64 \\
+        --workers 2 --warmup-steps 3 --extra-transform python
     # per rank, with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
     RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 python3 examples/train_torchvision.py ...
 
@@ -17,9 +20,15 @@ otherwise. examples/train_torchvision_stoker.py is this script ported to
 stoker: its two import lines of ImageFolder and DataLoader differ, nothing
 else (diff the two files; it needs stoker importable: installed, or
 PYTHONPATH=python from the repository).
+
+Its last line is machine-readable: `RESULT {"images_per_s": ..., "images": ...,
+"seconds": ..., "data_wait_share": ...}`, the training epochs' throughput and the
+share of their time spent waiting for a batch, each epoch's first
+--warmup-steps steps left out.
 """
 import argparse
 import datetime
+import json
 import math
 import os
 import time
@@ -43,7 +52,7 @@ from torchvision.transforms.functional import InterpolationMode
 class ClassificationPresetTrain:
     def __init__(self, *, crop_size, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
                  interpolation=InterpolationMode.BILINEAR, hflip_prob=0.5, auto_augment_policy=None, ra_magnitude=9,
-                 augmix_severity=3, random_erase_prob=0.0):
+                 augmix_severity=3, random_erase_prob=0.0, extra_transforms=()):
         trans = [transforms.RandomResizedCrop(crop_size, interpolation=interpolation)]
         if hflip_prob > 0:
             trans.append(transforms.RandomHorizontalFlip(hflip_prob))
@@ -60,6 +69,7 @@ class ClassificationPresetTrain:
                   transforms.Normalize(mean=mean, std=std)]
         if random_erase_prob > 0:
             trans.append(transforms.RandomErasing(p=random_erase_prob))
+        trans += list(extra_transforms)
         self.transforms = transforms.Compose(trans)
 
     def __call__(self, img):
@@ -79,6 +89,20 @@ class ClassificationPresetEval:
 
     def __call__(self, img):
         return self.transforms(img)
+
+
+class AddGaussianNoise:
+    """A custom per-sample transform, as users write them: Gaussian noise of standard deviation `std` added to
+    the image tensor (std=0.0 leaves the values as they are, and still does the work)."""
+
+    def __init__(self, std=0.0):
+        self.std = std
+
+    def __call__(self, tensor):
+        return tensor + self.std * torch.randn_like(tensor)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(std={self.std})"
 
 
 # ------------------------------------------------- batch transforms (references/classification/transforms.py)
@@ -189,11 +213,14 @@ class MetricLogger:
         total = len(iterable) if not max_steps else min(len(iterable), max_steps)
         iter_time, data_time = SmoothedValue(fmt="{avg:.4f}s"), SmoothedValue(fmt="{avg:.4f}s")
         self.data_total = 0.0
+        self.step_starts, self.data_waits = [], []  # per step: when it began waiting for its batch, how long
         width = len(str(total))
         start = end = time.time()
         for i, obj in enumerate(iterable):
             data_time.update(time.time() - end)
             self.data_total += time.time() - end
+            self.step_starts.append(end)
+            self.data_waits.append(time.time() - end)
             yield obj
             iter_time.update(time.time() - end)
             if i % print_freq == 0 or i == total - 1:
@@ -203,7 +230,8 @@ class MetricLogger:
             end = time.time()
             if i + 1 >= total:
                 break
-        self.elapsed = time.time() - start
+        self.end_time = time.time()
+        self.elapsed = self.end_time - start
         log(f"{header} Total time: {datetime.timedelta(seconds=int(self.elapsed))} "
             f"({self.elapsed / max(total, 1):.4f} s / it)", flush=True)
 
@@ -229,13 +257,22 @@ class TinyNet(nn.Module):
 # ------------------------------------------------------------------------------------------ train, evaluate
 
 def train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, args, log):
-    model.train()
+    """One epoch over data_loader (model None: the data alone). -> (images, seconds, seconds waiting for data)
+    of its steps after the first args.warmup_steps."""
+    if model is not None:
+        model.train()
     metric_logger = MetricLogger()
     images = 0
+    batch_sizes = []
     header = f"Epoch: [{epoch}]"
     for image, target in metric_logger.log_every(data_loader, args.print_freq, header, args.max_steps, log):
         start_time = time.time()
         image, target = image.to(device, non_blocking=True), target.to(device, non_blocking=True)
+        batch_sizes.append(image.shape[0])
+        if model is None:  # --model none: the input pipeline alone
+            images += image.shape[0]
+            metric_logger.update(**{"img/s": image.shape[0] / max(time.time() - metric_logger.step_starts[-1], 1e-9)})
+            continue
         output = model(image)
         loss = criterion(output, target)
         optimizer.zero_grad()
@@ -251,15 +288,27 @@ def train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, arg
     elapsed = metric_logger.elapsed
     log(f"{header} train: {images * world} images in {elapsed:.2f}s: {images * world / elapsed:.1f} images/s, "
         f"waited for data {100 * metric_logger.data_total / elapsed:.0f}% of the time", flush=True)
+    warm = min(args.warmup_steps, len(batch_sizes))
+    if warm == len(batch_sizes):
+        return 0, 0.0, 0.0
+    return (sum(batch_sizes[warm:]) * world, metric_logger.end_time - metric_logger.step_starts[warm],
+            sum(metric_logger.data_waits[warm:]))
 
 
 def evaluate(model, criterion, data_loader, device, args, log):
     """Top-1 accuracy over data_loader (its first max_steps batches when set); reads data_loader.dataset for
     its size and class names."""
-    model.eval()
     dataset = data_loader.dataset
     metric_logger = MetricLogger()
     classes = len(dataset.classes)
+    if model is None:  # --model none: the evaluation's input pipeline alone
+        seen = 0
+        for image, target in metric_logger.log_every(data_loader, args.print_freq, "Test:", args.max_steps, log):
+            seen += image.to(device, non_blocking=True).shape[0]
+        log(f"Test: {seen} images of {len(dataset)} ({classes} classes) read in {metric_logger.elapsed:.2f}s: "
+            f"{seen / max(metric_logger.elapsed, 1e-9):.1f} images/s (no model)", flush=True)
+        return None
+    model.eval()
     correct, seen = torch.zeros(classes, dtype=torch.int64), torch.zeros(classes, dtype=torch.int64)
     with torch.inference_mode():
         for image, target in metric_logger.log_every(data_loader, args.print_freq, "Test:", args.max_steps, log):
@@ -285,10 +334,12 @@ def evaluate(model, criterion, data_loader, device, args, log):
 
 def load_data(train_dir, val_dir, args):
     interpolation = InterpolationMode(args.interpolation)
+    extra = [AddGaussianNoise(std=0.0)] if args.extra_transform == "python" else []
     dataset = ImageFolder(
         train_dir,
         ClassificationPresetTrain(crop_size=args.train_crop_size, interpolation=interpolation,
-                                  auto_augment_policy=args.auto_augment, random_erase_prob=args.random_erase))
+                                  auto_augment_policy=args.auto_augment, random_erase_prob=args.random_erase,
+                                  extra_transforms=extra))
     dataset_test = ImageFolder(
         val_dir,
         ClassificationPresetEval(crop_size=args.val_crop_size, resize_size=args.val_resize_size,
@@ -357,35 +408,48 @@ def main(args):
         persistent_workers=args.workers > 0,
     )
 
-    if args.model == "tiny":
-        model = TinyNet(num_classes)
-    else:
-        model = torchvision.models.__dict__[args.model](num_classes=num_classes)
-    model.to(device)
-    if dist.is_initialized():
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
-    lr_scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
+    model = optimizer = lr_scheduler = None
+    if args.model != "none":  # none: no model, no optimizer; the loops only iterate the DataLoaders
+        if args.model == "tiny":
+            model = TinyNet(num_classes)
+        else:
+            model = torchvision.models.__dict__[args.model](num_classes=num_classes)
+        model.to(device)
+        if dist.is_initialized():
+            model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None)
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                                    weight_decay=args.weight_decay)
+        lr_scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
 
     log("Start training", flush=True)
     start_time = time.time()
+    images = seconds = waited = 0
     for epoch in range(args.epochs):
         if dist.is_initialized():
             train_sampler.set_epoch(epoch)
-        train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, args, log)
-        lr_scheduler.step()
-        evaluate(model, criterion, data_loader_test, device, args, log)
+        n, s, w = train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, args, log)
+        images, seconds, waited = images + n, seconds + s, waited + w
+        if lr_scheduler is not None:
+            lr_scheduler.step()
+        if not args.skip_eval:
+            evaluate(model, criterion, data_loader_test, device, args, log)
     log(f"Training time {datetime.timedelta(seconds=int(time.time() - start_time))}", flush=True)
     if dist.is_initialized():
         dist.destroy_process_group()
+    # the training epochs, each without its first --warmup-steps steps
+    log("RESULT " + json.dumps({"images_per_s": images / seconds if seconds else 0.0, "images": images,
+                                "seconds": seconds, "data_wait_share": waited / seconds if seconds else 0.0}),
+        flush=True)
 
 
 def get_args_parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-path", default="data/sample", help="train/ and val/ ImageFolders, or one ImageFolder")
     parser.add_argument("--val-path", default=None, help="the validation ImageFolder (default: see --data-path)")
-    parser.add_argument("--model", default="tiny", help="tiny (a small CNN) or a torchvision.models name")
+    parser.add_argument("--model", default="tiny",
+                        help="tiny (a small CNN), a torchvision.models name, or none (no model: the data alone)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("-b", "--batch-size", default=32, type=int, help="images per batch (per rank)")
     parser.add_argument("--epochs", default=1, type=int)
@@ -400,11 +464,16 @@ def get_args_parser():
     parser.add_argument("--auto-augment", default=None, choices=["ta_wide", "ra", "augmix", "imagenet", "cifar10",
                                                                   "svhn"], help="auto augment policy (default: none)")
     parser.add_argument("--random-erase", default=0.0, type=float, help="random erasing probability")
+    parser.add_argument("--extra-transform", default="none", choices=["none", "python"],
+                        help="python: a custom transform (AddGaussianNoise(std=0.0)) at the end of the train preset")
     parser.add_argument("--interpolation", default="bilinear", help="the presets' interpolation")
     parser.add_argument("--train-crop-size", default=224, type=int)
     parser.add_argument("--val-resize-size", default=256, type=int)
     parser.add_argument("--val-crop-size", default=224, type=int)
     parser.add_argument("--print-freq", default=10, type=int, help="print every N steps")
+    parser.add_argument("--skip-eval", action="store_true", help="no evaluation after each epoch")
+    parser.add_argument("--warmup-steps", default=0, type=int,
+                        help="the RESULT line leaves out each epoch's first N steps")
     parser.add_argument("--dist-backend", default="gloo", help="the process group's backend under torchrun")
     parser.add_argument("--seed", default=0, type=int)
     return parser

@@ -278,7 +278,10 @@ def plan(transforms, dtype, layout, target_of=None, target_transform=None, colla
                                  f"{tail[0]!r}: stoker's own transforms run before any Python one (use "
                                  f"torchvision's there)")
             if not callable(t):
-                raise ValueError(f"transforms: {t!r} is neither a stoker transform nor callable")
+                from stoker import _stoker
+                names = ", ".join(c.__name__ for c in _stoker._transform_types)
+                raise ValueError(f"transforms: {t!r} is not a stoker transform ({names}), a torchvision "
+                                 f"transform or a callable")
         if tail:
             reasons = [(repr(tail[0]), "Python code")]
         tail_input = "tensor"

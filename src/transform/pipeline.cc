@@ -39,6 +39,22 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
       invalid(std::string(transform_name(t)) + " after " + photometric +
               ": photometric transforms apply to the output, so they must follow every resize");
     }
+    // NOTE: a crop's padding is part of the image torchvision greys: a
+    // coloured fill padded after RandomGrayscale stays coloured there, and
+    // would be greyed here with the rest of the output row.
+    if (const auto* c = std::get_if<RandomCrop>(&t);
+        c && photometric && (c->pad_if_needed || c->padding != std::array<int, 4>{0, 0, 0, 0}) &&
+        !(c->fill[0] == c->fill[1] && c->fill[1] == c->fill[2])) {
+      invalid(std::string("RandomCrop with a coloured fill after ") + photometric +
+              ": its padding would be greyed with the output rows (torchvision keeps the fill's colour); put the "
+              "RandomCrop first, or use a grey fill");
+    }
+    // NOTE: RandomErasing writes its value into the output tensor as it is;
+    // torchvision would normalise an erased value that a Normalize follows.
+    if (on_tensor && std::holds_alternative<Normalize>(t)) {
+      invalid(std::string("Normalize after ") + on_tensor +
+              ": the erased value would not be normalised as torchvision's is; put RandomErasing after Normalize");
+    }
     if (image_stage && traits.geometric) {
       invalid(std::string(transform_name(t)) + " after " + image_stage + ": " + image_stage +
               " applies to the final image, so crops, resizes and flips must come before it");

@@ -289,3 +289,16 @@ def test_random_vertical_flip_with_random_crops_equals_torchvision_with_same_par
             flips += 1
         assert torch.equal(x[i], F.pil_to_tensor(ref)), i
     assert 0 < flips < n
+
+
+def test_orders_stoker_cannot_reproduce_are_refused(photos):
+    # A coloured padding after RandomGrayscale would be greyed with the output rows; torchvision keeps it.
+    with pytest.raises(ValueError, match="coloured fill after RandomGrayscale"):
+        stoker.Loader(photos, transforms=[stoker.RandomGrayscale(0.5), stoker.RandomCrop(600, pad_if_needed=True,
+                                                                                       fill=(200, 10, 10))])
+    stoker.Loader(photos, transforms=[stoker.RandomGrayscale(0.5), stoker.RandomCrop(600, pad_if_needed=True,
+                                                                                   fill=7)])  # grey: exact
+    # Normalize after RandomErasing would leave the erased value unnormalised.
+    with pytest.raises(ValueError, match="Normalize after RandomErasing"):
+        stoker.Loader(photos, transforms=[stoker.CenterCrop(32), stoker.RandomErasing(),
+                                          stoker.Normalize([0.5] * 3, [0.2] * 3)])

@@ -64,7 +64,7 @@ clean:
 # threads, with the sanitizer runtime preloaded into Debian's python.
 SAN_PYTESTS = tests/python/test_loader.py tests/python/test_shards.py tests/python/test_resume.py \
   tests/python/test_shutdown.py tests/python/test_transforms.py tests/python/test_decode.py tests/python/test_fields.py \
-  tests/python/test_detection.py tests/python/test_views.py tests/python/test_volumes.py
+  tests/python/test_detection.py tests/python/test_views.py tests/python/test_volumes.py tests/python/test_drop_in.py
 check-asan: deps build
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSTOKER_SANITIZE=address,undefined -DSTOKER_BUILD_PYTHON=ON \
 	  -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF

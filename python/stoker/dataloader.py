@@ -25,6 +25,10 @@ def _dataset_files(dataset):
     from stoker.records import Files, Records
     if isinstance(dataset, Records):
         return dataset, dataset.transform, dataset.target_transform
+    subset = _torch().utils.data.Subset
+    if isinstance(dataset, subset):  # random_split's parts: the records of the indices, in their order
+        source, transform, target_transform = _dataset_files(dataset.dataset)
+        return _subset(source, [int(i) for i in dataset.indices]), transform, target_transform
     rec = getattr(dataset, "_stoker_records", None)
     if rec is not None:
         info = rec()

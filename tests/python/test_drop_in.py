@@ -298,3 +298,13 @@ print("ok", tuple(images.shape))
     for _ in range(3):
         r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "ok (4, 3, 32, 32)" in r.stdout, r.stderr[-2000:]
+
+
+def test_random_split_subsets_equal_torchs(photos):
+    ds = ImageFolder(photos, eval_preset(32))
+    tv = TVImageFolder(photos, eval_preset(32))
+    ours = torch.utils.data.random_split(ds, [16, 8], generator=torch.Generator().manual_seed(3))
+    theirs = torch.utils.data.random_split(tv, [16, 8], generator=torch.Generator().manual_seed(3))
+    for a, b in zip(ours, theirs):
+        assert list(a.indices) == list(b.indices)
+        assert_batches_equal(list(stoker.DataLoader(a, batch_size=5)), list(TorchDataLoader(b, batch_size=5)))

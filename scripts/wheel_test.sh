@@ -86,6 +86,21 @@ print(f"wheel_test: {len(got)} images equal to PIL\x27s with output={out!r}")
 '
 venv-torch/bin/python -c "$check_loader" torch "$version"
 
+echo "wheel_test: the drop-in (stoker.datasets + stoker.DataLoader) equals torch's DataLoader over torchvision's ImageFolder"
+venv-torch/bin/python -c '
+import torch, torchvision.transforms as T
+from torch.utils.data import DataLoader as TorchDataLoader
+from torchvision.datasets import ImageFolder as TVImageFolder
+from stoker import DataLoader
+from stoker.datasets import ImageFolder
+tf = T.Compose([T.CenterCrop(20), T.ToTensor(), T.Lambda(lambda t: t * 2)])  # the Lambda runs as Python
+ours = list(DataLoader(ImageFolder("folder", tf), batch_size=5, num_workers=2))
+theirs = list(TorchDataLoader(TVImageFolder("folder", tf), batch_size=5))
+assert len(ours) == len(theirs) == 3
+assert all(torch.equal(a, b) and torch.equal(y, z) for (a, y), (b, z) in zip(ours, theirs))
+print("wheel_test: the drop-in gives torch\x27s batches")
+' || fail "the drop-in"
+
 echo "wheel_test: the CLI from the venv's bin/"
 [ "$(venv-torch/bin/stoker --version)" = "stoker $version" ] || fail "stoker --version: $(venv-torch/bin/stoker --version)"
 [ "$(venv-torch/bin/python -m stoker --version)" = "stoker $version" ] || fail "python -m stoker --version"

@@ -320,16 +320,9 @@ def _map_random_crop(t, ctx):
     return _construct(_stoker.RandomCrop, size, padding=padding, pad_if_needed=t.pad_if_needed, fill=fill)
 
 
-def _map_hflip(t, ctx):
-    return _construct(_stoker.RandomHorizontalFlip, _probability(t))
-
-
-def _map_vflip(t, ctx):
-    return _construct(_stoker.RandomVerticalFlip, _probability(t))
-
-
-def _map_random_grayscale(t, ctx):
-    return _construct(_stoker.RandomGrayscale, _probability(t))
+def _map_p(t, ctx):
+    """The transforms whose one parameter is p, each onto stoker's class of the same name."""
+    return _construct(getattr(_stoker, type(t).__name__), _probability(t))
 
 
 def _map_grayscale(t, ctx):
@@ -375,18 +368,6 @@ def _map_sharpness(t, ctx):
     if not _is_number(t.sharpness_factor):
         raise _NoMap(f"sharpness_factor={t.sharpness_factor!r}: not a number")
     return _construct(_stoker.RandomAdjustSharpness, float(t.sharpness_factor), p=_probability(t))
-
-
-def _map_autocontrast(t, ctx):
-    return _construct(_stoker.RandomAutocontrast, _probability(t))
-
-
-def _map_equalize(t, ctx):
-    return _construct(_stoker.RandomEqualize, _probability(t))
-
-
-def _map_invert(t, ctx):
-    return _construct(_stoker.RandomInvert, _probability(t))
 
 
 def _map_rotation(t, ctx):
@@ -507,18 +488,18 @@ _V1 = {
     "RandomResizedCrop": _map_random_resized_crop,
     "CenterCrop": _map_center_crop,
     "RandomCrop": _map_random_crop,
-    "RandomHorizontalFlip": _map_hflip,
-    "RandomVerticalFlip": _map_vflip,
-    "RandomGrayscale": _map_random_grayscale,
+    "RandomHorizontalFlip": _map_p,
+    "RandomVerticalFlip": _map_p,
+    "RandomGrayscale": _map_p,
     "Grayscale": _map_grayscale,
     "ColorJitter": _map_color_jitter,
     "GaussianBlur": _map_gaussian_blur,
     "RandomSolarize": _map_solarize,
     "RandomPosterize": _map_posterize,
     "RandomAdjustSharpness": _map_sharpness,
-    "RandomAutocontrast": _map_autocontrast,
-    "RandomEqualize": _map_equalize,
-    "RandomInvert": _map_invert,
+    "RandomAutocontrast": _map_p,
+    "RandomEqualize": _map_p,
+    "RandomInvert": _map_p,
     "RandomRotation": _map_rotation,
     "RandomAffine": _map_affine,
     "TrivialAugmentWide": _map_trivial_augment,

@@ -211,6 +211,9 @@ void bind_loader(py::module_& m) {
       },
       py::arg("transforms"), py::arg("dtype") = "float32", py::arg("fixed_size") = false);
 
+  // LoaderOptions{} through the one options codec: stoker.Loader's defaults are read from it.
+  m.def("_default_options", [] { return options_to_json(LoaderOptions{}); });
+
   // Each transform as the options codec writes it (the doctor's probe reads a script's pipeline so).
   m.def(
       "_transforms_json",

@@ -100,7 +100,8 @@ _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, 
                    Spacing]
 _FieldType = Union[Image, Mask, Boxes, Label, Tensor, Volume, LabelVolume]
 
-_DEFAULT_MAX_IMAGE_PIXELS = 178956970
+# Loader's defaults: LoaderOptions{} through the one options codec (src/batch/options.cc), not copies.
+_DEFAULTS = json.loads(_stoker._default_options())
 
 
 def _mix_keys(fields):
@@ -483,22 +484,30 @@ class Loader:
         ...     torch.save({"model": model.state_dict(), "loader": loader.state_dict()}, "ckpt.pt")
     """
 
-    def __init__(self, source: _Source, batch_size: int = 64, shuffle: bool = False, seed: int = 0,
-                 drop_last: bool = False, transforms: Iterable[_Transform] = (), threads: int = 0, prefetch: int = 0,
+    def __init__(self, source: _Source, batch_size: int = _DEFAULTS["batch_size"],
+                 shuffle: bool = _DEFAULTS["shuffle"], seed: int = _DEFAULTS["seed"],
+                 drop_last: bool = _DEFAULTS["drop_last"], transforms: Iterable[_Transform] = (),
+                 threads: int = _DEFAULTS["threads"], prefetch: int = _DEFAULTS["prefetch"],
                  rank: Optional[int] = None, world_size: Optional[int] = None,
-                 on_corrupt: Literal["skip", "raise"] = "skip", dtype: Literal["float32", "uint8"] = "float32",
-                 layout: Literal["NCHW", "NHWC"] = "NCHW", output: Literal["torch", "numpy"] = "torch",
-                 max_image_pixels: int = _DEFAULT_MAX_IMAGE_PIXELS, max_volume_voxels: int = 2 ** 31,
-                 labels: str = "cls",
-                 image_root: Optional[_Path] = None, skip_empty: bool = False, keep_crowd: bool = False,
-                 kind: Literal["auto", "image", "array"] = "auto", device: Union[str, "torch.device", None] = None,
-                 pin_memory: bool = False, decode_scale: Literal["exact", "auto"] = "exact",
-                 cache: Literal["mmap", "ram", "decoded", "auto"] = "mmap", memory_budget: int = 0, cache_max_side: int = 448,
-                 max_threads: int = 0, trace: bool = False, stage_timing: bool = True, preload: bool = True,
-                 cache_rewrite: bool = True, shuffle_window: int = 0,
-                 cache_dir: Optional[_Path] = None, cache_limit: int = 0, remote_connections: int = 8,
-                 remote_retries: int = 8,
-                 progress: Optional[bool] = None, max_consecutive_corrupt: int = 64,
+                 on_corrupt: Literal["skip", "raise"] = _DEFAULTS["on_corrupt"],
+                 dtype: Literal["float32", "uint8"] = _DEFAULTS["dtype"],
+                 layout: Literal["NCHW", "NHWC"] = _DEFAULTS["layout"], output: Literal["torch", "numpy"] = "torch",
+                 max_image_pixels: int = _DEFAULTS["max_image_pixels"],
+                 max_volume_voxels: int = _DEFAULTS["max_volume_voxels"], labels: str = _DEFAULTS["labels"],
+                 image_root: Optional[_Path] = None, skip_empty: bool = _DEFAULTS["skip_empty"],
+                 keep_crowd: bool = _DEFAULTS["keep_crowd"],
+                 kind: Literal["auto", "image", "array"] = _DEFAULTS["kind"],
+                 device: Union[str, "torch.device", None] = None, pin_memory: bool = False,
+                 decode_scale: Literal["exact", "auto"] = _DEFAULTS["decode_scale"],
+                 cache: Literal["mmap", "ram", "decoded", "auto"] = _DEFAULTS["cache"],
+                 memory_budget: int = _DEFAULTS["memory_budget"], cache_max_side: int = _DEFAULTS["cache_max_side"],
+                 max_threads: int = _DEFAULTS["max_threads"], trace: bool = _DEFAULTS["trace"],
+                 stage_timing: bool = _DEFAULTS["stage_timing"], preload: bool = _DEFAULTS["preload"],
+                 cache_rewrite: bool = _DEFAULTS["cache_rewrite"], shuffle_window: int = _DEFAULTS["shuffle_window"],
+                 cache_dir: Optional[_Path] = None, cache_limit: int = _DEFAULTS["cache_limit"],
+                 remote_connections: int = _DEFAULTS["remote_connections"],
+                 remote_retries: int = _DEFAULTS["remote_retries"], progress: Optional[bool] = None,
+                 max_consecutive_corrupt: int = _DEFAULTS["max_consecutive_corrupt"],
                  fields: Optional[Iterable[_FieldType]] = None,
                  batch_transforms: Iterable[Union[MixUp, CutMix, RandomChoice]] = (),
                  views: Optional[Dict[str, Tuple[int, Iterable[_Transform]]]] = None,

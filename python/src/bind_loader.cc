@@ -93,8 +93,7 @@ LoaderOptions loader_options(const std::string& options, std::vector<Transform> 
   o.transforms = std::move(transforms);
   set_views(&o, std::move(views));
   o.hook = make_hook(stage);
-  validate_options(o);
-  return o;
+  return o;  // NOTE: validated once, by the Loader
 }
 
 using LoaderPtr = std::unique_ptr<Loader, ReleaseGilDelete>;

@@ -158,6 +158,19 @@ def _port_info(ds):
     """What the doctor says of porting this DataLoader's script: the diff of its import lines, and the dataset's
     transform as stoker would run it (mapped by stoker; the part that would run as Python named)."""
     out = {}
+    try:
+        from stoker import _pystage, _stoker, _torchvision, dataloader
+    except ImportError:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stoker's package folder's parent
+        sys.path.append(here)
+        try:
+            from stoker import _pystage, _stoker, _torchvision, dataloader
+        finally:
+            sys.path.remove(here)
+    try:
+        dataloader._dataset_files(ds)  # only a dataset stoker.DataLoader reads gets the port
+    except TypeError:
+        return out
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if path and os.path.isfile(path):
@@ -167,15 +180,6 @@ def _port_info(ds):
     tf = getattr(ds, "transform", None)
     if tf is None:
         return out
-    try:
-        from stoker import _pystage, _stoker, _torchvision
-    except ImportError:
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stoker's package folder's parent
-        sys.path.append(here)
-        try:
-            from stoker import _pystage, _stoker, _torchvision
-        finally:
-            sys.path.remove(here)
     sp = _torchvision.split(_pystage.as_list(tf))
     if sp.tail:
         out["python"] = ", ".join(t for t, _ in sp.reasons[:1]) + (" and what follows it" if len(sp.tail) > 1 else "")

@@ -308,3 +308,23 @@ def test_random_split_subsets_equal_torchs(photos):
     for a, b in zip(ours, theirs):
         assert list(a.indices) == list(b.indices)
         assert_batches_equal(list(stoker.DataLoader(a, batch_size=5)), list(TorchDataLoader(b, batch_size=5)))
+
+
+def test_the_doctors_port_diff_changes_only_the_import_lines(tmp_path):
+    from stoker import _profiling
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n"
+                      "from torch.utils.data import DataLoader, DistributedSampler  # data\n"
+                      "    from torchvision.datasets import ImageFolder\n"
+                      "from torchvision import transforms\n"
+                      "loader = DataLoader(ImageFolder('x'))\n")
+    diff = _profiling._port_diff(str(script))
+    changed = [d for d in diff.splitlines() if d[:1] in "+-" and not d.startswith(("+++", "---"))]
+    assert changed == ["-from torch.utils.data import DataLoader, DistributedSampler  # data",
+                       "-    from torchvision.datasets import ImageFolder",
+                       "+from torch.utils.data import DistributedSampler",
+                       "+from stoker import DataLoader",
+                       "+    from stoker.datasets import ImageFolder"], diff
+    plain = tmp_path / "plain.py"
+    plain.write_text("import torch\nx = 1\n")
+    assert _profiling._port_diff(str(plain)) == ""

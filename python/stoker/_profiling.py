@@ -158,6 +158,10 @@ def _port_info(ds):
     """What the doctor says of porting this DataLoader's script: the diff of its import lines, and the dataset's
     transform as stoker would run it (mapped by stoker; the part that would run as Python named)."""
     out = {}
+    # NOTE: stoker (its C++ extension) is imported into the program only for a dataset it could read.
+    inner = getattr(ds, "dataset", ds) if type(ds).__name__ == "Subset" else ds
+    if not (isinstance(getattr(inner, "samples", None), list) and callable(getattr(inner, "loader", None))):
+        return out
     try:
         from stoker import _pystage, _stoker, _torchvision, dataloader
     except ImportError:

@@ -21,6 +21,7 @@
 #include "source/shard_source.h"
 #include "source/tar.h"
 #include "stoker/source.h"
+#include "util/thread.h"
 
 namespace stoker::cli {
 namespace {
@@ -166,31 +167,46 @@ int verify(const std::vector<std::string>& paths, int threads) {
   std::vector<std::atomic<std::size_t>> holding(static_cast<std::size_t>(threads));
   for (auto& h : holding) h = 0;
   std::vector<std::thread> pool;
+  // A thread that stopped (an exception outside a record): the others finish
+  // the records, and verify fails with its message.
+  std::atomic<bool> died{false};
+  std::string why_died;  // under mu
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
+    pool.push_back(detail::spawn("stoker-verify", detail::Priority::kNormal, [&, t] {
       std::vector<std::uint8_t> buf;
       detail::ImageDecoder dec;
       detail::ImageBuffer img;
       detail::ImageView view;
       for (std::size_t i; (i = next.fetch_add(1)) < src->size(); done.fetch_add(1)) {
         holding[static_cast<std::size_t>(t)] = i;
-        Status s = src->read(i, &buf);
-        if (s.ok()) s = dec.open(buf.data(), buf.size(), 178956970);
-        if (s.ok()) s = dec.decode({0, 0, dec.width(), dec.height()}, &img, &view);
+        Status s;
+        try {  // an exception on a record (out of memory, a bug) makes it a bad one
+          s = src->read(i, &buf);
+          if (s.ok()) s = dec.open(buf.data(), buf.size(), 178956970);
+          if (s.ok()) s = dec.decode({0, 0, dec.width(), dec.height()}, &img, &view);
+        } catch (...) {
+          s = detail::exception_status("verify");
+        }
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(mu);
           bad.emplace_back(i, s.to_string());
         }
       }
       holding[static_cast<std::size_t>(t)] = SIZE_MAX;
-    });
+    }, [&](const Status& st) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (why_died.empty()) why_died = st.to_string();
+      }
+      died = true;
+    }));
   }
   Progress progress("verify");
   for (;;) {
     const std::size_t d = done.load();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.update(d, src->size(), secs, "");
-    if (d >= src->size()) break;
+    if (d >= src->size() || died) break;
     if (src->wants_plan()) {
       std::size_t low = SIZE_MAX;
       for (const auto& h : holding) low = std::min<std::size_t>(low, h);
@@ -199,6 +215,7 @@ int verify(const std::vector<std::string>& paths, int threads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   for (auto& t : pool) t.join();
+  if (died) throw Error(Code::kInternal, "verify: a thread stopped: " + why_died);
   std::sort(bad.begin(), bad.end());
   for (const auto& [i, why] : bad) std::printf("BAD record %zu '%s': %s\n", i, src->key(i).c_str(), why.c_str());
   std::printf("verify: %zu records, %zu bad\n", src->size(), bad.size());

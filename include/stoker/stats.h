@@ -87,6 +87,13 @@ struct Stats {
   std::uint64_t corrupt = 0;
   std::map<std::string, std::uint64_t> corrupt_by_reason;
   std::vector<std::string> corrupt_examples;
+  // Exceptions caught on stoker's threads outside a sample, by thread kind
+  // (empty when none): "worker" (a batch's buffer, or around a sample: that
+  // batch raises, whatever on_corrupt says), "preload" (cache_preload then
+  // says "error: ..."), "rewrite" (cache_rewrite then says "error: ..."),
+  // "fetcher" (remote shards: the shard's reads raise kUnavailable). An
+  // exception inside a sample is that sample's error (corrupt_by_reason).
+  std::map<std::string, std::uint64_t> thread_errors;
   // Boxes fields: boxes dropped because the geometry left them under 1 px
   // wide or high (cropped away), and boxes past a field's max_boxes.
   std::uint64_t boxes_dropped = 0;

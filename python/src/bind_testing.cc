@@ -16,6 +16,7 @@
 #include "transform/image_ops.h"
 #include "transform/pipeline.h"
 #include "transform/resize.h"
+#include "util/thread.h"
 
 namespace py = pybind11;
 
@@ -140,6 +141,22 @@ void bind_testing(py::module_& m) {
   hooks.def("throw_in_sample", &detail::testing::throw_in_sample, py::arg("record"), py::arg("bad_alloc") = false,
         "Makes every loader throw a C++ exception (std::runtime_error, or std::bad_alloc) while making record "
         "`record`, until called with -1: tests that the exception becomes a counted sample error.");
+  hooks.def(
+      "throw_on_thread",
+      [](const std::string& site, std::int64_t at, bool bad_alloc) {
+        for (int s = 0; s < static_cast<int>(detail::ThreadSite::kCount); ++s) {
+          const auto k = static_cast<detail::ThreadSite>(s);
+          if (site == detail::thread_site_name(k)) return detail::testing::throw_on_thread(k, at, bad_alloc);
+        }
+        throw py::value_error("throw_on_thread: no site '" + site +
+                              "' (worker, worker_start, rewrite, preload, fetcher, opener, pack)");
+      },
+      py::arg("site"), py::arg("at"), py::arg("bad_alloc") = false,
+      "Makes the stoker thread at `site` throw a C++ exception (std::runtime_error, or std::bad_alloc) at `at`, "
+      "every time, until called with at=-1: 'worker' taking batch `at`'s buffer, 'worker_start' worker `at` at its "
+      "top, 'rewrite' the cache=\"ram\" rewrite of record `at`, 'preload' a preload thread at record `at`, 'fetcher' "
+      "a remote fetch of shard `at`, 'opener' opening remote shard `at`, 'pack' a pack worker at position `at`. "
+      "Tests that each kind of thread's exception is counted or raised as documented (src/util/README.md).");
 
   // Test hook: draws `n` boxes from a seeded stream (for distribution checks).
   hooks.def(

@@ -776,7 +776,8 @@ class Loader:
             cache_mode, cache_auto, cache_preload, cache_preload_records,
             cache_preload_bytes, cache_preload_s, cache_rewrite,
             cache_rewritten, cache_rewrite_bytes_before,
-            cache_rewrite_bytes_after, cache_rewrite_cpu_s, corrupt, corrupt_by_reason, corrupt_examples, boxes_dropped,
+            cache_rewrite_bytes_after, cache_rewrite_cpu_s, corrupt, corrupt_by_reason, corrupt_examples,
+            thread_errors (exceptions caught on stoker's threads, by kind), boxes_dropped,
             boxes_truncated, per_thread (a list of dicts: read_s, decode_s,
             transform_s, samples), mixture, remote (None, or for shards
             that live elsewhere a dict: bytes_fetched, requests, retries by

@@ -1,20 +1,16 @@
 // The Loader: order -> worker pool -> batch ring -> consumer.
 #include "stoker/loader.h"
 
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -30,13 +26,17 @@
 #include "stats/channel.h"
 #include "stats/json.h"
 #include "stats/trace.h"
+#include "util/thread.h"
+#include "util/thread_annotations.h"
 #include "util/util.h"
 
 namespace stoker {
 
 using detail::available_cores;
 using detail::invalid;
+using detail::MutexLock;
 using detail::now_ns;
+using detail::ThreadSite;
 using detail::Slot;
 using detail::SlotLease;
 using detail::SlotPool;
@@ -102,18 +102,19 @@ class Loader::Impl {
     counters_.reserve(static_cast<std::size_t>(threads_));
     for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
     workers_.reserve(static_cast<std::size_t>(threads_));
-    // NOTE: workers start with every signal blocked, so Ctrl-C and friends
-    // always reach the consumer's thread (where Python handles them) and never
-    // interrupt a worker's read.
-    sigset_t all, saved;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved);
-    for (int i = 0; i < threads_; ++i) {
-      workers_.emplace_back([this, i] { worker_main(i); });
-      // Named for top -H, gdb and py-spy (and so tests can count them);
-      // named here, not by the thread itself, so the name is there on return.
-      const std::string name = "stoker-w" + std::to_string(i);
-      pthread_setname_np(workers_.back().native_handle(), name.c_str());
+    // NOTE: spawn() (util/thread.h) names them stoker-w0, stoker-w1, ... (for
+    // top -H, gdb and py-spy, and so tests can count them), with every signal
+    // blocked (Ctrl-C reaches the consumer's thread, where Python handles it),
+    // and catches what reaches a worker's top (worker_died).
+    try {
+      for (int i = 0; i < threads_; ++i) {
+        workers_.push_back(detail::spawn("stoker-w" + std::to_string(i), detail::Priority::kNormal,
+                                         [this, i] { worker_main(i); },
+                                         [this, i](const Status& st) { worker_died(i, st); }));
+      }
+    } catch (...) {  // no more threads: those started are stopped and joined (a joinable std::thread would terminate)
+      close();
+      throw;
     }
     rewrite_on_ = cache_ && opt_.cache == Cache::kRam && opt_.cache_rewrite;
     // NOTE: a streaming source is read in the epoch's order (its plan), not
@@ -134,7 +135,6 @@ class Loader::Impl {
           })
                       : detail::Preloader::IdleWork());
     }
-    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   }
 
   // cache="auto": a sampled header pass (at most 32 records, spread over
@@ -178,7 +178,7 @@ class Loader::Impl {
   void close() {
     preload_.reset();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     work_cv_.notify_all();
@@ -191,13 +191,14 @@ class Loader::Impl {
 
   // Ends the epoch in flight: in-flight work is made stale by the generation
   // bump, workers finish the sample in hand, the ring's buffers go back.
-  void halt_locked(std::unique_lock<std::mutex>& lock) {
+  void halt_locked(MutexLock& lock) REQUIRES(mu_) {
     ++generation_;
     running_ = false;
-    idle_cv_.wait(lock, [&] { return inflight_ == 0; });
+    while (inflight_ != 0) idle_cv_.wait(lock);
     release_ring();
   }
-  void release_ring() {
+  // NOTE: also called by the destructor, with no worker left to race.
+  void release_ring() REQUIRES(mu_) {
     for (auto& e : ring_) {
       if (e.slot) pool_->release(e.slot);
       e = RingEntry{};
@@ -215,10 +216,10 @@ class Loader::Impl {
     }
   }
 
-  void start_epoch() {
+  void start_epoch() EXCLUDES(mu_) {
     check_process();
     std::vector<std::uint32_t> seq;
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const std::uint64_t epoch = next_epoch_;
     std::vector<detail::Segment> earlier = resume_earlier_;
     lock.unlock();
@@ -258,10 +259,10 @@ class Loader::Impl {
 
   // timeout_ns < 0: wait as long as it takes. On a timeout returns nullopt
   // with *timed_out set; calling again continues the wait.
-  std::optional<Batch> next(std::int64_t timeout_ns = -1, bool* timed_out = nullptr) {
+  std::optional<Batch> next(std::int64_t timeout_ns = -1, bool* timed_out = nullptr) EXCLUDES(mu_) {
     check_process();
     if (timed_out) *timed_out = false;
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!running_) {
       lock.unlock();
       start_epoch();
@@ -275,16 +276,21 @@ class Loader::Impl {
     RingEntry& e = ring_[b % ring_.size()];
     const std::int64_t t0 = now_ns();
     if (first_next_ns_ < 0) first_next_ns_ = t0;
-    auto ready = [&] { return stop_ || (e.batch == static_cast<std::int64_t>(b) && e.ready); };
-    if (timeout_ns < 0) {
-      ready_cv_.wait(lock, ready);
-    } else if (!ready_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), ready)) {
-      consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
-      if (timed_out) *timed_out = true;
-      return std::nullopt;
+    const bool timed = timeout_ns >= 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timed ? timeout_ns : 0);
+    while (!ready_locked(e, b)) {
+      if (!timed) {
+        ready_cv_.wait(lock);
+      } else if (!ready_cv_.wait_until(lock, deadline) && !ready_locked(e, b)) {
+        consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+        if (timed_out) *timed_out = true;
+        return std::nullopt;
+      }
     }
     const std::int64_t t1 = now_ns();
     if (stop_) throw Error(Code::kCancelled, "loader stopped");
+    // A worker thread stopped (worker_died): the batch may never come.
+    if (!(e.batch == static_cast<std::int64_t>(b) && e.ready)) throw Error(broken_);
     if (opt_.trace) traces_.back()->add(t0, t1 - t0, static_cast<std::uint32_t>(b), detail::kTraceWait);
     consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
     if (first_batch_ns_.load(std::memory_order_relaxed) < 0) {
@@ -293,8 +299,8 @@ class Loader::Impl {
       if (preload_) preload_->go();
     }
     last_batch_ns_ = t1;
-    Slot* slot = e.slot;
-    pool_->hand_out();  // the consumer's from here (under mu_, so the ring and the held count never overlap)
+    Slot* slot = e.slot;  // null when its buffer could not be had (the batch then holds an error)
+    if (slot) pool_->hand_out();  // the consumer's from here (under mu_, so the ring and the held count never overlap)
     Status error = std::move(e.error);
     e = RingEntry{};
     if (mix_) {
@@ -312,7 +318,7 @@ class Loader::Impl {
     if (channel_.due(t1)) publish(false);
 
     Batch batch;
-    batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
+    if (slot) batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
     if (!error.ok()) throw Error(error);  // the lease returns the buffer
     batch.size_ = batch_len(b);
     batch.index_ = b;
@@ -352,7 +358,8 @@ class Loader::Impl {
     s.time_to_first_batch_s = fb < 0 ? -1.0 : static_cast<double>(fb) * 1e-9;
     s.wall_s = static_cast<double>(now_ns() - created_ns_) * 1e-9;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
+      s.ring_depth_max = static_cast<int>(ring_.size());
       s.threads = tuner_->threads();
       s.prefetch = tuner_->depth();
       s.autotune = tuner_->state();
@@ -370,12 +377,11 @@ class Loader::Impl {
     s.batch_buffers_in_use = pc.in_use;
     s.batch_buffers_held = pc.held;
     s.batch_buffers_held_peak = pc.held_peak;
-    s.ring_depth_max = static_cast<int>(ring_.size());
     corrupt_.add_to(&s);
     if (mix_) {
       double total = 0;
       for (const auto& p : mix_->parts()) total += p.weight;
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (std::size_t i = 0; i < mix_->parts().size(); ++i) {
         const auto& p = mix_->parts()[i];
         s.mixture.push_back({p.name, p.weight / total, p.count, mix_drawn_[i]});
@@ -401,6 +407,11 @@ class Loader::Impl {
       const bool all_in = preload_ ? std::string(preload_->report().state) != "loading" : batches_.load() > 0 &&
                                          (cache_->full() || cache_->records() + refused_.load(std::memory_order_relaxed) >= source_->size());
       s.cache_rewrite = all_in && settled_.load(std::memory_order_relaxed) >= cache_->records() ? "done" : "rewriting";
+      if (const std::uint64_t n = rewrite_errors_.load(std::memory_order_acquire)) {
+        s.thread_errors["rewrite"] += n;
+        MutexLock lock(mu_);
+        s.cache_rewrite = "error: " + rewrite_error_;
+      }
     }
     if (preload_) {
       const auto p = preload_->report();
@@ -408,7 +419,9 @@ class Loader::Impl {
       s.cache_preload_records = p.records;
       s.cache_preload_bytes = p.bytes;
       s.cache_preload_s = p.seconds;
+      if (p.errors) s.thread_errors["preload"] += p.errors;
     }
+    if (const std::uint64_t n = worker_errors_.load(std::memory_order_relaxed)) s.thread_errors["worker"] += n;
     return s;
   }
 
@@ -416,8 +429,8 @@ class Loader::Impl {
   // position: the usual loop calls load_state_dict() once, then set_epoch()
   // at the top of every epoch, and must resume mid-epoch. Another epoch
   // drops it.
-  void set_epoch(std::uint64_t e) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void set_epoch(std::uint64_t e) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (e != next_epoch_) {
       resume_batches_ = 0;
       resume_earlier_.clear();
@@ -425,8 +438,8 @@ class Loader::Impl {
     next_epoch_ = e;
   }
 
-  Loader::State state() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  Loader::State state() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     Loader::State st;
     st.seed = order_.seed;
     const bool in_epoch = running_ && deliver_ < epoch_batches_;
@@ -448,7 +461,7 @@ class Loader::Impl {
     return st;
   }
 
-  void restore(const Loader::State& st) {
+  void restore(const Loader::State& st) EXCLUDES(mu_) {
     detail::check_restorable(st, state());
     std::vector<detail::Segment> earlier = detail::saved_segments(st, order_);  // O(dataset x parts)
     // NOTE: on the saved topology the saved part goes on where it stopped;
@@ -457,7 +470,7 @@ class Loader::Impl {
     if (same && st.batches_done > 0) earlier.pop_back();
     // Stop the epoch in flight (if any) before changing what defines the order.
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       halt_locked(lock);
       opt_.seed = st.seed;  // kept in step with order_ for options()
       order_.seed = st.seed;
@@ -466,8 +479,8 @@ class Loader::Impl {
       resume_earlier_ = std::move(earlier);
     }
   }
-  std::uint64_t epoch() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::uint64_t epoch() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return next_epoch_;
   }
 
@@ -509,31 +522,55 @@ class Loader::Impl {
   // cache="ram": rewrites the next cached record not yet looked at, among
   // at most `scan` records, in the order they entered the cache (so the
   // mappings holding the originals empty in turn: cache/arena.h). False when
-  // none was found.
-  bool rewrite_next(detail::Scratch* ws, std::size_t scan) {
-    for (std::size_t k = 0; k < scan; ++k) {
-      std::size_t pos = rewrite_cursor_.load(std::memory_order_relaxed), i = 0;
-      do {
-        if (!cache_->inserted(pos, &i)) return false;
-      } while (!rewrite_cursor_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed));
-      if (cache_->state(i) != detail::SampleCache::kPending || !cache_->contains(i) || !cache_->claim(i)) continue;
-      timespec a{}, b{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-      const auto r = maker_->rewrite_cached(static_cast<std::uint32_t>(i), ws);
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-      rewrite_cpu_ns_.fetch_add(static_cast<std::uint64_t>((b.tv_sec - a.tv_sec) * 1'000'000'000LL + (b.tv_nsec - a.tv_nsec)),
-                                std::memory_order_relaxed);
-      const std::uint8_t st = cache_->state(i);
-      if (st == detail::SampleCache::kFinal) settled_.fetch_add(1, std::memory_order_relaxed);
-      if (st == detail::SampleCache::kRefused) refused_.fetch_add(1, std::memory_order_relaxed);
-      if (r.rewritten) {
-        rewritten_.fetch_add(1, std::memory_order_relaxed);
-        rewrite_before_.fetch_add(r.bytes_before, std::memory_order_relaxed);
-        rewrite_after_.fetch_add(r.bytes_after, std::memory_order_relaxed);
+  // none was found, or the rewrite has stopped.
+  // NOTE: the rewrite only makes reads faster, so an exception in it (out of
+  // memory, a bug) changes no sample: the record keeps the entry it had, the
+  // rewrite stops for this loader, and stats() says why (cache_rewrite
+  // "error: ...", thread_errors["rewrite"]). Runs on workers and preload
+  // threads alike, never throws.
+  bool rewrite_next(detail::Scratch* ws, std::size_t scan) noexcept EXCLUDES(mu_) {
+    if (rewrite_stopped_.load(std::memory_order_relaxed)) return false;
+    std::size_t claimed = SIZE_MAX;
+    try {
+      for (std::size_t k = 0; k < scan; ++k) {
+        std::size_t pos = rewrite_cursor_.load(std::memory_order_relaxed), i = 0;
+        do {
+          if (!cache_->inserted(pos, &i)) return false;
+        } while (!rewrite_cursor_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed));
+        if (cache_->state(i) != detail::SampleCache::kPending || !cache_->contains(i) || !cache_->claim(i)) continue;
+        claimed = i;
+        timespec a{}, b{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        detail::injection_point(ThreadSite::kRewrite, static_cast<std::int64_t>(i));
+        const auto r = maker_->rewrite_cached(static_cast<std::uint32_t>(i), ws);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        rewrite_cpu_ns_.fetch_add(static_cast<std::uint64_t>((b.tv_sec - a.tv_sec) * 1'000'000'000LL + (b.tv_nsec - a.tv_nsec)),
+                                  std::memory_order_relaxed);
+        const std::uint8_t st = cache_->state(i);
+        if (st == detail::SampleCache::kFinal) settled_.fetch_add(1, std::memory_order_relaxed);
+        if (st == detail::SampleCache::kRefused) refused_.fetch_add(1, std::memory_order_relaxed);
+        if (r.rewritten) {
+          rewritten_.fetch_add(1, std::memory_order_relaxed);
+          rewrite_before_.fetch_add(r.bytes_before, std::memory_order_relaxed);
+          rewrite_after_.fetch_add(r.bytes_after, std::memory_order_relaxed);
+        }
+        return true;
       }
-      return true;
+      return false;
+    } catch (...) {
+      Status st = detail::exception_status(claimed == SIZE_MAX ? "rewrite" : "rewrite of a cached record");
+      if (claimed != SIZE_MAX && cache_->state(claimed) == detail::SampleCache::kBusy) {
+        cache_->settle(claimed, detail::SampleCache::kFinal);  // its entry as it was: correct, only slower
+      }
+      rewrite_stopped_.store(true, std::memory_order_relaxed);
+      try {
+        MutexLock lock(mu_);
+        if (rewrite_error_.empty()) rewrite_error_ = st.message();
+      } catch (...) {
+      }
+      rewrite_errors_.fetch_add(1, std::memory_order_release);  // after the message: stats() reads them in turn
+      return false;
     }
-    return false;
   }
 
   std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, seq_.size() - b * opt_.batch_size); }
@@ -559,19 +596,23 @@ class Loader::Impl {
  private:
   struct RingEntry {
     std::int64_t batch = -1;
-    Slot* slot = nullptr;
+    Slot* slot = nullptr;  // null when the buffer could not be had (then error says why)
     std::size_t remaining = 0;
     bool ready = false;
     Status error;
     std::size_t error_pos = SIZE_MAX;
   };
+  // What next() waits for: batch b in entry e, or a reason to stop waiting.
+  bool ready_locked(const RingEntry& e, std::size_t b) const REQUIRES(mu_) {
+    return stop_ || !broken_.ok() || (e.batch == static_cast<std::int64_t>(b) && e.ready);
+  }
 
   // Called by next() under mu_ with the batch just delivered: closes a
   // measurement window every kWindowNs (and kWindowBatches) and lets the
   // tuner change the active workers and the ring depth.
   static constexpr std::int64_t kWindowNs = 300'000'000;
   static constexpr std::uint64_t kWindowBatches = 3;
-  void autotune_locked(std::int64_t now, std::int64_t waited) {
+  void autotune_locked(std::int64_t now, std::int64_t waited) REQUIRES(mu_) {
     Window& w = window_;
     if (w.start_ns == 0) {  // the window starts at its epoch's first delivered batch
       w = Window{now, 0, 0, busy_ns(), ring_blocked_ns_};
@@ -597,12 +638,19 @@ class Loader::Impl {
     return n;
   }
 
-  void worker_main(int id) {
+  // A worker. NOTE: what can throw on it is caught where it happens, so the
+  // batch in hand always completes (its ring entry counts every task off,
+  // with an error if need be) and nothing waits for it forever: the batch's
+  // buffer (start_batch_locked), the task (run_task), the hook's stages
+  // (their own barriers). What would still reach the thread's top ends in
+  // worker_died().
+  void worker_main(int id) EXCLUDES(mu_) {
+    detail::injection_point(ThreadSite::kWorkerStart, id);
     detail::Scratch ws;
     std::int64_t sample_ns = 0, rewrite_ns = 0;  // this worker's, for the rewrite's allowance
     ws.counters = counters_[static_cast<std::size_t>(id)].get();
     if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (;;) {
       for (;;) {
         if (stop_) return;
@@ -621,38 +669,16 @@ class Loader::Impl {
       const std::size_t b = t / opt_.batch_size, pos = t % opt_.batch_size;
       const std::uint64_t gen = generation_;
       RingEntry& e = ring_[b % ring_.size()];
-      if (e.batch != static_cast<std::int64_t>(b)) {
-        e.batch = static_cast<std::int64_t>(b);
-        e.slot = pool_->acquire();
-        e.remaining = batch_len(b);
-        e.ready = false;
-        e.error = Status::Ok();
-        e.error_pos = SIZE_MAX;
-      }
+      if (e.batch != static_cast<std::int64_t>(b)) start_batch_locked(&e, b);
       Slot* slot = e.slot;
       const std::uint64_t epoch = run_epoch_, seed = order_.seed;
       const bool first_epoch = epochs_started_ <= 1;
       ++inflight_;
       lock.unlock();
 
-      const std::int64_t m0 = now_ns();
-      Status st = make_sample(t, gen, seed, epoch, slot, pos, &ws);
-      // NOTE: the rewrite's share of a worker's time is bounded, so an
-      // epoch it runs in is at most that much slower: 9% of its sample
-      // time, none in the loader's first epoch, which already pays for
-      // filling the cache (the copies into fresh memory, the preload
-      // threads' share of the CPU); there only idle CPU rewrites (the
-      // preload threads at SCHED_IDLE, once the set is in).
-      // (The first epoch's time is not counted, so the next one does not
-      // catch up on it.)
-      if (rewrite_on_ && !first_epoch) {
-        const std::int64_t m1 = now_ns();
-        sample_ns += m1 - m0;
-        if (rewrite_ns * 100 < sample_ns * 9) {
-          rewrite_next(&ws, 64);
-          rewrite_ns += now_ns() - m1;
-        }
-      }
+      // NOTE: a batch without a buffer has failed whole: its tasks only count off.
+      Status st = slot ? run_task(t, gen, seed, epoch, slot, pos, first_epoch, &ws, &sample_ns, &rewrite_ns)
+                       : Status::Ok();
 
       lock.lock();
       --inflight_;
@@ -681,6 +707,83 @@ class Loader::Impl {
         ready_cv_.notify_all();
       }
     }
+  }
+
+  // The first task of batch b takes the ring entry and a buffer for it.
+  // NOTE: a buffer that cannot be had (std::bad_alloc: the pool grows only
+  // when the consumer holds batches) fails that batch, whatever on_corrupt
+  // says (no sample is at fault, none can replace it): its error is raised
+  // when the consumer reaches it, iteration goes on after it, and
+  // stats()["thread_errors"]["worker"] counts it.
+  void start_batch_locked(RingEntry* e, std::size_t b) REQUIRES(mu_) {
+    e->batch = static_cast<std::int64_t>(b);
+    e->slot = nullptr;
+    e->remaining = batch_len(b);
+    e->ready = false;
+    e->error = Status::Ok();
+    e->error_pos = SIZE_MAX;
+    try {
+      detail::injection_point(ThreadSite::kWorker, static_cast<std::int64_t>(b));
+      e->slot = pool_->acquire();
+    } catch (...) {
+      e->error = detail::exception_status("worker: batch buffer");
+      e->error_pos = 0;
+      worker_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // One task: the sample at epoch position t into `slot`, then the worker's
+  // share of the cache="ram" rewrite. NOTE: make() has its own barrier (a
+  // sample's exception is that sample's error, under on_corrupt); anything
+  // thrown around it here (the error's message, the corrupt log, out of
+  // memory) fails the batch like a lost buffer does, and is counted.
+  Status run_task(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot, std::size_t pos,
+                  bool first_epoch, detail::Scratch* ws, std::int64_t* sample_ns, std::int64_t* rewrite_ns) noexcept {
+    try {
+      const std::int64_t m0 = now_ns();
+      Status st = make_sample(t, gen, seed, epoch, slot, pos, ws);
+      // NOTE: the rewrite's share of a worker's time is bounded, so an
+      // epoch it runs in is at most that much slower: 9% of its sample
+      // time, none in the loader's first epoch, which already pays for
+      // filling the cache (the copies into fresh memory, the preload
+      // threads' share of the CPU); there only idle CPU rewrites (the
+      // preload threads at SCHED_IDLE, once the set is in).
+      // (The first epoch's time is not counted, so the next one does not
+      // catch up on it.)
+      if (rewrite_on_ && !first_epoch) {
+        const std::int64_t m1 = now_ns();
+        *sample_ns += m1 - m0;
+        if (*rewrite_ns * 100 < *sample_ns * 9) {
+          rewrite_next(ws, 64);
+          *rewrite_ns += now_ns() - m1;
+        }
+      }
+      return st;
+    } catch (...) {
+      worker_errors_.fetch_add(1, std::memory_order_relaxed);
+      return detail::exception_status("worker");
+    }
+  }
+
+  // spawn()'s sink: something reached worker `id`'s top (not a task: those
+  // are caught above), so the thread is gone. NOTE: the loader cannot count
+  // on its share of the work (the tuner may hand it tasks), so it stops
+  // serving batches: next() raises this error from the first batch not
+  // ready yet (batches ready are still delivered), in the consumer's thread;
+  // the process lives, and a new loader works.
+  void worker_died(int id, const Status& st) EXCLUDES(mu_) {
+    worker_errors_.fetch_add(1, std::memory_order_relaxed);
+    Status why;
+    try {
+      why = Status(st.code(), "worker thread stoker-w" + std::to_string(id) + " stopped: " + st.message());
+    } catch (...) {
+      why = Status(st.code(), "worker stopped");  // short: no allocation
+    }
+    {
+      MutexLock lock(mu_);
+      if (broken_.ok()) broken_ = std::move(why);
+    }
+    ready_cv_.notify_all();
   }
 
   // The hook's batch stage; an exception escaping it is the batch's error.
@@ -744,36 +847,43 @@ class Loader::Impl {
   const std::int64_t created_ns_;
   const pid_t creator_pid_ = ::getpid();
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // workers: a task may be available
-  std::condition_variable ready_cv_;  // consumer: a batch may be ready
-  std::condition_variable idle_cv_;   // restart: no sample in hand
-  bool stop_ = false;
-  bool closed_ = false;  // close() ran: the workers are joined
-  bool running_ = false;
-  std::uint64_t generation_ = 0;
-  std::uint64_t next_epoch_ = 0;
-  std::uint64_t run_epoch_ = 0;
-  std::uint64_t epochs_started_ = 0;  // by this loader (the first one fills the cache)
+  // The scheduling state: every member GUARDED_BY(mu_) is touched only
+  // with mu_ held (checked by `make check-thread-safety`).
+  mutable detail::Mutex mu_;
+  detail::CondVar work_cv_;   // workers: a task may be available
+  detail::CondVar ready_cv_;  // consumer: a batch may be ready
+  detail::CondVar idle_cv_;   // restart: no sample in hand
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool closed_ = false;  // close() ran: the workers are joined (the consumer's thread only)
+  bool running_ GUARDED_BY(mu_) = false;
+  Status broken_ GUARDED_BY(mu_);  // a worker thread stopped (worker_died): why
+  std::uint64_t generation_ GUARDED_BY(mu_) = 0;
+  std::uint64_t next_epoch_ GUARDED_BY(mu_) = 0;
+  std::uint64_t run_epoch_ GUARDED_BY(mu_) = 0;
+  std::uint64_t epochs_started_ GUARDED_BY(mu_) = 0;  // by this loader (the first one fills the cache)
+  // NOTE: the epoch's order (and a mixture's draws): written under mu_ by
+  // start_epoch() while no task is in flight (halt_locked), read by the
+  // workers' tasks without it; not GUARDED_BY, as the analysis cannot see
+  // that protocol.
   std::vector<std::uint32_t> seq_;
   const MixtureSource* mix_ = nullptr;       // source_, when it is a mixture
   std::vector<std::uint32_t> draws_;         // a mixture's records of the running epoch, by position
-  std::vector<std::uint64_t> mix_drawn_;     // per mixture source: samples handed out (under mu_)
-  std::size_t epoch_batches_ = 0;  // of the running epoch (fewer than num_batches_ when resumed elastically)
+  std::vector<std::uint64_t> mix_drawn_ GUARDED_BY(mu_);  // per mixture source: samples handed out
+  std::size_t epoch_batches_ GUARDED_BY(mu_) = 0;  // of the running epoch (fewer than num_batches_ when resumed elastically)
   // Parts of the epoch run on other topologies (order/order.h): for the next
   // start_epoch(), and of the running epoch.
-  std::vector<detail::Segment> resume_earlier_, run_earlier_;
-  std::size_t next_task_ = 0;
-  std::size_t deliver_ = 0;
-  std::size_t resume_batches_ = 0;  // where the next start_epoch() begins
-  int inflight_ = 0;
-  std::vector<RingEntry> ring_;  // capacity: the most the ring may deepen to
-  std::optional<detail::Tuner> tuner_;
-  std::uint64_t ring_blocked_ns_ = 0;
+  std::vector<detail::Segment> resume_earlier_ GUARDED_BY(mu_), run_earlier_ GUARDED_BY(mu_);
+  std::size_t next_task_ GUARDED_BY(mu_) = 0;
+  std::size_t deliver_ GUARDED_BY(mu_) = 0;
+  std::size_t resume_batches_ GUARDED_BY(mu_) = 0;  // where the next start_epoch() begins
+  int inflight_ GUARDED_BY(mu_) = 0;
+  std::vector<RingEntry> ring_ GUARDED_BY(mu_);  // capacity: the most the ring may deepen to
+  std::optional<detail::Tuner> tuner_ GUARDED_BY(mu_);
+  std::uint64_t ring_blocked_ns_ GUARDED_BY(mu_) = 0;
   struct Window {
     std::int64_t start_ns = 0, wait_ns = 0;
     std::uint64_t batches = 0, busy_ns = 0, ring_blocked_ns = 0;
-  } window_;
+  } window_ GUARDED_BY(mu_);
 
   std::vector<std::unique_ptr<detail::StageCounters>> counters_;
   std::vector<std::unique_ptr<detail::TraceBuffer>> traces_;  // per worker, then the consumer's
@@ -783,7 +893,8 @@ class Loader::Impl {
   std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::int64_t> first_batch_ns_{-1};
   std::atomic<bool> before_first_batch_{true};  // cache="decoded": the first batch's misses are not kept
-  std::int64_t first_next_ns_ = -1, last_batch_ns_ = -1;  // under mu_
+  std::int64_t first_next_ns_ GUARDED_BY(mu_) = -1;
+  std::int64_t last_batch_ns_ GUARDED_BY(mu_) = -1;
   std::vector<std::thread> workers_;
 
   std::unique_ptr<detail::Preloader> preload_;  // cache="ram": the set moving into RAM
@@ -793,6 +904,11 @@ class Loader::Impl {
   std::atomic<std::size_t> rewrite_cursor_{0};
   std::atomic<std::uint64_t> rewritten_{0}, rewrite_before_{0}, rewrite_after_{0}, rewrite_cpu_ns_{0};
   std::atomic<std::uint64_t> settled_{0}, refused_{0};
+  std::atomic<bool> rewrite_stopped_{false};  // an exception stopped it (rewrite_next)
+  std::atomic<std::uint64_t> rewrite_errors_{0};
+  std::string rewrite_error_ GUARDED_BY(mu_);  // the first one's message
+  // Exceptions on workers outside a sample (start_batch_locked, run_task, worker_died).
+  std::atomic<std::uint64_t> worker_errors_{0};
 };
 
 // ---- Batch ----

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
+#include <new>
 #include <vector>
+
+#include "util/thread_annotations.h"
 
 namespace stoker::detail {
 
@@ -35,12 +37,14 @@ class SlotPool {
   explicit SlotPool(std::size_t batch_bytes) : batch_bytes_(batch_bytes) {}
 
   // A free buffer, or a new one when all are in the ring or held by batches.
-  Slot* acquire() {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++in_use_;
+  // Throws std::bad_alloc when a new one cannot be allocated (the loader
+  // then fails that batch, not the process).
+  Slot* acquire() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (!free_.empty()) {
       Slot* s = free_.back();
       free_.pop_back();
+      ++in_use_;
       return s;
     }
     auto slot = std::make_unique<Slot>();
@@ -54,23 +58,24 @@ class SlotPool {
     if (!p) throw std::bad_alloc();
     if (align == kHuge) (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if refused
     slot->data.reset(p);
-    all_.push_back(std::move(slot));
+    all_.push_back(std::move(slot));  // NOTE: counted only once it is had (a throw above counts nothing)
+    ++in_use_;
     return all_.back().get();
   }
   // A buffer of the ring (never handed out) goes back.
-  void release(Slot* s) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void release(Slot* s) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     --in_use_;
     free_.push_back(s);
   }
   // A ring buffer becomes the consumer's (next() hands it out); it comes
   // back through release_held() when the last copy of its batch is gone.
-  void hand_out() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void hand_out() EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     held_peak_ = std::max(held_peak_, ++held_);
   }
-  void release_held(Slot* s) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void release_held(Slot* s) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     --held_;
     --in_use_;
     free_.push_back(s);
@@ -81,8 +86,8 @@ class SlotPool {
     std::size_t held = 0;       // handed out and not released yet
     std::size_t held_peak = 0;  // the most held at once
   };
-  Counts counts() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  Counts counts() const EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return {all_.size(), in_use_, held_, held_peak_};
   }
   std::size_t allocated() const { return counts().allocated; }
@@ -90,10 +95,12 @@ class SlotPool {
 
  private:
   const std::size_t batch_bytes_;
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Slot>> all_;
-  std::vector<Slot*> free_;
-  std::size_t in_use_ = 0, held_ = 0, held_peak_ = 0;
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<Slot>> all_ GUARDED_BY(mu_);
+  std::vector<Slot*> free_ GUARDED_BY(mu_);
+  std::size_t in_use_ GUARDED_BY(mu_) = 0;
+  std::size_t held_ GUARDED_BY(mu_) = 0;
+  std::size_t held_peak_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stoker::detail

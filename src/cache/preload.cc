@@ -1,11 +1,8 @@
 #include "cache/preload.h"
 
+#include "util/thread.h"
 #include "util/util.h"
 
-#include <pthread.h>
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,25 +26,33 @@ Preloader::Preloader(const Source& source, ReadRecord read, SampleCache* cache, 
       progress_(progress == Progress::kOn || (progress == Progress::kAuto && tty_)) {
   const int count = static_cast<int>(std::min<std::size_t>(source.size(), static_cast<std::size_t>(threads)));
   running_.store(count, std::memory_order_relaxed);
-  for (int i = 0; i < count; ++i) {
-    threads_.emplace_back([this, i] { run(i); });
-    const std::string name = "stoker-load" + std::to_string(i);
-    pthread_setname_np(threads_.back().native_handle(), name.c_str());
+  try {
+    for (int i = 0; i < count; ++i) {
+      threads_.push_back(spawn("stoker-load" + std::to_string(i), Priority::kBackground, [this, i] { run(i); },
+                               [this](const Status& st) { fail(st); }));
+    }
+  } catch (...) {  // no thread could be started: those that were are stopped and joined
+    stop();
+    throw;
   }
 }
 
-Preloader::~Preloader() {
+Preloader::~Preloader() { stop(); }
+
+void Preloader::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_.store(true, std::memory_order_relaxed);
     quit_.store(true, std::memory_order_relaxed);
     cv_.notify_all();
   }
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void Preloader::go() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   go_ = true;
   cv_.notify_all();
 }
@@ -55,19 +60,42 @@ void Preloader::go() {
 Preloader::Report Preloader::report() const {
   static const char* const kStates[] = {"loading", "done", "budget full"};
   Report p;
-  p.state = kStates[state_.load(std::memory_order_acquire)];
+  const int state = state_.load(std::memory_order_acquire);
+  if (state == 3) {
+    MutexLock lock(mu_);
+    p.state = "error: " + error_;
+  } else {
+    p.state = kStates[state];
+  }
   p.records = records_.load(std::memory_order_relaxed);
   p.bytes = bytes_.load(std::memory_order_relaxed);
+  p.errors = errors_.load(std::memory_order_relaxed);
   const std::int64_t start = start_ns_.load(std::memory_order_relaxed), end = end_ns_.load(std::memory_order_relaxed);
   if (start) p.seconds = static_cast<double>((end ? end : now_ns()) - start) * 1e-9;
   return p;
 }
 
+// A preload thread: its share of the set, then idle work.
 void Preloader::run(int id) {
-  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);  // best effort
+  try {
+    load(id);
+  } catch (...) {
+    fail(exception_status("preload thread"));
+  }
+  loading_ended();
+  if (!idle_) return;
+  set_thread_priority(Priority::kIdle);
+  while (!quit_.load(std::memory_order_relaxed) && idle_(id)) {
+  }
+}
+
+void Preloader::load(int id) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(1), [&] { return go_ || stop_.load(std::memory_order_relaxed); });
+    MutexLock lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!go_ && !stop_.load(std::memory_order_relaxed)) {
+      if (!cv_.wait_until(lock, deadline)) break;
+    }
   }
   std::int64_t unset = 0;
   start_ns_.compare_exchange_strong(unset, now_ns(), std::memory_order_relaxed);
@@ -78,6 +106,7 @@ void Preloader::run(int id) {
   while (!stop_.load(std::memory_order_relaxed)) {
     const std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
     if (i >= n) break;
+    injection_point(ThreadSite::kPreload, static_cast<std::int64_t>(i));
     if (cache_->contains(i)) continue;
     // NOTE: a record that fails to read is left to the worker that needs it,
     // which reads it again and applies on_corrupt (and counts it).
@@ -100,24 +129,32 @@ void Preloader::run(int id) {
       }
     }
   }
-  if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {  // the last one out
-    end_ns_.store(now_ns(), std::memory_order_relaxed);
-    const bool full = full_.load(std::memory_order_relaxed);
-    const bool finished = next_.load(std::memory_order_relaxed) >= n;
-    if (full) {
-      state_.store(2, std::memory_order_release);
-    } else if (finished) {
-      state_.store(1, std::memory_order_release);
-    }  // else: stopped by the destructor
-    if (progress_ && (full || finished)) print(true);
+}
+
+// A thread is done reading; the last one out says how the preload ended.
+void Preloader::loading_ended() {
+  if (running_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  end_ns_.store(now_ns(), std::memory_order_relaxed);
+  const bool full = full_.load(std::memory_order_relaxed);
+  const bool finished = next_.load(std::memory_order_relaxed) >= source_.size();
+  int loading = 0;
+  // NOTE: stopped by an error (state 3) or the destructor (still 0 when
+  // neither full nor finished): left as it is.
+  const bool ended = (full || finished) && state_.compare_exchange_strong(loading, full ? 2 : 1, std::memory_order_acq_rel);
+  if (progress_ && ended) print(true);
+}
+
+// An exception on a preload thread: the preload stops (the records not in
+// yet are read by the workers as usual), and says why.
+void Preloader::fail(const Status& st) {
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  {
+    MutexLock lock(mu_);
+    if (error_.empty()) error_ = st.message();
   }
-  if (!idle_) return;
-  // NOTE: SCHED_IDLE, not a nice level: under load even nice 19 takes a
-  // share of the CPU from the workers, SCHED_IDLE only time nobody wants.
-  sched_param param{};
-  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);  // best effort
-  while (!quit_.load(std::memory_order_relaxed) && idle_(id)) {
-  }
+  int loading = 0;
+  state_.compare_exchange_strong(loading, 3, std::memory_order_acq_rel);
+  stop_.store(true, std::memory_order_relaxed);
 }
 
 // "stoker: loading into RAM: 1234 of 2040 records, 98.1 MB, 45 MB/s"

@@ -7,10 +7,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "cache/sample_cache.h"
 #include "stoker/options.h"
 #include "stoker/source.h"
+#include "util/thread_annotations.h"
 
 namespace stoker::detail {
 
@@ -33,10 +32,15 @@ class Preloader {
   // `idle` (may be empty): work for the threads once the set is in (or the
   // budget spent), run at SCHED_IDLE (only on CPU time nothing else wants)
   // until it returns false: `idle(thread)` does one unit of work, false
-  // when there is none left.
+  // when there is none left. It should not throw: an exception it lets out
+  // ends that thread's idle work (reported on stderr).
   using IdleWork = std::function<bool(int thread)>;
   Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads = 4,
             IdleWork idle = {});
+  // NOTE: an exception on a preload thread (out of memory while copying a
+  // record in, a bug) stops the preload: report().state becomes
+  // "error: <what>" and report().errors counts it; the records not in yet
+  // are read by the workers as usual, so no batch changes.
   ~Preloader();  // stops the threads after the record in hand, and joins them
   Preloader(const Preloader&) = delete;
   Preloader& operator=(const Preloader&) = delete;
@@ -44,15 +48,20 @@ class Preloader {
   void go();  // the first batch is out: start reading
 
   struct Report {
-    const char* state = "loading";  // "loading", "done", "budget full"
+    std::string state = "loading";  // "loading", "done", "budget full", "error: <what>"
     std::uint64_t records = 0;      // stored by the preload (workers may store others)
     std::uint64_t bytes = 0;
-    double seconds = 0;  // since reading began (0 while held back)
+    double seconds = 0;       // since reading began (0 while held back)
+    std::uint64_t errors = 0;  // exceptions that stopped a preload thread
   };
-  Report report() const;
+  Report report() const EXCLUDES(mu_);
 
  private:
-  void run(int id);
+  void run(int id) EXCLUDES(mu_);
+  void load(int id) EXCLUDES(mu_);
+  void loading_ended();
+  void fail(const Status& st) EXCLUDES(mu_);
+  void stop() EXCLUDES(mu_);
   void print(bool last) const;
 
   const Source& source_;
@@ -64,12 +73,13 @@ class Preloader {
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false}, full_{false}, quit_{false};  // quit_: the destructor's
   std::atomic<std::size_t> next_{0};
-  std::atomic<int> running_{0}, state_{0};  // state_: 0 loading, 1 done, 2 budget full
-  std::atomic<std::uint64_t> records_{0}, bytes_{0};
+  std::atomic<int> running_{0}, state_{0};  // state_: 0 loading, 1 done, 2 budget full, 3 error
+  std::atomic<std::uint64_t> records_{0}, bytes_{0}, errors_{0};
   std::atomic<std::int64_t> start_ns_{0}, end_ns_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;  // go() or stop
-  bool go_ = false;             // under mu_
+  mutable Mutex mu_;
+  CondVar cv_;  // go() or stop
+  bool go_ GUARDED_BY(mu_) = false;
+  std::string error_ GUARDED_BY(mu_);  // the first exception's message (state_ 3)
 };
 
 }  // namespace stoker::detail

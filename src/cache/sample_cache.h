@@ -13,12 +13,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "cache/arena.h"
 #include "decode/image.h"
+#include "util/thread_annotations.h"
 
 namespace stoker::detail {
 
@@ -56,7 +56,7 @@ class SampleCache {
   }
   // The entry of record i, or null, not counted (the rewrite's look-ups).
   EntryPtr peek(std::size_t i) const {
-    std::lock_guard<std::mutex> lock(stripe(i));
+    MutexLock lock(stripe(i));
     return entries_[i];
   }
 
@@ -79,11 +79,11 @@ class SampleCache {
     e->height = height;
     if (ends) e->ends = *ends;
     {
-      std::lock_guard<std::mutex> lock(stripe(i));
+      MutexLock lock(stripe(i));
       if (!entries_[i]) {
         entries_[i] = std::move(e);
         count_.fetch_add(1, std::memory_order_relaxed);
-        std::lock_guard<std::mutex> log(log_mu_);
+        MutexLock log(log_mu_);
         log_.push_back(static_cast<std::uint32_t>(i));
         return Insert::kStored;
       }
@@ -113,7 +113,7 @@ class SampleCache {
     const std::uint64_t was = old->cost(), now = next->cost();
     EntryPtr gone;  // freed outside the lock
     {
-      std::lock_guard<std::mutex> lock(stripe(i));
+      MutexLock lock(stripe(i));
       if (entries_[i] == old) {
         gone = std::exchange(entries_[i], std::move(next));
       }
@@ -129,7 +129,7 @@ class SampleCache {
     state_[i].store(kRefused, std::memory_order_release);
     EntryPtr e;
     {
-      std::lock_guard<std::mutex> lock(stripe(i));
+      MutexLock lock(stripe(i));
       e = std::move(entries_[i]);
       entries_[i] = nullptr;
     }
@@ -142,7 +142,7 @@ class SampleCache {
   // The record stored k-th (records enter once: a refused one never again);
   // false when fewer were stored.
   bool inserted(std::size_t k, std::size_t* i) const {
-    std::lock_guard<std::mutex> lock(log_mu_);
+    MutexLock lock(log_mu_);
     if (k >= log_.size()) return false;
     *i = log_[k];
     return true;
@@ -186,7 +186,7 @@ class SampleCache {
     return true;
   }
 
-  std::mutex& stripe(std::size_t i) const { return stripes_[i % stripes_.size()]; }
+  Mutex& stripe(std::size_t i) const { return stripes_[i % stripes_.size()]; }
 
   const std::uint64_t budget_;
   // NOTE: an arena's mappings are populated whole when mapped, so their
@@ -201,10 +201,12 @@ class SampleCache {
   // mappings hold only first entries, and empty (are returned whole) as
   // the rewrite replaces them in the order they were stored.
   std::shared_ptr<Arena> replacements_ = std::make_shared<Arena>(chunk());
-  std::vector<EntryPtr> entries_;  // guarded by stripe(i)
-  mutable std::mutex log_mu_;
-  std::vector<std::uint32_t> log_;  // records in the order they were stored
-  mutable std::array<std::mutex, 64> stripes_;
+  // NOTE: entries_[i] is guarded by stripe(i), a per-element lock the
+  // annotations cannot name: every access is inside a MutexLock on stripe(i).
+  std::vector<EntryPtr> entries_;
+  mutable Mutex log_mu_;
+  std::vector<std::uint32_t> log_ GUARDED_BY(log_mu_);  // records in the order they were stored
+  mutable std::array<Mutex, 64> stripes_;
   std::vector<std::atomic<std::uint8_t>> state_;
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, count_{0};
   std::atomic<bool> full_{false};

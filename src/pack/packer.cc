@@ -29,6 +29,7 @@
 #include "stoker/source.h"
 #include "transform/pipeline.h"
 #include "transform/resize.h"
+#include "util/thread.h"
 #include "util/util.h"
 
 namespace fs = std::filesystem;
@@ -267,24 +268,50 @@ PackResult pack(const std::string& source, const PackOptions& o) {
   std::condition_variable produced, consumed;
   std::size_t next = 0, written = 0;
   bool stop = false;
+  // NOTE: an exception on a pack worker (out of memory, a bug) fails the
+  // pack with its message: the writer below raises it as an Error (after
+  // stopping and joining the others), never std::terminate.
+  Status failed;  // under mu
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      Worker w;
-      std::unique_lock<std::mutex> lock(mu);
-      for (;;) {
-        consumed.wait(lock, [&] { return stop || next >= n || next < written + window; });
-        if (stop || next >= n) return;
-        const std::size_t p = next++;
-        lock.unlock();
-        Item item;
-        make_item(*src, order[p], o, &w, &item);
-        if (item.status.ok()) item.status = carry_members(*src, order[p], o, w.decoder.width(), w.decoder.height(), &w, &item);
-        lock.lock();
-        ring[p % window] = std::move(item);
-        produced.notify_all();
-      }
-    });
+  auto worker = [&] {
+    Worker w;
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      consumed.wait(lock, [&] { return stop || next >= n || next < written + window; });
+      if (stop || next >= n) return;
+      const std::size_t p = next++;
+      lock.unlock();
+      Item item;
+      detail::injection_point(detail::ThreadSite::kPack, static_cast<std::int64_t>(p));
+      make_item(*src, order[p], o, &w, &item);
+      if (item.status.ok()) item.status = carry_members(*src, order[p], o, w.decoder.width(), w.decoder.height(), &w, &item);
+      lock.lock();
+      ring[p % window] = std::move(item);
+      produced.notify_all();
+    }
+  };
+  auto worker_failed = [&](const Status& st) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed.ok()) failed = Status(st.code(), "pack worker " + st.message());
+    }
+    produced.notify_all();
+  };
+  auto stop_pool = [&] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    consumed.notify_all();
+    for (auto& t : pool) t.join();
+  };
+  try {
+    for (int t = 0; t < threads; ++t) {
+      pool.push_back(detail::spawn("stoker-pack" + std::to_string(t), detail::Priority::kNormal, worker, worker_failed));
+    }
+  } catch (...) {  // no more threads: those started are stopped and joined
+    stop_pool();
+    throw;
   }
 
   PackResult r;
@@ -310,7 +337,8 @@ PackResult pack(const std::string& source, const PackOptions& o) {
       Item item;
       {
         std::unique_lock<std::mutex> lock(mu);
-        produced.wait(lock, [&] { return ring[p % window].has_value(); });
+        produced.wait(lock, [&] { return ring[p % window].has_value() || !failed.ok(); });
+        if (!ring[p % window].has_value()) throw Error(failed);
         item = std::move(*ring[p % window]);
         ring[p % window].reset();
         written = p + 1;
@@ -380,12 +408,7 @@ PackResult pack(const std::string& source, const PackOptions& o) {
     }
     close_shard();
   } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-    }
-    consumed.notify_all();
-    for (auto& t : pool) t.join();
+    stop_pool();
     throw;
   }
   for (auto& t : pool) t.join();

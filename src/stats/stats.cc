@@ -57,6 +57,12 @@ std::string Stats::to_json() const {
     o << (first ? "" : ",") << json_quote(k) << ":" << v;
     first = false;
   }
+  o << "},\"thread_errors\":{";
+  first = true;
+  for (const auto& [k, v] : thread_errors) {
+    o << (first ? "" : ",") << json_quote(k) << ":" << v;
+    first = false;
+  }
   o << "},\"boxes_dropped\":" << boxes_dropped << ",\"boxes_truncated\":" << boxes_truncated;
   o << ",\"corrupt_examples\":[";
   for (std::size_t i = 0; i < corrupt_examples.size(); ++i) o << (i ? "," : "") << json_quote(corrupt_examples[i]);

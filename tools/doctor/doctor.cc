@@ -30,6 +30,7 @@
 #include "doctor/sweep.h"
 #include "doctor/temp_dir.h"
 #include "doctor/verdict.h"
+#include "util/thread.h"
 
 namespace stoker::cli {
 namespace {
@@ -410,7 +411,7 @@ int run(const DoctorArgs& a) {
   };
   std::thread ticker;
   if (tty && !a.quiet) {
-    ticker = std::thread([&] {
+    ticker = detail::spawn("stoker-ticker", detail::Priority::kNormal, [&] {
       std::unique_lock<std::mutex> lock(status_mu);
       while (!status_cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return probes_done; })) {
         if (!measuring.empty()) draw();

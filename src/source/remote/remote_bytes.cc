@@ -2,7 +2,6 @@
 #include "source/remote/remote_bytes.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,11 +12,13 @@
 
 #include "source/file_reader.h"
 #include "stoker/stats.h"
+#include "util/thread.h"
 #include "util/util.h"
 
 namespace stoker::detail {
 
 struct RemoteShardBytes::Shard {
+  std::uint32_t index = 0;  // in shards_
   std::string url;
   std::string name;  // the URL in messages and cache keys: no user:password@
   ObjectInfo info;
@@ -53,6 +54,7 @@ RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<Ob
     : transport_(std::move(transport)), counters_(std::move(counters)), cache_(std::move(cache)), opt_(opt) {
   for (std::size_t s = 0; s < urls.size(); ++s) {
     auto sh = std::make_unique<Shard>();
+    sh->index = static_cast<std::uint32_t>(s);
     sh->url = std::move(urls[s]);
     sh->name = redact_url(sh->url);
     sh->info = std::move(infos[s]);
@@ -60,13 +62,20 @@ RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<Ob
   }
   plan_index_.assign(shards_.size(), SIZE_MAX);
   const int n = std::max(1, opt_.connections);
-  for (int i = 0; i < n; ++i) {
-    fetchers_.emplace_back([this] { fetch_main(); });
-    pthread_setname_np(fetchers_.back().native_handle(), "stoker-fetch");
+  try {
+    for (int i = 0; i < n; ++i) {
+      fetchers_.push_back(spawn("stoker-fetch", Priority::kNormal, [this] { fetch_main(); },
+                                [this](const Status& st) { fetcher_died(st); }));
+    }
+  } catch (...) {  // no more threads: those started are stopped and joined
+    stop();
+    throw;
   }
 }
 
-RemoteShardBytes::~RemoteShardBytes() {
+RemoteShardBytes::~RemoteShardBytes() { stop(); }
+
+void RemoteShardBytes::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -74,7 +83,30 @@ RemoteShardBytes::~RemoteShardBytes() {
   transport_->cancel();
   fetch_cv_.notify_all();
   data_cv_.notify_all();
-  for (auto& t : fetchers_) t.join();
+  for (auto& t : fetchers_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+// spawn()'s sink: something reached a fetcher's top outside a fetch (those
+// are caught in fetch_main), so the thread is gone and a shard it would have
+// fetched may never be. NOTE: every read that would wait for bytes not yet
+// here then fails with kUnavailable (a ConnectionError in Python; never
+// skipped as corrupt) rather than waiting forever; bytes already here are
+// still served.
+void RemoteShardBytes::fetcher_died(const Status& st) {
+  counters_->thread_errors.fetch_add(1, std::memory_order_relaxed);
+  Status why;
+  try {
+    why = Status(Code::kUnavailable, "remote shards: a fetcher thread stopped: " + st.message());
+  } catch (...) {
+    why = Status(Code::kUnavailable, "fetcher stopped");  // short: no allocation
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.ok()) broken_ = std::move(why);
+  }
+  data_cv_.notify_all();
 }
 
 bool RemoteShardBytes::whole(const Use& u) const {
@@ -287,7 +319,19 @@ void RemoteShardBytes::fetch_main() {
     sh->started_ns = now_ns();
     sh->ahead = ahead;
     lock.unlock();
-    fetch(sh);
+    // NOTE: an exception in a fetch (out of memory for its buffer, a bug)
+    // fails that shard as a network error does: its reads raise kUnavailable
+    // (never skipped as corrupt), the next plan that needs it fetches it
+    // again, and this fetcher goes on with the next.
+    try {
+      fetch(sh);
+    } catch (...) {
+      counters_->thread_errors.fetch_add(1, std::memory_order_relaxed);
+      Status st = exception_status(sh->name + ": fetch");
+      std::lock_guard<std::mutex> failed(mu_);
+      sh->state = Shard::State::kFailed;
+      sh->error = Status(Code::kUnavailable, st.message());
+    }
     lock.lock();
     if (sh->state == Shard::State::kReady) {
       tune_locked(static_cast<double>(now_ns() - sh->started_ns) * 1e-9, sh->hi - sh->lo);
@@ -299,6 +343,7 @@ void RemoteShardBytes::fetch_main() {
 }
 
 void RemoteShardBytes::fetch(Shard* sh) const {
+  injection_point(ThreadSite::kFetcher, sh->index);
   auto arrived = [this, sh](std::uint64_t n) {
     if (sh->ahead) ahead_bytes_.fetch_add(n, std::memory_order_relaxed);
     bool wake;
@@ -410,15 +455,21 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
       demand_ = k + 1;
       fetch_cv_.notify_all();
     }
-    wait_locked(lock, [&] { return stop_ || sh->state != Shard::State::kAbsent || plan_index_[shard] != k; });
+    wait_locked(lock, [&] {
+      return stop_ || !broken_.ok() || sh->state != Shard::State::kAbsent || plan_index_[shard] != k;
+    });
+    if (!stop_ && !broken_.ok() && sh->state == Shard::State::kAbsent) return broken_;
   }
   if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
   if ((sh->state == Shard::State::kFetching || sh->state == Shard::State::kReady) && off >= sh->lo &&
       off + size <= sh->hi) {
     const std::uint64_t need = off + size - sh->lo;
     if (sh->received < need && sh->state == Shard::State::kFetching) {
-      wait_locked(lock, [&] { return stop_ || sh->received >= need || sh->state != Shard::State::kFetching; });
+      wait_locked(lock, [&] {
+        return stop_ || !broken_.ok() || sh->received >= need || sh->state != Shard::State::kFetching;
+      });
       if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
+      if (sh->received < need && sh->state == Shard::State::kFetching) return broken_;
     }
     if (sh->state == Shard::State::kFailed) return sh->error;
     if (sh->received >= need) {
@@ -487,6 +538,7 @@ void RemoteShardBytes::io_stats(Stats* s) const {
   r.stray_reads = counters_->stray_reads.load(std::memory_order_relaxed);
   r.index = opt_.index_how;
   r.index_scanned_bytes = counters_->index_scanned_bytes.load(std::memory_order_relaxed);
+  if (const std::uint64_t n = counters_->thread_errors.load(std::memory_order_relaxed)) s->thread_errors["fetcher"] += n;
   {
     std::lock_guard<std::mutex> lock(mu_);
     r.prefetch_depth = depth_;

@@ -42,6 +42,8 @@ class RemoteShardBytes final : public ShardBytes {
 
  private:
   struct Shard;
+  void stop();
+  void fetcher_died(const Status& st);
   void fetch_main();
   void fetch(Shard* sh) const;
   void release_locked(Shard* sh) const;
@@ -103,6 +105,7 @@ class RemoteShardBytes final : public ShardBytes {
   mutable std::int64_t last_release_ns_ = -1;
   mutable std::vector<std::string> depth_log_;
   bool stop_ = false;
+  Status broken_;  // a fetcher thread stopped (fetcher_died): every read that would wait fails with it
   std::vector<std::thread> fetchers_;
 };
 

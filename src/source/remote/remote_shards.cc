@@ -13,6 +13,7 @@
 #include "source/remote/transport.h"
 #include "source/shard_index.h"
 #include "source/shard_source.h"
+#include "util/thread.h"
 #include "util/util.h"
 
 namespace stoker::detail {
@@ -157,26 +158,50 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
   }
   if (shards.empty()) throw Error(Code::kInvalidArgument, "no shards given");
 
-  // Identity and index of every shard, `connections` at a time.
+  // Identity and index of every shard, `connections` at a time (this thread
+  // and helper openers).
   std::atomic<std::size_t> next{0};
   std::mutex mu;
   Status first_error;
+  auto fail = [&](Status st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.ok()) first_error = std::move(st);
+    next = shards.size();
+  };
   auto work = [&] {
     for (;;) {
       const std::size_t i = next.fetch_add(1);
       if (i >= shards.size()) return;
-      Status st = index_shard(transport.get(), cache.get(), counters.get(), opt, &shards[i]);
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = st;
-        next = shards.size();
+      Status st;
+      // NOTE: an exception while opening a shard (out of memory for its
+      // index, a bug) is an error of the open like a network one: kUnavailable
+      // (a ConnectionError in Python), raised by this function on the
+      // caller's thread once every opener has stopped.
+      try {
+        injection_point(ThreadSite::kOpener, static_cast<std::int64_t>(i));
+        st = index_shard(transport.get(), cache.get(), counters.get(), opt, &shards[i]);
+      } catch (...) {
+        const Status e = exception_status("opening shard " + shards[i].name);
+        st = Status(Code::kUnavailable, e.message());
       }
+      if (!st.ok()) fail(std::move(st));
     }
   };
   std::vector<std::thread> threads;
   const std::size_t n = std::min<std::size_t>(shards.size(), static_cast<std::size_t>(remote.connections));
-  for (std::size_t i = 1; i < n; ++i) threads.emplace_back(work);
-  work();
+  try {
+    for (std::size_t i = 1; i < n; ++i) {
+      threads.push_back(spawn("stoker-open", Priority::kNormal, work, [&](const Status& st) {
+        fail(Status(Code::kUnavailable, st.message()));
+      }));
+    }
+  } catch (...) {  // no more threads could be started: those that were (and this one) do the work
+  }
+  try {
+    work();
+  } catch (...) {
+    fail(Status(Code::kUnavailable, exception_status("opening shards").message()));
+  }
   for (auto& t : threads) t.join();
   if (!first_error.ok()) throw Error(first_error);
 

@@ -54,6 +54,7 @@ struct RemoteCounters {
   std::atomic<std::uint64_t> stray_reads{0};    // reads outside the epoch's plan (one ranged request each)
   std::atomic<std::uint64_t> fetch_wait_ns{0};  // reader threads' time waiting for bytes not yet arrived
   std::atomic<std::uint64_t> index_scanned_bytes{0};
+  std::atomic<std::uint64_t> thread_errors{0};  // exceptions caught on fetcher threads (Stats::thread_errors["fetcher"])
   LatencyHistogram latency;
 };
 

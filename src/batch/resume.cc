@@ -139,7 +139,7 @@ Loader::State state_from_json(const std::string& json) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and numbers out of range (1e999)
     bad_state(std::string("not JSON: ") + e.what());
   }
   if (!j.is_object()) bad_state("the state must be a dict (a JSON object), got " + j.dump().substr(0, 80));

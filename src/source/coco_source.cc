@@ -138,7 +138,10 @@ std::unique_ptr<Source> from_document(const std::string& path, json& doc, const 
       auto it = by_id.find(image_id);
       if (it == by_id.end()) bad(path, where + " refers to image id " + std::to_string(image_id) + ", not in \"images\"");
       CocoImage& im = images[it->second];
-      if (a.value("iscrowd", 0) != 0 && !options.keep_crowd) {
+      // NOTE: torchvision's obj["iscrowd"] == 0, compared as JSON values: no cast of a float (1e30) to int.
+      const auto is_crowd = a.find("iscrowd");
+      if (is_crowd != a.end() && !is_crowd->is_number()) bad(path, where + ".iscrowd must be a number");
+      if (is_crowd != a.end() && *is_crowd != json(0) && !options.keep_crowd) {
         ++crowd;
         continue;
       }
@@ -189,6 +192,8 @@ std::unique_ptr<Source> open_coco(const std::string& path, const CocoOptions& op
     });
   } catch (const json::parse_error& e) {
     bad(path, std::string("malformed JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
+  } catch (const json::exception& e) {  // a number out of range (1e999)
+    bad(path, std::string("malformed JSON: ") + e.what());
   }
   std::vector<std::uint8_t>().swap(bytes);
   try {

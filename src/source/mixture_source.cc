@@ -73,7 +73,7 @@ Mixture mixture_from_json(const std::string& text) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors and numbers out of range (1e999)
     bad(std::string("not JSON: ") + e.what());
   }
   if (!j.is_object()) bad("must be an object");
@@ -175,7 +175,9 @@ std::int64_t MixtureSource::label(std::size_t i) const {
     auto it = p.label_map.find(l);
     return it == p.label_map.end() ? -1 : it->second;
   }
-  return l + p.label_offset;
+  std::int64_t out = 0;
+  if (__builtin_add_overflow(l, p.label_offset, &out)) return -1;  // NOTE: no label rather than a wrapped one
+  return out;
 }
 
 Status MixtureSource::read(std::size_t i, std::vector<std::uint8_t>* out) const {

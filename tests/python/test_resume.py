@@ -167,3 +167,12 @@ def test_killed_process_resumes_with_exactly_the_unseen_samples(numbered, tmp_pa
     assert resumed == want[k:], "exactly the batches not yet checkpointed, in order"
     before = [[int(v) for v in line.split()] for line in open(log).read().splitlines()]
     assert before[:k] == want[:k]
+
+
+def test_a_number_out_of_range_in_a_state_is_a_value_error(photos):
+    # nlohmann's out_of_range (a number past a double) is the state's error, not a RuntimeError (fuzz: state_fuzz).
+    loader = stoker.Loader(photos, batch_size=4, transforms=[stoker.CenterCrop(8)])
+    state = loader.state_dict()
+    state["epoch"] = 10 ** 400
+    with pytest.raises(ValueError):
+        loader.load_state_dict(state)

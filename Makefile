@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in soak test test-cpp test-python check-asan check-tsan check-wheel wheel fuzz clean
+.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
 
 all: build
 
@@ -85,16 +85,40 @@ check-tsan: deps build
 	  sh -c 'for f in tests/python/test_loader.py tests/python/test_resume.py; do \
 	    scripts/tsan_pytest.sh $(PYTHON) -m pytest -q -p no:cacheprovider $$f || exit 1; done' 
 
-# libFuzzer targets (clang): each runs FUZZ_SECONDS on its seed corpus.
+# Lock contracts (src/util/thread_annotations.h): the core and the packer built by clang with -Wthread-safety as errors.
+check-thread-safety: deps
+	CC=clang CXX=clang++ cmake -S . -B build-tsa -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS='-Wthread-safety -Werror' \
+	  -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
+	cmake --build build-tsa -j$(JOBS) --target stoker_core stoker_pack
+
+# libFuzzer targets (clang): every fuzz/<name>_fuzz.cc (fuzz/CMakeLists.txt builds the same list), each
+# run on its seeds (scripts/make_fuzz_corpus.py, build-fuzz/corpus/<name>) and what earlier runs found
+# (build-fuzz/found/<name>: new inputs, and crash-*/leak-*/oom-*/timeout-* files, the findings), with
+# fuzz/<name>.dict when there is one. Every target runs even after one fails; the command fails if any
+# did. UBSan's reports count as findings.
+FUZZ_TARGETS := $(patsubst fuzz/%_fuzz.cc,%,$(sort $(wildcard fuzz/*_fuzz.cc)))
 FUZZ_SECONDS ?= 60
-fuzz: deps build
+FUZZ_SMOKE_SECONDS ?= 20
+FUZZ_FLAGS ?= -rss_limit_mb=2048 -timeout=25
+define fuzz_run
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_BUILD_FUZZ=ON \
 	  -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
-	cmake --build build-fuzz -j$(JOBS) --target tar_fuzz index_fuzz image_fuzz list_fuzz fields_fuzz
+	cmake --build build-fuzz -j$(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
 	PYTHONPATH=python $(PYTHON) scripts/make_fuzz_corpus.py build-fuzz/corpus
-	for t in tar index image list fields; do mkdir -p build-fuzz/found/$$t; \
-	  build-fuzz/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -artifact_prefix=build-fuzz/found/$$t/ build-fuzz/found/$$t build-fuzz/corpus/$$t || exit 1; done
+	@failed=""; for t in $(FUZZ_TARGETS); do mkdir -p build-fuzz/found/$$t; echo "== $${t}_fuzz: $(1) s"; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-fuzz/fuzz/$${t}_fuzz -max_total_time=$(1) \
+	    -print_final_stats=1 $(FUZZ_FLAGS) $$([ -f fuzz/$$t.dict ] && echo -dict=fuzz/$$t.dict) \
+	    -artifact_prefix=build-fuzz/found/$$t/ \
+	    build-fuzz/found/$$t build-fuzz/corpus/$$t || failed="$$failed $$t"; done; \
+	if [ -n "$$failed" ]; then echo "fuzz: findings in:$$failed (inputs under build-fuzz/found/<target>/)"; exit 1; fi; \
+	echo "fuzz: no findings in $(words $(FUZZ_TARGETS)) targets ($(FUZZ_TARGETS))"
+endef
+fuzz: deps build
+	$(call fuzz_run,$(FUZZ_SECONDS))
+
+# CI's pass: every target for FUZZ_SMOKE_SECONDS on its corpus.
+fuzz-smoke: deps build
+	$(call fuzz_run,$(FUZZ_SMOKE_SECONDS))
 
 # Are the doctor's predictions right? Each suggestion applied and measured, 5 runs per scenario.
 bench-doctor: build

@@ -100,4 +100,18 @@ std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string&
   return std::vector<std::uint8_t>(file.begin(), file.end());
 }
 
+std::string numbered_list(const TempDir& d, int n, const std::vector<int>& corrupt) {
+  std::string list = "path,label\n";
+  for (int i = 0; i < n; ++i) {
+    const int w = 24 + (i * 7) % 50, h = 20 + (i * 13) % 40;
+    const std::string name = "img" + std::to_string(i) + ".jpg";
+    auto bytes = encode_jpeg(test_pixels(w, h, static_cast<std::uint32_t>(i)), w, h);
+    if (std::find(corrupt.begin(), corrupt.end(), i) != corrupt.end()) bytes.resize(bytes.size() / 2);
+    write_file(d.file(name), bytes);
+    list += name + "," + std::to_string(i) + "\n";
+  }
+  write_file(d.file("list.csv"), list);
+  return d.file("list.csv");
+}
+
 }  // namespace stoker::testing

@@ -38,4 +38,9 @@ std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string&
 void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes);
 void write_file(const std::string& path, const std::string& text);
 
+// N JPEGs of varied sizes (24 + 7i mod 50 by 20 + 13i mod 40) in `d`, listed in
+// d/list.csv with label = record index (labels identify samples); the records in
+// `corrupt` truncated to half. Returns the list file's path.
+std::string numbered_list(const TempDir& d, int n, const std::vector<int>& corrupt = {});
+
 }  // namespace stoker::testing

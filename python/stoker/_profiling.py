@@ -191,16 +191,9 @@ def _port_info(ds):
         out["probe"] = {"transforms": [json.loads(j) for j in _stoker._transforms_json(sp.native)],
                         "dtype": sp.dtype or "uint8", "layout": "NCHW"}
         out["pipeline"] = "the script's transforms: " + " + ".join(
-            _torchvision.describe(t) for t in _flat(_pystage.as_list(tf)))
+            _torchvision.describe(t) for t in _torchvision._flatten(_pystage.as_list(tf)))
     return out
 
-
-def _flat(items):
-    out = []
-    for t in items:
-        inner = getattr(t, "transforms", None) if type(t).__name__ == "Compose" else None
-        out += _flat(list(inner)) if inner is not None else [t]
-    return out
 
 
 class _Recorder:

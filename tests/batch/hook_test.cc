@@ -18,20 +18,7 @@ namespace stoker {
 namespace {
 
 using testing::TempDir;
-using testing::write_file;
-
-// N JPEGs of varied sizes (w = 24 + 7i mod 50, h = 20 + 13i mod 40), label = record index.
-std::string numbered_list(const TempDir& d, int n) {
-  std::string list = "path,label\n";
-  for (int i = 0; i < n; ++i) {
-    const int w = 24 + (i * 7) % 50, h = 20 + (i * 13) % 40;
-    const std::string name = "img" + std::to_string(i) + ".jpg";
-    write_file(d.file(name), testing::encode_jpeg(testing::test_pixels(w, h, static_cast<std::uint32_t>(i)), w, h));
-    list += name + "," + std::to_string(i) + "\n";
-  }
-  write_file(d.file("list.csv"), list);
-  return d.file("list.csv");
-}
+using testing::numbered_list;
 
 // Records what it is handed; fails the samples of `bad_records`.
 class Recorder final : public SampleHook {

@@ -20,22 +20,8 @@ namespace stoker {
 namespace {
 
 using testing::TempDir;
+using testing::numbered_list;
 using testing::write_file;
-
-// N JPEGs of varied sizes listed with label = record index.
-std::string numbered_list(const TempDir& d, int n, const std::vector<int>& corrupt = {}) {
-  std::string list = "path,label\n";
-  for (int i = 0; i < n; ++i) {
-    const int w = 24 + (i * 7) % 50, h = 20 + (i * 13) % 40;
-    std::string name = "img" + std::to_string(i) + ".jpg";
-    auto bytes = testing::encode_jpeg(testing::test_pixels(w, h, static_cast<std::uint32_t>(i)), w, h);
-    if (std::find(corrupt.begin(), corrupt.end(), i) != corrupt.end()) bytes.resize(bytes.size() / 2);
-    write_file(d.file(name), bytes);
-    list += name + "," + std::to_string(i) + "\n";
-  }
-  write_file(d.file("list.csv"), list);
-  return d.file("list.csv");
-}
 
 LoaderOptions small(std::size_t batch, int threads = 2) {
   LoaderOptions o;

@@ -37,18 +37,7 @@ struct Cleared {
   }
 };
 
-// N JPEGs of varied sizes listed with label = record index.
-std::string numbered_list(const TempDir& d, int n) {
-  std::string list = "path,label\n";
-  for (int i = 0; i < n; ++i) {
-    const int w = 24 + (i * 7) % 50, h = 20 + (i * 13) % 40;
-    const std::string name = "img" + std::to_string(i) + ".jpg";
-    testing::write_file(d.file(name), testing::encode_jpeg(testing::test_pixels(w, h, static_cast<std::uint32_t>(i)), w, h));
-    list += name + "," + std::to_string(i) + "\n";
-  }
-  testing::write_file(d.file("list.csv"), list);
-  return d.file("list.csv");
-}
+using testing::numbered_list;
 
 // `shards` tar shards of `per` records each (a JPEG and its label); the brace pattern naming them.
 std::string make_shards(const TempDir& d, int shards, int per) {

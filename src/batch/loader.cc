@@ -742,6 +742,7 @@ class Loader::Impl {
     try {
       const std::int64_t m0 = now_ns();
       Status st = make_sample(t, gen, seed, epoch, slot, pos, ws);
+      if (opt_.cache == Cache::kDecoded && cache_) maker_->fill_deferred(ws);
       // NOTE: the rewrite's share of a worker's time is bounded, so an
       // epoch it runs in is at most that much slower: 9% of its sample
       // time, none in the loader's first epoch, which already pays for

@@ -488,10 +488,10 @@ SampleMaker::Rewrite SampleMaker::rewrite_cached(std::uint32_t rec, Scratch* s) 
 
 // Points s->part at each member's bytes: a cache entry's, or read now (and
 // offered to the cache).
-Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const {
+Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read, bool look_up) const {
   s->part.resize(static_cast<std::size_t>(spec_.parts));
   *bytes_read = 0;
-  s->hit = cache_ ? cache_->find(rec) : nullptr;  // held while the sample uses its bytes
+  s->hit = cache_ && look_up ? cache_->find(rec) : nullptr;  // held while the sample uses its bytes
   if (const SampleCache::Entry* hit = s->hit.get()) {
     std::uint64_t begin = 0;
     for (int k = 0; k < spec_.parts; ++k) {
@@ -607,6 +607,88 @@ void SampleMaker::hook_sample(std::uint32_t rec, const Scratch& s, HookSample* o
   out->dims = opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
 }
 
+// cache=kDecoded, a miss: the decoder open on record `rec`'s image (its
+// parts in s->part) decodes it whole; its stored form (the image with its
+// shorter side at most cache_max_side, then each other part's) goes into
+// s->bundle / s->ends and is offered to the cache; *width, *height: the
+// stored image's size.
+Status SampleMaker::store_decoded(std::uint32_t rec, Scratch* s, int* width, int* height) const {
+  const FieldSpec& image = spec_.fields[static_cast<std::size_t>(spec_.image)];
+  ImageView view;
+  Status st = s->decoder.decode({0, 0, s->decoder.width(), s->decoder.height()}, &s->decoded, &view);
+  if (!st.ok()) return tag(image, st);
+  const int full_w = view.width, full_h = view.height;
+  int& w = *width;
+  int& h = *height;
+  w = full_w, h = full_h;
+  if (std::min(view.width, view.height) > opt_.cache_max_side) {
+    resize_output_size(Resize{opt_.cache_max_side, 0, 0}, view.width, view.height, &w, &h);
+    resize_bilinear(view, w, h, &s->workspace.resize, &s->stored);
+    view = s->stored.view();
+  }
+  // The stored record: the image's pixels, then each other part's stored form.
+  s->bundle.clear();
+  s->ends.clear();
+  for (int y = 0; y < view.height; ++y) {
+    s->bundle.insert(s->bundle.end(), view.row(y), view.row(y) + 3 * static_cast<std::size_t>(view.width));
+  }
+  s->ends.push_back(s->bundle.size());
+  for (const FieldSpec& f : spec_.fields) {
+    if (f.part < 0 || &f == &image) continue;
+    const auto [bytes, n] = s->part[static_cast<std::size_t>(f.part)];
+    if (f.field.kind == FieldKind::kMask) {
+      st = decode_mask(f, bytes, n, full_w, full_h, s);
+      if (!st.ok()) return tag(f, st);
+      MaskView mv = s->mask.view();
+      if (w != full_w || h != full_h) {
+        resize_nearest(mv, w, h, &s->stored_mask);
+        mv = s->stored_mask.view();
+      }
+      for (int y = 0; y < mv.height; ++y) {
+        s->bundle.insert(s->bundle.end(), mv.row(y), mv.row(y) + static_cast<std::size_t>(mv.width) * mv.bytes_per_pixel);
+      }
+    } else if (f.field.kind == FieldKind::kBoxes) {
+      st = parse_boxes(bytes, n, f.field.format, f.json_key, &s->boxes);
+      if (st.ok()) st = check_boxes_on_canvas(full_w, full_h, &s->boxes);
+      if (!st.ok()) return tag(f, st);
+      scale_boxes(full_w, full_h, w, h, &s->boxes);
+      const auto* b = reinterpret_cast<const std::uint8_t*>(s->boxes.data());
+      s->bundle.insert(s->bundle.end(), b, b + s->boxes.size() * sizeof(BoxRow));
+    } else {
+      s->bundle.insert(s->bundle.end(), bytes, bytes + n);
+    }
+    s->ends.push_back(s->bundle.size());
+  }
+  if (cache_) cache_->insert(rec, s->bundle.data(), s->bundle.size(), w, h, spec_.parts > 1 ? &s->ends : nullptr);
+  return Status::Ok();
+}
+
+bool SampleMaker::fill_deferred(Scratch* s) const {
+  if (!has_deferred_.load(std::memory_order_relaxed) || (first_batch_ && first_batch_->load(std::memory_order_relaxed))) {
+    return false;
+  }
+  std::uint32_t rec = 0;
+  {
+    MutexLock lock(deferred_mu_);
+    if (deferred_.empty()) return false;
+    rec = deferred_.back();
+    deferred_.pop_back();
+    if (deferred_.empty()) has_deferred_.store(false, std::memory_order_relaxed);
+  }
+  if (cache_->contains(rec)) return true;
+  std::size_t size = 0;
+  const std::size_t ip = static_cast<std::size_t>(spec_.fields[static_cast<std::size_t>(spec_.image)].part);
+  int w = 0, h = 0;
+  // NOTE: an error leaves the record out; the sample that next reads it
+  // meets the same error and counts it under on_corrupt, as without the
+  // cache.
+  if (read_parts(rec, s, &size, /*look_up=*/false).ok() &&
+      s->decoder.open(s->part[ip].first, s->part[ip].second, opt_.max_image_pixels).ok()) {
+    (void)store_decoded(rec, s, &w, &h);
+  }
+  return true;
+}
+
 // cache=kDecoded: every sample is transformed from its stored form, decoded
 // once and kept when the budget allows: the image with its shorter side at
 // most cache_max_side, masks resized with it (nearest), boxes rescaled,
@@ -631,66 +713,36 @@ Status SampleMaker::process_decoded(std::uint32_t rec, std::uint64_t draw, std::
     timer.decode();
   } else {
     std::size_t size = 0;
-    Status st = read_parts(rec, s, &size);
+    Status st = read_parts(rec, s, &size, /*look_up=*/false);  // just missed: not counted twice
     timer.read(size);
     if (!st.ok()) return st;
     st = s->decoder.open(s->part[ip].first, s->part[ip].second, opt_.max_image_pixels);
-    // NOTE: before the loader's first batch, an image the cache would keep
-    // as decoded (not downscaled) is made from its region alone, exactly as
-    // the stored form would give it (decode_scale exact: a region decode is
-    // the crop of the full decode), and kept on its next use: the first
-    // batch then costs what it costs without the cache.
-    if (st.ok() && first_batch_ && first_batch_->load(std::memory_order_relaxed) && spec_.parts == 1 &&
-        opt_.decode_scale == DecodeScale::kExact &&
-        std::min(s->decoder.width(), s->decoder.height()) <= opt_.cache_max_side) {
-      return from_parts(rec, draw, seed, epoch, out, s, &timer);
-    }
-    if (st.ok()) st = s->decoder.decode({0, 0, s->decoder.width(), s->decoder.height()}, &s->decoded, &view);
     if (!st.ok()) {
       timer.decode();
       return tag(image, st);
     }
-    const int full_w = view.width, full_h = view.height;
-    int w = full_w, h = full_h;
-    if (std::min(view.width, view.height) > opt_.cache_max_side) {
-      resize_output_size(Resize{opt_.cache_max_side, 0, 0}, view.width, view.height, &w, &h);
-      resize_bilinear(view, w, h, &s->workspace.resize, &s->stored);
-      view = s->stored.view();
-    }
-    // The stored record: the image's pixels, then each other part's stored form.
-    s->bundle.clear();
-    s->ends.clear();
-    for (int y = 0; y < view.height; ++y) {
-      s->bundle.insert(s->bundle.end(), view.row(y), view.row(y) + 3 * static_cast<std::size_t>(view.width));
-    }
-    s->ends.push_back(s->bundle.size());
-    for (const FieldSpec& f : spec_.fields) {
-      if (f.part < 0 || &f == &image) continue;
-      const auto [bytes, n] = s->part[static_cast<std::size_t>(f.part)];
-      if (f.field.kind == FieldKind::kMask) {
-        st = decode_mask(f, bytes, n, full_w, full_h, s);
-        if (!st.ok()) return tag(f, st);
-        MaskView mv = s->mask.view();
-        if (w != full_w || h != full_h) {
-          resize_nearest(mv, w, h, &s->stored_mask);
-          mv = s->stored_mask.view();
-        }
-        for (int y = 0; y < mv.height; ++y) {
-          s->bundle.insert(s->bundle.end(), mv.row(y), mv.row(y) + static_cast<std::size_t>(mv.width) * mv.bytes_per_pixel);
-        }
-      } else if (f.field.kind == FieldKind::kBoxes) {
-        st = parse_boxes(bytes, n, f.field.format, f.json_key, &s->boxes);
-        if (st.ok()) st = check_boxes_on_canvas(full_w, full_h, &s->boxes);
-        if (!st.ok()) return tag(f, st);
-        scale_boxes(full_w, full_h, w, h, &s->boxes);
-        const auto* b = reinterpret_cast<const std::uint8_t*>(s->boxes.data());
-        s->bundle.insert(s->bundle.end(), b, b + s->boxes.size() * sizeof(BoxRow));
-      } else {
-        s->bundle.insert(s->bundle.end(), bytes, bytes + n);
+    // NOTE: before the loader's first batch, an image the cache would keep
+    // as decoded (not downscaled) is made from its region alone, exactly as
+    // the stored form would give it (decode_scale exact: a region decode is
+    // the crop of the full decode): the first batch then costs what it costs
+    // without the cache. The record is stored later in the first epoch, by
+    // fill_deferred(), so the second epoch does not pay for it.
+    if (first_batch_ && first_batch_->load(std::memory_order_relaxed) && spec_.parts == 1 &&
+        opt_.decode_scale == DecodeScale::kExact &&
+        std::min(s->decoder.width(), s->decoder.height()) <= opt_.cache_max_side) {
+      if (cache_) {
+        MutexLock lock(deferred_mu_);
+        deferred_.push_back(rec);
+        has_deferred_.store(true, std::memory_order_relaxed);
       }
-      s->ends.push_back(s->bundle.size());
+      return from_parts(rec, draw, seed, epoch, out, s, &timer);
     }
-    if (cache_) cache_->insert(rec, s->bundle.data(), s->bundle.size(), w, h, spec_.parts > 1 ? &s->ends : nullptr);
+    int w = 0, h = 0;
+    st = store_decoded(rec, s, &w, &h);
+    if (!st.ok()) {
+      timer.decode();
+      return st;
+    }
     // From here on the stored form is used, hit or not.
     std::uint64_t begin = 0;
     for (int k = 0; k < spec_.parts; ++k) {

@@ -26,6 +26,7 @@
 #include "transform/boxes.h"
 #include "transform/mask_plan.h"
 #include "transform/pipeline.h"
+#include "util/thread_annotations.h"
 
 namespace stoker::detail {
 
@@ -177,6 +178,11 @@ class SampleMaker {
   // cache=kDecoded: true until the loader's first batch is out (see
   // process_decoded); null: never.
   void set_first_batch_flag(const std::atomic<bool>* before_first_batch) { first_batch_ = before_first_batch; }
+  // cache=kDecoded: once the first batch is out, decodes and stores one of
+  // the records the first batch made without storing (process_decoded), so
+  // the next epoch finds them; false when none is left. A worker calls it
+  // after its task, so the first epoch pays for them, not the second.
+  bool fill_deferred(Scratch* s) const;
 
   // Every member the schema reads of record `rec`, concatenated into *bytes,
   // part k ending at (*ends)[k]: what cache="ram" keeps (the preload uses it).
@@ -189,7 +195,9 @@ class SampleMaker {
   void add_output(FieldSpec* f, std::string name, std::string descr, std::vector<std::int64_t> dims,
                   std::size_t item, int per_record = 1);
   void place_outputs();
-  Status read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read) const;
+  // look_up false: the cache was just asked (no second look-up, no second miss counted).
+  Status read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read, bool look_up = true) const;
+  Status store_decoded(std::uint32_t rec, Scratch* s, int* width, int* height) const;
   Status process(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
                  Scratch* s) const;
   Status from_parts(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, SampleOut out,
@@ -210,6 +218,9 @@ class SampleMaker {
   const LoaderOptions& opt_;
   SampleCache* cache_;
   const std::atomic<bool>* first_batch_ = nullptr;
+  mutable Mutex deferred_mu_;
+  mutable std::vector<std::uint32_t> deferred_ GUARDED_BY(deferred_mu_);  // see fill_deferred
+  mutable std::atomic<bool> has_deferred_{false};
   std::optional<Pipeline> pipeline_;  // with an image field (without views)
   std::vector<Pipeline> views_;       // LoaderOptions::views: one pipeline per view
   std::vector<int> view_outputs_;     // each view's output

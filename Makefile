@@ -92,25 +92,26 @@ check-thread-safety: deps
 	cmake --build build-tsa -j$(JOBS) --target stoker_core stoker_pack
 
 # libFuzzer targets (clang): every fuzz/<name>_fuzz.cc (fuzz/CMakeLists.txt builds the same list), each
-# run on its seeds (scripts/make_fuzz_corpus.py, build-fuzz/corpus/<name>) and what earlier runs found
-# (build-fuzz/found/<name>: new inputs, and crash-*/leak-*/oom-*/timeout-* files, the findings), with
+# run on its seeds (scripts/make_fuzz_corpus.py, $(FUZZ_BUILD)/corpus/<name>) and what earlier runs found
+# ($(FUZZ_BUILD)/found/<name>: new inputs, and crash-*/leak-*/oom-*/timeout-* files, the findings), with
 # fuzz/<name>.dict when there is one. Every target runs even after one fails; the command fails if any
-# did. UBSan's reports count as findings.
+# did. UBSan's reports count as findings. FUZZ_BUILD: the build folder (default build-fuzz).
 FUZZ_TARGETS := $(patsubst fuzz/%_fuzz.cc,%,$(sort $(wildcard fuzz/*_fuzz.cc)))
+FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 20
 FUZZ_FLAGS ?= -rss_limit_mb=2048 -timeout=25
 define fuzz_run
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_BUILD_FUZZ=ON \
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKER_BUILD_FUZZ=ON \
 	  -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
-	cmake --build build-fuzz -j$(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
-	PYTHONPATH=python $(PYTHON) scripts/make_fuzz_corpus.py build-fuzz/corpus
-	@failed=""; for t in $(FUZZ_TARGETS); do mkdir -p build-fuzz/found/$$t; echo "== $${t}_fuzz: $(1) s"; \
-	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 build-fuzz/fuzz/$${t}_fuzz -max_total_time=$(1) \
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+	PYTHONPATH=python $(PYTHON) scripts/make_fuzz_corpus.py $(FUZZ_BUILD)/corpus
+	@failed=""; for t in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_BUILD)/found/$$t; echo "== $${t}_fuzz: $(1) s"; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $(FUZZ_BUILD)/fuzz/$${t}_fuzz -max_total_time=$(1) \
 	    -print_final_stats=1 $(FUZZ_FLAGS) $$([ -f fuzz/$$t.dict ] && echo -dict=fuzz/$$t.dict) \
-	    -artifact_prefix=build-fuzz/found/$$t/ \
-	    build-fuzz/found/$$t build-fuzz/corpus/$$t || failed="$$failed $$t"; done; \
-	if [ -n "$$failed" ]; then echo "fuzz: findings in:$$failed (inputs under build-fuzz/found/<target>/)"; exit 1; fi; \
+	    -artifact_prefix=$(FUZZ_BUILD)/found/$$t/ \
+	    $(FUZZ_BUILD)/found/$$t $(FUZZ_BUILD)/corpus/$$t || failed="$$failed $$t"; done; \
+	if [ -n "$$failed" ]; then echo "fuzz: findings in:$$failed (inputs under $(FUZZ_BUILD)/found/<target>/)"; exit 1; fi; \
 	echo "fuzz: no findings in $(words $(FUZZ_TARGETS)) targets ($(FUZZ_TARGETS))"
 endef
 fuzz: deps build

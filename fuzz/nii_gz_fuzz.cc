@@ -1,9 +1,10 @@
 // libFuzzer: a whole .nii.gz (or .nii/.npy) volume read the way a training
 // run reads it: a Loader with a VolumeField over a one-record source, so the
-// volume maker's probe inflates the gzip member (GzipStream, or libdeflate
-// when installed, and back to zlib on failure), parses the header from the
-// inflated prefix, checks it against the trailer's ISIZE and inflates the
-// voxels; then one batch cuts a padded, centred patch out of them.
+// volume maker's probe inflates the file (inflate_gzip_volume: the header from
+// the inflated prefix, its size bounded by deflate's 1032:1, then the voxels by
+// libdeflate at once when installed and the trailer's ISIZE agrees, else by
+// GzipStream across members); then one batch cuts a padded, centred patch out
+// of them.
 // (volume_header_fuzz drives the header parser and GzipStream's piecewise
 // reads directly.)
 //

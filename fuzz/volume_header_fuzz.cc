@@ -1,7 +1,9 @@
-// libFuzzer: the volume header parser (.npy, NIfTI-1/2) and the gzip reader over arbitrary bytes.
+// libFuzzer: the volume header parser (.npy, NIfTI-1/2), the gzip reader and the whole-file
+// inflate of a gzipped volume (inflate_gzip_volume) over arbitrary bytes.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "decode/volume_format.h"
 
@@ -38,11 +40,25 @@ void check_gzip(const std::uint8_t* data, std::size_t size) {
   (void)g.finish();
 }
 
+// A whole gzipped volume file: what is accepted holds the header's voxels, and never more than
+// the compressed size can inflate to (what was allocated for it).
+void check_whole(const std::uint8_t* data, std::size_t size) {
+  stoker::detail::VolumeHeader h;
+  std::vector<std::uint8_t> out;
+  const stoker::Status s = stoker::detail::inflate_gzip_volume(data, size, std::uint64_t{1} << 18, &h, &out);
+  if (out.size() > stoker::detail::gzip_max_output(size)) __builtin_trap();
+  if (!s.ok()) return;
+  if (h.data_offset > out.size() || h.data_bytes > out.size() - h.data_offset) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   check_header(data, size);
-  if (stoker::detail::is_gzip(data, size)) check_gzip(data, size);
+  if (stoker::detail::is_gzip(data, size)) {
+    check_gzip(data, size);
+    check_whole(data, size);
+  }
   (void)stoker::detail::gzip_isize(data, size);
   return 0;
 }

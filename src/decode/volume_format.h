@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "stoker/status.h"
 
@@ -90,11 +91,16 @@ class GzipStream {
   // Inflates exactly `want` bytes into dst. Corrupt "truncated gzip: ..." when the input or
   // the stream ends first, "gzip data error: <zlib's reason> after N bytes of output" for bad data.
   Status read(std::uint8_t* dst, std::size_t want);
+  // Inflates up to `want` bytes into dst; *got < want only where the stream ends (after its
+  // last member, padding skipped). Errors as read().
+  Status read_some(std::uint8_t* dst, std::size_t want, std::size_t* got) { return inflate_some(dst, want, got); }
   // Inflates and drops n bytes.
   Status skip(std::uint64_t n);
-  // After the expected output: checks that the stream ends there, with its CRC-32 and ISIZE
-  // verified. Corrupt "gzip holds more data than the header says" if output remains,
-  // "gzip CRC mismatch ..." on a bad trailer, "truncated gzip ..." if the trailer is missing.
+  // After the expected output: checks that the stream ends there, every member's CRC-32 and
+  // ISIZE verified. Corrupt "gzip holds more data than the header says" if output remains,
+  // "gzip CRC mismatch ..." on a bad trailer, "truncated gzip ..." if the trailer is missing,
+  // "gzip: N bytes of trailing data after the stream ..." for bytes after the last member that
+  // are neither zero padding nor another member.
   Status finish();
   // Bytes inflated so far.
   std::uint64_t out_bytes() const { return out_; }
@@ -128,6 +134,32 @@ class GzipStream {
 };
 
 // The gzip trailer's ISIZE (the uncompressed size mod 2^32, of the last member only), 0 when n < 18.
+// Only a hint: a file of several members, or zero-padded, ends otherwise.
 std::uint32_t gzip_isize(const std::uint8_t* data, std::size_t n);
+
+// The most output n bytes of gzip can inflate to. Deflate's largest ratio is 1032:1 (a 258-byte
+// match per 2 bits: a 1-bit length code and a 1-bit distance code); gzip's framing (18 bytes a
+// member) and zero padding make no output, so 1032 * n bounds the output of any n bytes; 4 KiB
+// more is slack. Saturates at UINT64_MAX.
+std::uint64_t gzip_max_output(std::uint64_t n);
+
+// A gzipped volume file (.nii.gz, a gzipped .npy) inflated whole, its n bytes at data: the header
+// read through the stream (the first min(kVolumeHeaderPrefix, output) bytes: the gzip trailer's
+// ISIZE is not trusted, so files of several members, as pigz or `cat a.gz b.gz` write, and
+// zero-padded ones read as gzip -d and nibabel read them), then the voxels inflated straight into
+// *out, with no other copy of the output. On success *out holds the voxels at h->data_offset
+// (h->data_offset is 0, or the file's own offset when the whole file was inflated at once).
+// libdeflate (libdeflate.so.0, dlopen()ed when present) inflates a one-member file at once;
+// zlib does the rest, and re-reads what libdeflate refused to name the reason.
+// Refuses with
+//  - the header's errors (parse_volume_header; the file's size is known to it only when the whole
+//    output is shorter than the prefix);
+//  - Corrupt "the header says T bytes uncompressed; N bytes of gzip inflate to at most M" when
+//    T > gzip_max_output(n), before anything of T bytes is allocated (a forged header must not
+//    make a worker allocate up to max_voxels x 8 bytes);
+//  - GzipStream's errors: truncation, a CRC or ISIZE mismatch in any member, more output than
+//    the header says, trailing bytes that are neither zero padding nor another member.
+Status inflate_gzip_volume(const std::uint8_t* data, std::size_t n, std::uint64_t max_voxels, VolumeHeader* h,
+                           std::vector<std::uint8_t>* out);
 
 }  // namespace stoker::detail

@@ -1,6 +1,5 @@
 #include "sample/volume_maker.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -81,94 +80,10 @@ class Mapping {
   std::uint64_t size_ = 0;
 };
 
-// libdeflate (Debian's libdeflate0), loaded at run time when present: it
-// inflates a whole gzip member about twice as fast as zlib's streaming
-// inflate (bench/volume_bench.py's first epoch). Its C API (libdeflate.h,
-// stable since 1.0), declared here: the -dev package is not needed, and
-// without the library zlib does it all.
-struct Libdeflate {
-  void* (*alloc)() = nullptr;
-  int (*gzip_decompress)(void*, const void*, std::size_t, void*, std::size_t, std::size_t*) = nullptr;
-  void (*free_decompressor)(void*) = nullptr;
-};
-const Libdeflate* libdeflate() {
-  static const Libdeflate* lib = []() -> const Libdeflate* {
-    void* h = dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return nullptr;
-    static Libdeflate l;
-    l.alloc = reinterpret_cast<void* (*)()>(dlsym(h, "libdeflate_alloc_decompressor"));
-    l.gzip_decompress = reinterpret_cast<int (*)(void*, const void*, std::size_t, void*, std::size_t, std::size_t*)>(
-        dlsym(h, "libdeflate_gzip_decompress"));
-    l.free_decompressor = reinterpret_cast<void (*)(void*)>(dlsym(h, "libdeflate_free_decompressor"));
-    return l.alloc && l.gzip_decompress && l.free_decompressor ? &l : nullptr;
-  }();
-  return lib;
-}
-// One decompressor per thread (they are not thread-safe), freed at thread exit.
-void* libdeflate_decompressor(const Libdeflate& l) {
-  struct Owner {
-    const Libdeflate* l = nullptr;
-    void* d = nullptr;
-    Owner() = default;
-    Owner(const Owner&) = delete;
-    Owner& operator=(const Owner&) = delete;
-    ~Owner() {
-      if (d) l->free_decompressor(d);
-    }
-  };
-  thread_local Owner owner;
-  if (!owner.d) {
-    owner.l = &l;
-    owner.d = l.alloc();
-  }
-  return owner.d;
-}
-
 // Inflates a gzipped volume file whole into *out (its voxels at
-// out->h.data_offset of out->data).
+// out->h.data_offset of out->data): see inflate_gzip_volume.
 Status inflate_volume(const std::uint8_t* data, std::size_t n, std::uint64_t max_voxels, VolumeEntry* out) {
-  GzipStream z;
-  Status st = z.open(data, n);
-  if (!st.ok()) return st;
-  // The header: the first min(4096, file) bytes; the trailer's ISIZE says
-  // the file's size when it is under 4 GiB.
-  const std::uint32_t isize = gzip_isize(data, n);
-  std::size_t prefix = kVolumeHeaderPrefix;
-  if (isize > 0 && isize < prefix) prefix = isize;
-  std::vector<std::uint8_t> head(prefix);
-  st = z.read(head.data(), prefix);
-  if (!st.ok()) return st;
-  st = parse_volume_header(head.data(), head.size(), UINT64_MAX, max_voxels, &out->h);
-  if (!st.ok()) return st;
-  const std::uint64_t total = out->h.data_offset + out->h.data_bytes;
-  if (n < (1ULL << 32) && isize != static_cast<std::uint32_t>(total) && total < (1ULL << 32)) {
-    return Status::Corrupt("the header says " + std::to_string(total) + " bytes, the gzip stream holds " +
-                           std::to_string(isize));
-  }
-  // The whole member at once (its size now known and bounded by the header)
-  // when libdeflate is there; any failure (a truncated or damaged stream, a
-  // multi-member file) goes to zlib below, which names the reason.
-  if (const Libdeflate* ld = libdeflate(); ld && total == isize) {
-    out->data.resize(total);
-    if (ld->gzip_decompress(libdeflate_decompressor(*ld), data, n, out->data.data(), total, nullptr) == 0) {
-      return Status();
-    }
-  }
-  out->data.resize(out->h.data_bytes);
-  std::uint64_t have = 0;  // voxel bytes already in `head`
-  if (out->h.data_offset < prefix) {
-    have = std::min<std::uint64_t>(prefix - out->h.data_offset, out->h.data_bytes);
-    std::memcpy(out->data.data(), head.data() + out->h.data_offset, have);
-  } else {
-    st = z.skip(out->h.data_offset - prefix);
-    if (!st.ok()) return st;
-  }
-  st = z.read(out->data.data() + have, out->h.data_bytes - have);
-  if (!st.ok()) return st;
-  st = z.finish();
-  if (!st.ok()) return st;
-  out->h.data_offset = 0;
-  return Status();
+  return inflate_gzip_volume(data, n, max_voxels, &out->h, &out->data);
 }
 
 }  // namespace

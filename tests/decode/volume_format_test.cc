@@ -772,5 +772,160 @@ TEST(GzipStreamTest, ConcatenatedMembersAndPadding) {
   EXPECT_NE(s.message().find("trailing data"), std::string::npos) << s.message();
 }
 
+// ---- a whole .nii.gz: inflate_gzip_volume ----
+
+// A NIfTI-1 of dim (3, 40, 30, 20) int16 whose voxels are not all alike.
+Bytes varied_nifti() {
+  NiftiSpec s;
+  s.dim = {3, 40, 30, 20};
+  s.datatype = 4;
+  s.bitpix = 16;
+  Bytes raw = nifti(s);
+  const Bytes p = payload(raw.size() - 352);
+  std::copy(p.begin(), p.end(), raw.begin() + 352);
+  return raw;
+}
+
+// The raw file gzipped as members cut at `cuts` (offsets into raw, ascending), then `pad` zero bytes.
+Bytes gzip_members(const Bytes& raw, const std::vector<std::size_t>& cuts, std::size_t pad = 0) {
+  Bytes gz;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i <= cuts.size(); ++i) {
+    const std::size_t to = i < cuts.size() ? cuts[i] : raw.size();
+    const Bytes m = gzip(Bytes(raw.begin() + static_cast<std::ptrdiff_t>(at), raw.begin() + static_cast<std::ptrdiff_t>(to)));
+    gz.insert(gz.end(), m.begin(), m.end());
+    at = to;
+  }
+  gz.resize(gz.size() + pad, 0);
+  return gz;
+}
+
+// inflate_gzip_volume's voxels, as stored at h.data_offset of the output.
+Status inflate_whole(const Bytes& gz, VolumeHeader* h, Bytes* voxels) {
+  Bytes out;
+  Status s = inflate_gzip_volume(gz.data(), gz.size(), kMaxVoxels, h, &out);
+  if (s.ok()) {
+    EXPECT_LE(h->data_offset + h->data_bytes, out.size());
+    voxels->assign(out.begin() + static_cast<std::ptrdiff_t>(h->data_offset),
+                   out.begin() + static_cast<std::ptrdiff_t>(h->data_offset + h->data_bytes));
+  }
+  return s;
+}
+
+TEST(InflateGzipVolumeTest, OneMemberSeveralMembersAndZeroPaddingReadAlike) {
+  const Bytes raw = varied_nifti();
+  const Bytes want(raw.begin() + 352, raw.end());
+  // F2 (fuzz/nii_gz_fuzz): the trailer's ISIZE is the last member's size (or padding), not the file's.
+  const std::vector<std::pair<const char*, Bytes>> cases = {
+      {"one member", gzip_members(raw, {})},
+      {"one member, zero-padded", gzip_members(raw, {}, 512)},
+      {"two members (cut after the voxels start)", gzip_members(raw, {raw.size() / 2})},
+      {"three members (cut inside the header)", gzip_members(raw, {100, 348})},
+      {"an empty member last, then padding", gzip_members(raw, {raw.size() / 3, raw.size()}, 7)},
+      {"members cut past the 4 KiB header prefix, padded", gzip_members(raw, {4096, 5000}, 1)},
+  };
+  for (const auto& [what, gz] : cases) {
+    VolumeHeader h;
+    Bytes got;
+    Status s = inflate_whole(gz, &h, &got);
+    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+    EXPECT_EQ(h.shape, (std::array<std::int64_t, 3>{40, 30, 20})) << what;
+    EXPECT_EQ(h.type, VoxelType::kI16) << what;
+    EXPECT_TRUE(got == want) << what;
+  }
+}
+
+TEST(InflateGzipVolumeTest, DamagedStreamsNameTheReason) {
+  const Bytes raw = varied_nifti();
+  struct Case {
+    const char* what;
+    Bytes gz;
+    const char* says;
+  };
+  std::vector<Case> cases;
+  Bytes gz = gzip_members(raw, {raw.size() / 2});
+  cases.push_back({"the first member's CRC", gz, "gzip CRC mismatch"});
+  const Bytes first = gzip(Bytes(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(raw.size() / 2)));
+  cases.back().gz[first.size() - 8] ^= 1;
+  cases.push_back({"the second member cut short", Bytes(gz.begin(), gz.end() - 6), "truncated gzip"});
+  cases.push_back({"no second member", first, "truncated gzip"});
+  Bytes junk = gzip_members(raw, {}, 16);
+  junk.push_back('x');
+  cases.push_back({"garbage after the padding", junk, "bytes of trailing data after the stream"});
+  // Garbage whose last 4 bytes are the ISIZE libdeflate's try is keyed on: its result is checked too.
+  junk = gzip_members(raw, {});
+  const Bytes trailer(junk.end() - 4, junk.end());
+  junk.insert(junk.end(), {'a', 'b', 'c'});
+  junk.insert(junk.end(), trailer.begin(), trailer.end());
+  cases.push_back({"garbage ending in the right ISIZE", junk, "bytes of trailing data after the stream"});
+  Bytes more = raw;
+  more.resize(raw.size() + 10, 1);
+  cases.push_back({"more output than the header says", gzip_members(more, {raw.size()}),
+                   "gzip holds more data than the header says"});
+  cases.push_back({"less output than the header says", gzip_members(Bytes(raw.begin(), raw.end() - 1), {}),
+                   "truncated gzip"});
+  cases.push_back({"a header cut short", gzip_members(Bytes(raw.begin(), raw.begin() + 200), {}),
+                   "truncated NIfTI-1 header: 200 of 348 bytes"});
+  for (const Case& c : cases) {
+    VolumeHeader h;
+    Bytes got;
+    Status s = inflate_whole(c.gz, &h, &got);
+    EXPECT_EQ(s.code(), Code::kCorrupt) << c.what << ": " << s.to_string();
+    EXPECT_NE(s.message().find(c.says), std::string::npos) << c.what << ": " << s.message();
+  }
+}
+
+// F3 (fuzz/nii_gz_fuzz): a tiny .nii.gz whose header (and trailer) claim a huge volume is refused
+// before anything of that size is allocated: n bytes of gzip inflate to at most 1032 * n.
+TEST(InflateGzipVolumeTest, ForgedSizesAreRefusedBeforeAllocation) {
+  EXPECT_EQ(gzip_max_output(0), 4096u);
+  EXPECT_EQ(gzip_max_output(81), 81u * 1032 + 4096);
+  EXPECT_EQ(gzip_max_output(UINT64_MAX / 100), UINT64_MAX);
+  // 8 GiB (ISIZE cannot say it) and 128 MiB (ISIZE forged to say it); the stream holds the header
+  // and 8 KiB of zeros: more than the header prefix, so that the whole output is not known then.
+  for (const std::int64_t side : {1024, 256}) {
+    NiftiSpec spec;
+    spec.dim = {3, side, side, side};
+    spec.datatype = 64;
+    spec.bitpix = 64;
+    spec.data = false;
+    Bytes raw = nifti(spec);
+    raw.resize(raw.size() + 8192, 0);
+    Bytes gz = gzip(raw, 9);
+    const std::uint64_t total = 352 + static_cast<std::uint64_t>(side * side * side) * 8;
+    for (int i = 0; i < 4; ++i) gz[gz.size() - 4 + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(total >> (8 * i));
+    ASSERT_LT(gz.size(), 128u);
+    VolumeHeader h;
+    Bytes out;
+    Status s = inflate_gzip_volume(gz.data(), gz.size(), kMaxVoxels, &h, &out);
+    EXPECT_EQ(s.code(), Code::kCorrupt) << s.to_string();
+    const std::string says = "the header says " + std::to_string(total) + " bytes uncompressed; " +
+                             std::to_string(gz.size()) + " bytes of gzip inflate to at most " +
+                             std::to_string(gz.size() * 1032 + 4096);
+    EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
+    EXPECT_EQ(out.capacity(), 0u) << "nothing allocated for the claimed size";
+    // The header alone (81 bytes of gzip, as the fuzzer's): the whole output is in hand, and short.
+    raw.resize(352);
+    gz = gzip(raw, 9);
+    s = inflate_gzip_volume(gz.data(), gz.size(), kMaxVoxels, &h, &out);
+    EXPECT_EQ(s.code(), Code::kCorrupt) << s.to_string();
+    EXPECT_NE(s.message().find("bytes of voxels from offset 352"), std::string::npos) << s.message();
+    EXPECT_EQ(out.capacity(), 0u) << "nothing allocated for the claimed size";
+  }
+  // At the bound, a real file still reads (a volume of zeros compresses about 1000:1).
+  NiftiSpec zeros;
+  zeros.dim = {3, 128, 128, 64};
+  zeros.data = false;
+  Bytes raw = nifti(zeros);
+  raw.resize(352 + 128 * 128 * 64, 0);
+  const Bytes gz = gzip(raw, 9);
+  EXPECT_GT(raw.size(), gz.size() * 500) << "the test wants a file near deflate's limit";
+  VolumeHeader h;
+  Bytes got;
+  Status s = inflate_whole(gz, &h, &got);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(got == Bytes(raw.begin() + 352, raw.end()));
+}
+
 }  // namespace
 }  // namespace stoker::detail

@@ -13,6 +13,7 @@ Batch layout (B volumes per batch, n patches per volume, P the patch size): imag
 label [B*n, 1, *P] (uint8 when record 0's label is uint8, else int32), image_start int64 [B*n, 3],
 image_affine float64 [B*n, 4, 4]; the patches of one volume are consecutive entries.
 """
+import gzip
 import json
 import os
 import re
@@ -168,6 +169,50 @@ def test_full_size_center_crop_reads_every_dtype_and_format_exactly(read_set):
         np.testing.assert_array_equal(got["image_start"][i], [0, 0, 0], err_msg=r["what"])
         np.testing.assert_allclose(got["image_affine"][i], r["affine"], rtol=0, atol=1e-6, err_msg=r["what"])
     assert stats_volume(loader)["patches"] == len(recs)
+
+
+def _regzip(path, cuts=(), pad=0):
+    """Rewrites a .nii.gz as gzip members cut at `cuts` (offsets into the uncompressed file), then `pad` zero
+    bytes: what pigz, `cat a.gz b.gz` and padding tools write."""
+    raw = gzip.decompress(open(path, "rb").read())
+    bounds = [0, *cuts, len(raw)]
+    data = b"".join(gzip.compress(raw[a:b], compresslevel=6) for a, b in zip(bounds, bounds[1:])) + b"\0" * pad
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def test_multi_member_and_zero_padded_nii_gz_read_as_nibabel(tmp_path):
+    """F2 (fuzz/nii_gz_fuzz): the gzip trailer's ISIZE is not the file's size when the file has several members
+    or zero padding; stoker reads the header through the stream, as gzip -d and nibabel do. Each file equals
+    nibabel's np.asanyarray(img.dataobj), and the same volume as an uncompressed .nii through stoker."""
+    shape = (20, 24, 28)  # 53,760 bytes of float32: cuts inside the header, the 4 KiB prefix and the voxels
+    arr = V.random_values(np.random.default_rng(21), shape, "float32")
+    aff = V.example_affine()
+    plain = V.write_nifti(tmp_path / "plain.nii", arr, aff)
+    cases = {"one_member": dict(), "padded": dict(pad=1000), "two_members": dict(cuts=(30000,)),
+             "three_members": dict(cuts=(100, 5000)), "members_padded": dict(cuts=(348, 352, 4096), pad=3),
+             "empty_member_last": dict(cuts=(53760 + 352,), pad=1)}
+    paths = [plain]
+    for name, kw in cases.items():
+        p = V.write_nifti(tmp_path / f"{name}.nii.gz", arr, aff, gz=True)
+        paths.append(_regzip(p, **kw))
+        n = len(gzip.open(p).read())
+        assert n == 352 + arr.nbytes, (name, n)
+        if kw:  # the trailer's ISIZE no longer says the file's size
+            assert struct.unpack("<I", open(p, "rb").read()[-4:])[0] != n, name
+    csv = V.write_list(tmp_path / "m.csv", [(p, i) for i, p in enumerate(paths)], header=("image", "idx"))
+    loader = make(csv, [stoker.CenterSpatialCrop(shape)], fields=[stoker.Volume("image")], batch_size=len(paths),
+                  on_corrupt="raise")
+    got = run(loader)
+    check_layout(got, len(paths), 1, shape)
+    for i, p in enumerate(paths):
+        want = V.nifti_raw(p)
+        assert want.shape == (1,) + shape
+        np.testing.assert_array_equal(want[0], arr, err_msg=p)  # nibabel reads every variant
+        np.testing.assert_array_equal(got["image"][i], want.astype(np.float32), err_msg=p)
+        np.testing.assert_array_equal(got["image"][i], got["image"][0], err_msg=p)  # = the .nii through stoker
+        np.testing.assert_allclose(got["image_affine"][i], nib.load(p).affine, rtol=0, atol=1e-6)
 
 
 def test_nifti_scaling_is_applied_as_get_fdata(tmp_path):
@@ -824,6 +869,28 @@ def _bad_gz_crc(d):
     return p, None
 
 
+def _bad_gz_trailing_garbage(d):
+    p = V.write_nifti(d / "tail.nii.gz", V.coord_volume(BAD_SHAPE, "float32", offset=1 * BAD_N), np.eye(4), gz=True)
+    with open(p, "ab") as f:
+        f.write(b"\0\0\0not gzip")
+    return p, None
+
+
+def _bad_gz_forged_size(d):
+    """F3: a tiny .nii.gz (the header and 8 KiB of zeros) whose header says 1024^3 float64 (8 GiB) and whose
+    trailer's ISIZE agrees (mod 2^32): refused before anything of that size is allocated."""
+    p = V.write_nifti(d / "forged.nii", np.zeros((4, 4, 4), np.float64), np.eye(4))
+    for i in (1, 2, 3):
+        _patch_bytes(p, 40 + 2 * i, "<h", 1024)
+    raw = open(p, "rb").read()[:352] + bytes(8192)
+    data = bytearray(gzip.compress(raw, compresslevel=9))
+    data[-4:] = struct.pack("<I", (352 + 8 * 1024 ** 3) & 0xFFFFFFFF)
+    assert len(data) < 128, len(data)
+    q = d / "forged.nii.gz"
+    q.write_bytes(bytes(data))
+    return os.fspath(q), None
+
+
 def _bad_huge_dims(d):
     p = V.write_nifti(d / "huge.nii", np.zeros((4, 4, 4), np.uint8), np.eye(4))
     for i in (1, 2, 3):
@@ -842,6 +909,9 @@ BAD_CASES = {
                                  r"larger|exceed|smaller|SpatialPad|patch"),
     "gz_truncated": (_bad_gz_truncated, {"corrupt"}, r"truncat|gzip|inflate|unexpected end"),
     "gz_crc": (_bad_gz_crc, {"corrupt"}, r"crc|checksum|gzip|corrupt"),
+    "gz_trailing_garbage": (_bad_gz_trailing_garbage, {"corrupt"}, r"trailing data"),
+    "gz_forged_size": (_bad_gz_forged_size, {"corrupt"}, r"header says 8589934944 bytes uncompressed; \d+ bytes of gzip"
+                                                         r" inflate to at most \d+"),
     "huge_dims": (_bad_huge_dims, {"corrupt", "resource_exhausted"},
                   r"voxels|max_volume_voxels|too large|exceed|size|truncat|32767"),
 }

@@ -149,6 +149,34 @@ TEST(IndexTest, RoundTripAndTamperDetection) {
   EXPECT_FALSE(parse_index(text.substr(0, text.size() / 2), &back).ok());
 }
 
+// Numbers with leading zeros (an index edited by hand or written by another tool, checksum
+// recomputed) are read as their values, and serialize back without them (F6, fuzz/index_fuzz.cc):
+// accepted, not refused, so that such an index keeps being used rather than the shard indexed again.
+TEST(IndexTest, LeadingZerosReadAsTheirValues) {
+  std::string body =
+      "stoker-index 0002\nshard_size 010000\nshard_mtime_ns 00000000000170431860\nlabels cls\nrecords 01\n"
+      "k\tjpg\t0512\t00100\t007\t\tjpg\t000512\t0100\n";
+  char sum[40];
+  std::snprintf(sum, sizeof(sum), "checksum %016llx\n",
+                static_cast<unsigned long long>(fnv1a64(body.data(), body.size())));
+  ShardIndex idx;
+  Status s = parse_index(body + sum, &idx);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(idx.shard_size, 10000u);
+  EXPECT_EQ(idx.shard_mtime_ns, 170431860);
+  ASSERT_EQ(idx.records.size(), 1u);
+  EXPECT_EQ(idx.records[0].offset, 512u);
+  EXPECT_EQ(idx.records[0].size, 100u);
+  EXPECT_EQ(idx.records[0].label, 7);
+  EXPECT_EQ(idx.records[0].members, (std::vector<IndexMember>{{"jpg", 512, 100}}));
+  const std::string canonical = serialize_index(idx);
+  EXPECT_NE(canonical.find("shard_mtime_ns 170431860\n"), std::string::npos) << canonical;
+  EXPECT_NE(canonical.find("k\tjpg\t512\t100\t7\t\tjpg\t512\t100\n"), std::string::npos) << canonical;
+  ShardIndex back;
+  ASSERT_TRUE(parse_index(canonical, &back).ok());
+  EXPECT_EQ(serialize_index(back), canonical);
+}
+
 TEST(IndexTest, BuildGroupsMembersIntoSamples) {
   auto tar = make_tar({{"k1.jpg", "J"}, {"k1.cls", "4"}, {"k1.json", "{}"}, {"k2.txt", "t"}, {"k3.png", "P"},
                        {"k3.cls", "x"}, {"k4.npy", "N"}});

@@ -4,10 +4,13 @@ import lines, against stoker's own Loader on the same pipeline.
 
 Every configuration runs examples/train_torchvision.py (or its port,
 examples/train_torchvision_stoker.py) as a user would, in a fresh process, with
-`--model none --skip-eval --epochs 1 --batch-size 64 --workers 2
+`--model none --skip-eval --epochs 3 --batch-size 64 --workers 2
 --train-crop-size 224 --warmup-steps 3` (the input pipeline alone, over the
 whole set unless --max-steps bounds it), and reads its RESULT line: images/s
-of the training epoch without its first 3 steps.
+of the training epochs, each without its first 3 steps, and of each epoch (a
+training run is many epochs: the table gives the whole run's rate, the first
+epoch's, which pays for reading the set once on either side, and the later
+epochs').
 
   A  unmodified script: torch DataLoader (2 worker processes, persistent), torchvision's ImageFolder,
      the standard train preset (RandomResizedCrop(224) + flip + PILToTensor + ConvertImageDtype + Normalize)
@@ -75,23 +78,29 @@ def child_native(args):
     loader = stoker.Loader(args.data, batch_size=args.batch_size, shuffle=True, seed=0, threads=args.workers,
                            transforms=[stoker.RandomResizedCrop(args.crop), stoker.RandomHorizontalFlip(),
                                        stoker.Normalize(MEAN, STD)], progress=False)
-    sizes, starts, waits = [], [], []
-    end = time.time()
-    for i, (image, target) in enumerate(loader):
-        starts.append(end)
-        waits.append(time.time() - end)
-        sizes.append(int(image.shape[0]))
-        assert image.shape[1:] == (3, args.crop, args.crop), image.shape
-        if args.max_steps and i + 1 >= args.max_steps:
-            end = time.time()
-            break
-        end = time.time()
+    images = seconds = waited = 0
+    per_epoch, epoch_images = [], []
     w = args.warmup_steps
-    seconds = end - starts[w]
-    print(f"native: {sum(sizes)} images", flush=True)
-    print("RESULT " + json.dumps({"images_per_s": sum(sizes[w:]) / seconds, "images": sum(sizes[w:]),
-                                  "seconds": seconds, "data_wait_share": sum(waits[w:]) / seconds,
-                                  "epoch_images": sum(sizes)}), flush=True)
+    for _ in range(args.epochs):
+        sizes, starts, waits = [], [], []
+        end = time.time()
+        for i, (image, target) in enumerate(loader):
+            starts.append(end)
+            waits.append(time.time() - end)
+            sizes.append(int(image.shape[0]))
+            assert image.shape[1:] == (3, args.crop, args.crop), image.shape
+            if args.max_steps and i + 1 >= args.max_steps:
+                end = time.time()
+                break
+            end = time.time()
+        s = end - starts[w]
+        images, seconds, waited = images + sum(sizes[w:]), seconds + s, waited + sum(waits[w:])
+        per_epoch.append(sum(sizes[w:]) / s)
+        epoch_images.append(sum(sizes))
+        print(f"native: {sum(sizes)} images", flush=True)
+    print("RESULT " + json.dumps({"images_per_s": images / seconds, "images": images, "seconds": seconds,
+                                  "data_wait_share": waited / seconds, "epochs_images_per_s": per_epoch,
+                                  "epoch_images": epoch_images}), flush=True)
 
 
 def child_stats(args, script_args):
@@ -124,7 +133,7 @@ def cpu_busy_s():
 
 
 def script_args(args, extra):
-    a = ["--data-path", args.data, "--model", "none", "--skip-eval", "--epochs", "1", "--batch-size",
+    a = ["--data-path", args.data, "--model", "none", "--skip-eval", "--epochs", str(args.epochs), "--batch-size",
          str(args.batch_size), "--workers", str(args.workers), "--train-crop-size", str(args.crop),
          "--warmup-steps", str(args.warmup_steps), "--print-freq", "1000"]
     if args.max_steps:
@@ -152,7 +161,7 @@ def run(name, args):
     if script == "native":
         cmd = [sys.executable, os.path.abspath(__file__), args.data, "--child", "native", "--batch-size",
                str(args.batch_size), "--workers", str(args.workers), "--crop", str(args.crop), "--warmup-steps",
-               str(args.warmup_steps), "--max-steps", str(args.max_steps)]
+               str(args.warmup_steps), "--max-steps", str(args.max_steps), "--epochs", str(args.epochs)]
     else:
         cmd = [sys.executable, script] + script_args(args, extra)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env())
@@ -166,16 +175,18 @@ def run(name, args):
     res = json.loads(lines[-1][len("RESULT "):])
     # Correctness, not timing: the run read the images it was asked to.
     sizes = expected_sizes(args)
-    want = sum(sizes[args.warmup_steps:])
+    want = sum(sizes[args.warmup_steps:]) * args.epochs
     if res["images"] != want:
         sys.exit(f"drop_in_bench: configuration {name} timed {res['images']} images, expected {want}")
-    epoch = res.get("epoch_images")
-    if epoch is None:  # the script's "train: N images in" line
-        for line in lines:
-            if " train: " in line and " images in " in line:
-                epoch = int(line.split(" train: ", 1)[1].split()[0])
-    if epoch != sum(sizes):
-        sys.exit(f"drop_in_bench: configuration {name} read {epoch} images in its epoch, expected {sum(sizes)}")
+    epochs = res.get("epoch_images")
+    if epochs is None:  # the script's "train: N images in" lines, one per epoch
+        epochs = [int(line.split(" train: ", 1)[1].split()[0]) for line in lines
+                  if " train: " in line and " images in " in line]
+    if epochs != [sum(sizes)] * args.epochs:
+        sys.exit(f"drop_in_bench: configuration {name} read {epochs} images in its epochs, expected "
+                 f"{[sum(sizes)] * args.epochs}")
+    if len(res.get("epochs_images_per_s", [])) != args.epochs:
+        sys.exit(f"drop_in_bench: configuration {name} gave no images/s for each of its {args.epochs} epochs")
     res["stderr"] = [x for x in proc.stderr.splitlines() if x.startswith("stoker:")]
     return res
 
@@ -225,7 +236,8 @@ def main():
     ap.add_argument("--workers", type=int, default=2, help="DataLoader worker processes = stoker threads")
     ap.add_argument("--crop", type=int, default=224, help="--train-crop-size")
     ap.add_argument("--warmup-steps", type=int, default=3, help="steps left out of the timing at the start")
-    ap.add_argument("--max-steps", type=int, default=0, help="steps per run (0: the whole set)")
+    ap.add_argument("--max-steps", type=int, default=0, help="steps per epoch (0: the whole set)")
+    ap.add_argument("--epochs", type=int, default=3, help="epochs per run (each run a fresh process)")
     ap.add_argument("--configs", default="ABCDEFG", help="which configurations (default ABCDEFG)")
     ap.add_argument("--no-diagnostics", action="store_true", help="skip the stats() runs after the rounds")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="where bench/decode_ceiling is built")
@@ -241,7 +253,7 @@ def main():
     if args.child == "stats":
         return child_stats(args, [x for x in rest if x != "--"])
     if args.quick:
-        args.rounds, args.max_steps = 1, args.max_steps or 12
+        args.rounds, args.max_steps, args.epochs = 1, args.max_steps or 12, 1
         args.configs = "".join(c for c in args.configs if c in "ABCDE")
     configs = [c for c in CONFIGS if c in args.configs.upper()]
     sizes = expected_sizes(args)
@@ -283,37 +295,47 @@ def main():
     import torch
     import torchvision
     rate = {c: [x["images_per_s"] for x in runs[c]] for c in configs}
+    first = {c: [x["epochs_images_per_s"][0] for x in runs[c]] for c in configs}
+    later = {c: [median(x["epochs_images_per_s"][1:]) for x in runs[c]] for c in configs} if args.epochs > 1 else {}
     print(f"\ncommand: {command}")
     print(f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} cores available ({os.cpu_count()} online); "
           f"Python {platform.python_version()}, torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"Linux {platform.release()}; other processes used {others:.2f} cores on average during the rounds")
-    print(f"each run: a fresh process; --model none --skip-eval --epochs 1 -b {args.batch_size} --workers "
+    print(f"each run: a fresh process; --model none --skip-eval --epochs {args.epochs} -b {args.batch_size} --workers "
           f"{args.workers} --train-crop-size {args.crop} --warmup-steps {args.warmup_steps}"
           f"{f' --max-steps {args.max_steps}' if args.max_steps else ''}: {sum(sizes[args.warmup_steps:])} images "
-          f"timed of {sum(sizes)}; {args.rounds} round(s), alternating order\n")
-    print("| | configuration | images/s (median) | per round | data wait (median) | × decode ceiling |")
-    print("|---|---|---:|---|---:|---:|")
+          f"timed of {sum(sizes)} per epoch; {args.rounds} round(s), alternating order\n")
+    later_head = f" epochs 2-{args.epochs} |" if later else ""
+    print(f"| | configuration | images/s, all {args.epochs} epochs (median) | per round | epoch 1 |{later_head} "
+          f"data wait (median) | × decode ceiling |")
+    print("|---|---|---:|---|---:|" + ("---:|" if later else "") + "---:|---:|")
     ceil = median(ceilings) if ceilings else None
     for c in configs:
         wait = median([x["data_wait_share"] for x in runs[c]])
         xc = f"{median([a / b for a, b in zip(rate[c], ceilings)]):.2f}" if ceilings else ""
+        later_col = f" {median(later[c]):.1f} |" if later else ""
         print(f"| {c} | {CONFIGS[c][2]} | {median(rate[c]):.1f} | {', '.join(f'{x:.1f}' for x in rate[c])} | "
-              f"{100 * wait:.0f}% | {xc} |")
+              f"{median(first[c]):.1f} |{later_col} {100 * wait:.0f}% | {xc} |")
     if ceilings:
         print(f"| | libjpeg-turbo full decode only ({args.workers} threads): the ceiling | {ceil:.1f} | "
-              f"{', '.join(f'{x:.1f}' for x in ceilings)} | | 1.00 |")
-    print("\n| ratio | what | same-round values | median | target | |")
-    print("|---|---|---|---:|---:|---|")
+              f"{', '.join(f'{x:.1f}' for x in ceilings)} | |" + (" |" if later else "") + " | 1.00 |")
+    print(f"\n| ratio | what | same-round values, all epochs | median, all epochs | epoch 1 |"
+          f"{later_head} target | |")
+    print("|---|---|---|---:|---:|" + ("---:|" if later else "") + "---:|---|")
     verdicts = {}
     for num, den, target, what in RATIOS:
         if num not in configs or den not in configs:
             continue
         paired = [a / b for a, b in zip(rate[num], rate[den])]
         m = median(paired)
+        m1 = median([a / b for a, b in zip(first[num], first[den])])
+        ml = median([a / b for a, b in zip(later[num], later[den])]) if later else None
         verdict = "" if target is None else ("PASS" if m >= target else "FAIL")
-        verdicts[f"{num}/{den}"] = {"paired": paired, "median": m, "target": target, "verdict": verdict}
-        print(f"| {num}/{den} | {what} | {', '.join(f'{x:.2f}' for x in paired)} | {m:.2f}× | "
-              f"{'' if target is None else f'≥ {target:g}×'} | {verdict} |")
+        verdicts[f"{num}/{den}"] = {"paired": paired, "median": m, "epoch_1": m1, "later_epochs": ml,
+                                    "target": target, "verdict": verdict}
+        later_col = f" {ml:.2f}× |" if later else ""
+        print(f"| {num}/{den} | {what} | {', '.join(f'{x:.2f}' for x in paired)} | {m:.2f}× | {m1:.2f}× |"
+              f"{later_col} {'' if target is None else f'≥ {target:g}×'} | {verdict} |")
     if notes:
         print("\nstoker said (stderr of the runs):")
         for line in notes:

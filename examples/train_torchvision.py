@@ -22,9 +22,9 @@ else (diff the two files; it needs stoker importable: installed, or
 PYTHONPATH=python from the repository).
 
 Its last line is machine-readable: `RESULT {"images_per_s": ..., "images": ...,
-"seconds": ..., "data_wait_share": ...}`, the training epochs' throughput and the
-share of their time spent waiting for a batch, each epoch's first
---warmup-steps steps left out.
+"seconds": ..., "data_wait_share": ..., "epochs_images_per_s": [...]}`, the
+training epochs' throughput, the share of their time spent waiting for a batch
+and each epoch's throughput, each epoch's first --warmup-steps steps left out.
 """
 import argparse
 import datetime
@@ -426,11 +426,13 @@ def main(args):
     log("Start training", flush=True)
     start_time = time.time()
     images = seconds = waited = 0
+    per_epoch = []  # each training epoch's images/s (as RESULT's)
     for epoch in range(args.epochs):
         if dist.is_initialized():
             train_sampler.set_epoch(epoch)
         n, s, w = train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, args, log)
         images, seconds, waited = images + n, seconds + s, waited + w
+        per_epoch.append(n / s if s else 0.0)
         if lr_scheduler is not None:
             lr_scheduler.step()
         if not args.skip_eval:
@@ -440,7 +442,8 @@ def main(args):
         dist.destroy_process_group()
     # the training epochs, each without its first --warmup-steps steps
     log("RESULT " + json.dumps({"images_per_s": images / seconds if seconds else 0.0, "images": images,
-                                "seconds": seconds, "data_wait_share": waited / seconds if seconds else 0.0}),
+                                "seconds": seconds, "data_wait_share": waited / seconds if seconds else 0.0,
+                                "epochs_images_per_s": per_epoch}),
         flush=True)
 
 

@@ -23,7 +23,7 @@ enum class OnCorrupt {
 enum class DType { kFloat32, kUInt8 };
 enum class SampleKind {
   kAuto,   // arrays when record 0 is a .npy that is not a uint8 image, else images
-  kImage,  // JPEG, PNG or uint8 .npy images, through the transforms
+  kImage,  // images (JPEG, PNG, WebP, TIFF, BMP, GIF) or uint8 .npy, through the transforms
   kArray,  // .npy arrays of any numeric dtype, batched as they are (no transforms);
            // every sample must have record 0's dtype and shape
 };
@@ -178,12 +178,15 @@ struct LoaderOptions {
   // cache=kRam: JPEGs without restart markers on the loader's grid are
   // rewritten losslessly in the cache (the same coefficients, so the same
   // pixels: batches never change) into the random-access form `stoker pack
-  // --lossless` writes, so later epochs decode only what a crop covers. The
-  // rewrite runs on idle CPU (the preload threads at SCHED_IDLE once the set
-  // is in) and in the workers for at most 9% of their sample time, so it
-  // never slows an epoch by more than that. stats(): cache_rewrite
-  // ("off", "rewriting", "done"), records rewritten, bytes before/after,
-  // CPU seconds. Default true.
+  // --lossless` writes, so later epochs decode only what a crop covers. A
+  // worker rewrites a record as it is about to decode it: in the loader's
+  // first epoch while the rewrites' net cost (their time less the decode
+  // time they save) stays under 5% of its sample time, from the second
+  // epoch on always, so the rewrite is done when the second epoch ends;
+  // the records not read go by idle CPU (the preload threads at SCHED_IDLE)
+  // and at most 9% of the workers' sample time (cache/ram_rewrite.h).
+  // stats(): cache_rewrite ("off", "rewriting", "done"), records rewritten
+  // (on read, settled), bytes before/after, CPU seconds. Default true.
   bool cache_rewrite = true;
   // A progress line on stderr while preloading: kAuto (the default) when
   // stderr is a terminal, kOn always (a line every 2 s when it is not a

@@ -79,6 +79,10 @@ struct Stats {
   // their image bytes before and after, and the CPU seconds it took.
   std::string cache_rewrite = "off";
   std::uint64_t cache_rewritten = 0;
+  // ... of them, rewritten as a worker was about to decode them (the rest in the background)
+  std::uint64_t cache_rewrite_on_read = 0;
+  // records the rewrite is done with (rewritten, or needing none): how much of the set is in its final form
+  std::uint64_t cache_rewrite_settled = 0;
   std::uint64_t cache_rewrite_bytes_before = 0;
   std::uint64_t cache_rewrite_bytes_after = 0;
   double cache_rewrite_cpu_s = 0;

@@ -119,6 +119,14 @@ class DataLoader:
         prefetch_factor (int): batches made ahead per worker. Default 2.
         persistent_workers (bool): accepted (stoker's threads persist).
         pin_memory_device (str): "" or "cuda".
+        cache (str): stoker's own, keyword only: where the set is kept
+            between epochs (stoker.Loader's ``cache``). Default "ram": each
+            record read once, as the first epoch reads it, and kept in RAM
+            under memory_budget (what does not fit is read again each epoch,
+            as torch's workers do), its JPEGs losslessly rewritten for
+            region decoding (the same pixels). "mmap": read every epoch, as
+            torch does. Never "decoded" or "auto": those may downscale, and
+            the drop-in stays exact.
 
     Attributes:
         dataset, batch_size, sampler, batch_sampler, drop_last, num_workers,
@@ -145,7 +153,7 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
-                 pin_memory_device=""):
+                 pin_memory_device="", cache="ram"):
         import stoker
         torch = _torch()
         tud = torch.utils.data
@@ -162,6 +170,8 @@ class DataLoader:
                   f"stoker's workers are threads of this process", file=sys.stderr)
         if multiprocessing_context is not None:
             print("stoker: multiprocessing_context is ignored: stoker's workers are threads", file=sys.stderr)
+        if cache not in ("ram", "mmap"):
+            raise ValueError(f"stoker.DataLoader: cache={cache!r}: 'ram' or 'mmap' (the drop-in stays exact)")
         if pin_memory_device not in ("", "cuda"):
             raise ValueError(f"stoker.DataLoader: pin_memory_device={pin_memory_device!r}: only 'cuda'")
         if num_workers == 0 and prefetch_factor is not None:
@@ -233,7 +243,8 @@ class DataLoader:
             source, batch_size=batch_size, shuffle=shuffled, seed=int(seed) % 2 ** 63, drop_last=drop_last,
             transforms=transform if transform is not None else (), threads=threads, prefetch=prefetch, rank=rank,
             world_size=world_size, pin_memory=bool(pin_memory) and torch.cuda.is_available(),
-            target_transform=target_transform, collate_fn=collate, progress=False)
+            target_transform=target_transform, collate_fn=collate, progress=False, cache=cache,
+            **({"preload": False} if cache == "ram" else {}))
 
     @staticmethod
     def _draw_seed(torch, generator):

@@ -17,9 +17,7 @@
 #include "batch/autotune.h"
 #include "batch/resume.h"
 #include "batch/slot_pool.h"
-#include "cache/auto_cache.h"
-#include "cache/preload.h"
-#include "cache/sample_cache.h"
+#include "cache/cache_service.h"
 #include "order/order.h"
 #include "sample/sample_maker.h"
 #include "stats/counters.h"
@@ -55,13 +53,24 @@ class Loader::Impl {
       // indexes in every mode (no page cache holds inflated bytes), every
       // volume under "ram"/"decoded".
       maker_->volumes()->set_cache(budget, true, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
-    } else if (opt_.cache == Cache::kAuto) {
-      choose_cache(budget);
-    }
-    if (opt_.cache != Cache::kMmap && !maker_->volumes()) {
-      cache_ = std::make_unique<detail::SampleCache>(source_->size(), budget);
-      maker_->set_cache(cache_.get());
-      maker_->set_first_batch_flag(&before_first_batch_);
+    } else {
+      detail::CacheService::Client client;
+      client.footprint = [this](std::size_t i) { return maker_->footprint(static_cast<std::uint32_t>(i)); };
+      client.read_record = [this](std::size_t i, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) {
+        return maker_->read_record(static_cast<std::uint32_t>(i), bytes, ends);
+      };
+      client.image = spec().image >= 0;
+      if (client.image) {  // the image output's larger side: {C, H, W} or {H, W, C}
+        const auto& image = spec().fields[static_cast<std::size_t>(spec().image)];
+        const auto& d = spec().outputs[static_cast<std::size_t>(image.output)].dims;
+        if (d.size() == 3) {  // NOTE: with a hook the output has no fixed size
+          client.output_side = static_cast<int>(opt_.layout == Layout::kNCHW ? std::max(d[1], d[2]) : std::max(d[0], d[1]));
+        }
+        client.image_part = image.part;
+      }
+      caching_ = std::make_unique<detail::CacheService>(*source_, &opt_, budget, std::move(client));
+      maker_->set_cache(caching_->cache(), caching_->rewrite());
+      if (caching_->cache()) maker_->set_first_batch_flag(&before_first_batch_);
     }
     if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
     // NOTE: a mixture's order runs over its epoch's draws (positions), each
@@ -116,55 +125,6 @@ class Loader::Impl {
       close();
       throw;
     }
-    rewrite_on_ = cache_ && opt_.cache == Cache::kRam && opt_.cache_rewrite;
-    // NOTE: a streaming source is read in the epoch's order (its plan), not
-    // the preload's record order.
-    if (cache_ && opt_.cache == Cache::kRam && opt_.preload && !source_->wants_plan()) {
-      constexpr int kPreloadThreads = 4;
-      if (rewrite_on_) {
-        for (int i = 0; i < kPreloadThreads; ++i) idle_scratch_.push_back(std::make_unique<detail::Scratch>());
-      }
-      preload_ = std::make_unique<detail::Preloader>(
-          *source_,
-          [this](std::size_t i, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) {
-            return maker_->read_record(static_cast<std::uint32_t>(i), bytes, ends);
-          },
-          cache_.get(), opt_.progress, kPreloadThreads,
-          rewrite_on_ ? detail::Preloader::IdleWork([this](int t) {
-            return rewrite_next(idle_scratch_[static_cast<std::size_t>(t)].get(), cache_->size());
-          })
-                      : detail::Preloader::IdleWork());
-    }
-  }
-
-  // cache="auto": a sampled header pass (at most 32 records, spread over
-  // the set), then the rule of cache/auto_cache.h; opt_.cache becomes the
-  // mode chosen (options() and the doctor's snapshot say it), cache_auto_ why.
-  void choose_cache(std::uint64_t budget) {
-    detail::SetFootprint f;
-    f.records = source_->size();
-    f.image = spec().image >= 0;
-    if (f.image) {  // the image output's larger side: {C, H, W} or {H, W, C}
-      const auto& d = spec().outputs[static_cast<std::size_t>(spec().fields[static_cast<std::size_t>(spec().image)].output)].dims;
-      f.output_side = static_cast<int>(opt_.layout == Layout::kNCHW ? std::max(d[1], d[2]) : std::max(d[0], d[1]));
-    }
-    const std::size_t m = std::min<std::size_t>(source_->size(), 32);
-    for (std::size_t j = 0; j < m; ++j) {
-      const auto fp = maker_->footprint(static_cast<std::uint32_t>(j * source_->size() / m));
-      if (!fp.ok) continue;
-      ++f.sampled;
-      f.encoded_bytes += static_cast<double>(fp.encoded);
-      f.decoded_bytes += static_cast<double>(fp.decoded);
-      f.max_short_side = std::max(f.max_short_side, fp.short_side);
-    }
-    if (f.sampled) {
-      f.encoded_bytes /= static_cast<double>(f.sampled);
-      f.decoded_bytes /= static_cast<double>(f.sampled);
-    }
-    const detail::CacheChoice c = detail::choose_cache(f, budget, opt_.cache_max_side);
-    opt_.cache = c.mode;
-    cache_auto_ = c.why;
-    if (opt_.progress != Progress::kOff) std::fprintf(stderr, "stoker: cache=\"auto\" chose %s\n", c.why.c_str());
   }
 
   ~Impl() {
@@ -176,7 +136,7 @@ class Loader::Impl {
   // Stops the preload and the workers (each finishes the sample in hand) and
   // joins them; next() then throws kCancelled. Idempotent.
   void close() {
-    preload_.reset();
+    if (caching_) caching_->stop();
     {
       MutexLock lock(mu_);
       stop_ = true;
@@ -296,7 +256,7 @@ class Loader::Impl {
     if (first_batch_ns_.load(std::memory_order_relaxed) < 0) {
       first_batch_ns_.store(t1 - created_ns_);
       before_first_batch_.store(false, std::memory_order_relaxed);
-      if (preload_) preload_->go();
+      if (caching_) caching_->first_batch_out();
     }
     last_batch_ns_ = t1;
     Slot* slot = e.slot;  // null when its buffer could not be had (the batch then holds an error)
@@ -387,39 +347,10 @@ class Loader::Impl {
         s.mixture.push_back({p.name, p.weight / total, p.count, mix_drawn_[i]});
       }
     }
-    s.cache_mode = cache_name(opt_.cache);
-    s.cache_auto = cache_auto_;
-    if (cache_) {
-      s.cache_hits = cache_->hits();
-      s.cache_misses = cache_->misses();
-      s.cache_records = cache_->records();
-      s.cache_bytes = cache_->bytes();
-      s.cache_holes_bytes = cache_->holes();
-      s.cache_budget_bytes = cache_->budget();
-    }
-    if (rewrite_on_) {
-      s.cache_rewritten = rewritten_.load(std::memory_order_relaxed);
-      s.cache_rewrite_bytes_before = rewrite_before_.load(std::memory_order_relaxed);
-      s.cache_rewrite_bytes_after = rewrite_after_.load(std::memory_order_relaxed);
-      s.cache_rewrite_cpu_s = static_cast<double>(rewrite_cpu_ns_.load(std::memory_order_relaxed)) * 1e-9;
-      // Done once every cached record is settled and no more are coming
-      // (the preload ended, or without one, an epoch has read every record).
-      const bool all_in = preload_ ? std::string(preload_->report().state) != "loading" : batches_.load() > 0 &&
-                                         (cache_->full() || cache_->records() + refused_.load(std::memory_order_relaxed) >= source_->size());
-      s.cache_rewrite = all_in && settled_.load(std::memory_order_relaxed) >= cache_->records() ? "done" : "rewriting";
-      if (const std::uint64_t n = rewrite_errors_.load(std::memory_order_acquire)) {
-        s.thread_errors["rewrite"] += n;
-        MutexLock lock(mu_);
-        s.cache_rewrite = "error: " + rewrite_error_;
-      }
-    }
-    if (preload_) {
-      const auto p = preload_->report();
-      s.cache_preload = p.state;
-      s.cache_preload_records = p.records;
-      s.cache_preload_bytes = p.bytes;
-      s.cache_preload_s = p.seconds;
-      if (p.errors) s.thread_errors["preload"] += p.errors;
+    if (caching_) {
+      caching_->add_stats(&s, batches_.load(std::memory_order_relaxed));
+    } else {
+      s.cache_mode = cache_name(opt_.cache);
     }
     if (const std::uint64_t n = worker_errors_.load(std::memory_order_relaxed)) s.thread_errors["worker"] += n;
     return s;
@@ -519,74 +450,21 @@ class Loader::Impl {
     return out;
   }
 
-  // cache="ram": rewrites the next cached record not yet looked at, among
-  // at most `scan` records, in the order they entered the cache (so the
-  // mappings holding the originals empty in turn: cache/arena.h). False when
-  // none was found, or the rewrite has stopped.
-  // NOTE: the rewrite only makes reads faster, so an exception in it (out of
-  // memory, a bug) changes no sample: the record keeps the entry it had, the
-  // rewrite stops for this loader, and stats() says why (cache_rewrite
-  // "error: ...", thread_errors["rewrite"]). Runs on workers and preload
-  // threads alike, never throws.
-  bool rewrite_next(detail::Scratch* ws, std::size_t scan) noexcept EXCLUDES(mu_) {
-    if (rewrite_stopped_.load(std::memory_order_relaxed)) return false;
-    std::size_t claimed = SIZE_MAX;
-    try {
-      for (std::size_t k = 0; k < scan; ++k) {
-        std::size_t pos = rewrite_cursor_.load(std::memory_order_relaxed), i = 0;
-        do {
-          if (!cache_->inserted(pos, &i)) return false;
-        } while (!rewrite_cursor_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed));
-        if (cache_->state(i) != detail::SampleCache::kPending || !cache_->contains(i) || !cache_->claim(i)) continue;
-        claimed = i;
-        timespec a{}, b{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-        detail::injection_point(ThreadSite::kRewrite, static_cast<std::int64_t>(i));
-        const auto r = maker_->rewrite_cached(static_cast<std::uint32_t>(i), ws);
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-        rewrite_cpu_ns_.fetch_add(static_cast<std::uint64_t>((b.tv_sec - a.tv_sec) * 1'000'000'000LL + (b.tv_nsec - a.tv_nsec)),
-                                  std::memory_order_relaxed);
-        const std::uint8_t st = cache_->state(i);
-        if (st == detail::SampleCache::kFinal) settled_.fetch_add(1, std::memory_order_relaxed);
-        if (st == detail::SampleCache::kRefused) refused_.fetch_add(1, std::memory_order_relaxed);
-        if (r.rewritten) {
-          rewritten_.fetch_add(1, std::memory_order_relaxed);
-          rewrite_before_.fetch_add(r.bytes_before, std::memory_order_relaxed);
-          rewrite_after_.fetch_add(r.bytes_after, std::memory_order_relaxed);
-        }
-        return true;
-      }
-      return false;
-    } catch (...) {
-      Status st = detail::exception_status(claimed == SIZE_MAX ? "rewrite" : "rewrite of a cached record");
-      if (claimed != SIZE_MAX && cache_->state(claimed) == detail::SampleCache::kBusy) {
-        cache_->settle(claimed, detail::SampleCache::kFinal);  // its entry as it was: correct, only slower
-      }
-      rewrite_stopped_.store(true, std::memory_order_relaxed);
-      try {
-        MutexLock lock(mu_);
-        if (rewrite_error_.empty()) rewrite_error_ = st.message();
-      } catch (...) {
-      }
-      rewrite_errors_.fetch_add(1, std::memory_order_release);  // after the message: stats() reads them in turn
-      return false;
-    }
-  }
-
   std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, seq_.size() - b * opt_.batch_size); }
 
   std::shared_ptr<const Source> source_;
   std::vector<std::string> specs_;
   std::string mixture_json_;  // created from a Mixture: it, for the doctor's probes
-  std::string cache_auto_;    // cache="auto": what it chose and why
   LoaderOptions opt_;
   // This loader's number in the process: its channel file and trace thread ids.
   const int id_ = [] {
     static std::atomic<int> n{0};
     return n.fetch_add(1);
   }();
-  std::unique_ptr<detail::SampleCache> cache_;  // cache="ram"/"decoded"; shared by the workers
   std::optional<detail::SampleMaker> maker_;     // one sample from one record (thread-free)
+  // The caching policy (cache/cache_service.h); null for volumes (their own cache).
+  // NOTE: after maker_, so it is destroyed first (its preload reads through the maker).
+  std::unique_ptr<detail::CacheService> caching_;
   const detail::SampleSpec& spec() const { return maker_->spec(); }
   detail::OrderParams order_;
   std::size_t num_samples_ = 0;
@@ -647,7 +525,6 @@ class Loader::Impl {
   void worker_main(int id) EXCLUDES(mu_) {
     detail::injection_point(ThreadSite::kWorkerStart, id);
     detail::Scratch ws;
-    std::int64_t sample_ns = 0, rewrite_ns = 0;  // this worker's, for the rewrite's allowance
     ws.counters = counters_[static_cast<std::size_t>(id)].get();
     if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
     MutexLock lock(mu_);
@@ -677,7 +554,7 @@ class Loader::Impl {
       lock.unlock();
 
       // NOTE: a batch without a buffer has failed whole: its tasks only count off.
-      Status st = slot ? run_task(t, gen, seed, epoch, slot, pos, first_epoch, &ws, &sample_ns, &rewrite_ns)
+      Status st = slot ? run_task(t, gen, seed, epoch, slot, pos, first_epoch, &ws)
                        : Status::Ok();
 
       lock.lock();
@@ -733,31 +610,21 @@ class Loader::Impl {
   }
 
   // One task: the sample at epoch position t into `slot`, then the worker's
-  // share of the cache="ram" rewrite. NOTE: make() has its own barrier (a
-  // sample's exception is that sample's error, under on_corrupt); anything
-  // thrown around it here (the error's message, the corrupt log, out of
-  // memory) fails the batch like a lost buffer does, and is counted.
+  // share of the cache's work (cache/cache_service.h: the cache="ram"
+  // rewrite's, cache="decoded"'s records of the first batch). NOTE: make()
+  // has its own barrier (a sample's exception is that sample's error, under
+  // on_corrupt); anything thrown around it here (the error's message, the
+  // corrupt log, out of memory) fails the batch like a lost buffer does, and
+  // is counted.
   Status run_task(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot, std::size_t pos,
-                  bool first_epoch, detail::Scratch* ws, std::int64_t* sample_ns, std::int64_t* rewrite_ns) noexcept {
+                  bool first_epoch, detail::Scratch* ws) noexcept {
     try {
       const std::int64_t m0 = now_ns();
+      ws->rewrite.first_epoch = first_epoch;
       Status st = make_sample(t, gen, seed, epoch, slot, pos, ws);
-      if (opt_.cache == Cache::kDecoded && cache_) maker_->fill_deferred(ws);
-      // NOTE: the rewrite's share of a worker's time is bounded, so an
-      // epoch it runs in is at most that much slower: 9% of its sample
-      // time, none in the loader's first epoch, which already pays for
-      // filling the cache (the copies into fresh memory, the preload
-      // threads' share of the CPU); there only idle CPU rewrites (the
-      // preload threads at SCHED_IDLE, once the set is in).
-      // (The first epoch's time is not counted, so the next one does not
-      // catch up on it.)
-      if (rewrite_on_ && !first_epoch) {
-        const std::int64_t m1 = now_ns();
-        *sample_ns += m1 - m0;
-        if (*rewrite_ns * 100 < *sample_ns * 9) {
-          rewrite_next(ws, 64);
-          *rewrite_ns += now_ns() - m1;
-        }
+      if (caching_) {
+        caching_->after_sample(&ws->rewrite, now_ns() - m0);
+        if (opt_.cache == Cache::kDecoded) maker_->fill_deferred(ws);
       }
       return st;
     } catch (...) {
@@ -898,16 +765,6 @@ class Loader::Impl {
   std::int64_t last_batch_ns_ GUARDED_BY(mu_) = -1;
   std::vector<std::thread> workers_;
 
-  std::unique_ptr<detail::Preloader> preload_;  // cache="ram": the set moving into RAM
-  // cache="ram" rewrite (LoaderOptions::cache_rewrite).
-  bool rewrite_on_ = false;
-  std::vector<std::unique_ptr<detail::Scratch>> idle_scratch_;  // the preload threads', for idle rewriting
-  std::atomic<std::size_t> rewrite_cursor_{0};
-  std::atomic<std::uint64_t> rewritten_{0}, rewrite_before_{0}, rewrite_after_{0}, rewrite_cpu_ns_{0};
-  std::atomic<std::uint64_t> settled_{0}, refused_{0};
-  std::atomic<bool> rewrite_stopped_{false};  // an exception stopped it (rewrite_next)
-  std::atomic<std::uint64_t> rewrite_errors_{0};
-  std::string rewrite_error_ GUARDED_BY(mu_);  // the first one's message
   // Exceptions on workers outside a sample (start_batch_locked, run_task, worker_died).
   std::atomic<std::uint64_t> worker_errors_{0};
 };

@@ -10,6 +10,16 @@
 
 namespace stoker::detail {
 
+// One record's size as stored (every member the schema reads), as
+// cache="decoded" would keep it (the image at its stored size, other
+// members as read), and its image's shorter side (0 without an image); ok
+// false when it cannot be read or its image header parsed.
+struct RecordFootprint {
+  bool ok = false;
+  std::uint64_t encoded = 0, decoded = 0;
+  int short_side = 0;
+};
+
 // What the sampled records say about the whole set.
 struct SetFootprint {
   std::uint64_t records = 0;    // in the set

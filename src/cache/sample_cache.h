@@ -36,6 +36,7 @@ class SampleCache {
     // Records of several members (a schema reading a mask, boxes, ...): the
     // end of each member's bytes; empty for one member.
     std::vector<std::uint64_t> ends;
+    bool grid = false;  // cache="ram": the image was rewritten into the random-access form (cache/ram_rewrite.h)
     ImageView view() const { return {bytes.data(), width, height, static_cast<std::ptrdiff_t>(width) * 3}; }
     std::uint64_t cost() const { return bytes.size() + sizeof(Entry) + 64 + ends.size() * sizeof(std::uint64_t); }
   };
@@ -67,7 +68,7 @@ class SampleCache {
   // Stores a copy of `data` as record i's entry when the budget allows (and
   // the record was not refused: see refuse()).
   Insert insert(std::size_t i, const std::uint8_t* data, std::size_t size, int width = 0, int height = 0,
-                const std::vector<std::uint64_t>* ends = nullptr) {
+                const std::vector<std::uint64_t>* ends = nullptr, bool grid = false) {
     if (state(i) == kRefused) return Insert::kRefused;
     if (contains(i)) return Insert::kAlreadyHeld;
     const std::uint64_t cost = size + sizeof(Entry) + 64 + (ends ? ends->size() * sizeof(std::uint64_t) : 0);
@@ -78,6 +79,7 @@ class SampleCache {
     e->width = width;
     e->height = height;
     if (ends) e->ends = *ends;
+    e->grid = grid;
     {
       MutexLock lock(stripe(i));
       if (!entries_[i]) {

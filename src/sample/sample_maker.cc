@@ -416,8 +416,8 @@ Status SampleMaker::read_record(std::uint32_t rec, std::vector<std::uint8_t>* by
   return Status::Ok();
 }
 
-SampleMaker::Footprint SampleMaker::footprint(std::uint32_t rec) const {
-  Footprint f;
+RecordFootprint SampleMaker::footprint(std::uint32_t rec) const {
+  RecordFootprint f;
   std::vector<std::uint8_t> bytes;
   std::vector<std::uint64_t> ends;
   if (!read_record(rec, &bytes, &ends).ok()) return f;
@@ -437,62 +437,16 @@ SampleMaker::Footprint SampleMaker::footprint(std::uint32_t rec) const {
   return f;
 }
 
-SampleMaker::Rewrite SampleMaker::rewrite_cached(std::uint32_t rec, Scratch* s) const {
-  Rewrite r;
-  const SampleCache::EntryPtr old = cache_->peek(rec);
-  if (!old || spec_.image < 0) {  // not cached (yet): left pending, so a later pass takes it
-    cache_->settle(rec, old ? SampleCache::kFinal : SampleCache::kPending);
-    return r;
-  }
-  const std::size_t part = static_cast<std::size_t>(spec_.fields[static_cast<std::size_t>(spec_.image)].part);
-  const std::uint64_t begin = part == 0 ? 0 : old->ends[part - 1];
-  const std::uint64_t end = old->ends.empty() ? old->bytes.size() : old->ends[part];
-  const std::uint8_t* image = old->bytes.data() + begin;
-  if (!jpeg_needs_restart_grid(image, end - begin)) {
-    cache_->settle(rec, SampleCache::kFinal);
-    return r;
-  }
-  // NOTE: the standard Huffman tables, not optimised ones: half the CPU
-  // (decode/jpeg_transcode.h) for a few percent more RAM.
-  if (!s->transcoder.to_restart_grid(image, end - begin, &s->rewritten, /*optimize=*/false).ok()) {
-    // NOTE: bytes libjpeg cannot rewrite cannot be decoded either: off the
-    // cache, so the worker that reads the record counts it (once per use,
-    // under on_corrupt), as it would without the cache.
-    cache_->refuse(rec);
-    return r;
-  }
-  const std::size_t tail = old->bytes.size() - end;
-  // NOTE: over the budget, the original stays (still correct, only slower).
-  auto next = cache_->charged_entry(begin + s->rewritten.size() + tail, old->ends.size());
-  if (!next) {
-    cache_->settle(rec, SampleCache::kFinal);
-    return r;
-  }
-  std::uint8_t* out = next->bytes.data();
-  std::memcpy(out, old->bytes.data(), begin);
-  std::memcpy(out + begin, s->rewritten.data(), s->rewritten.size());
-  std::memcpy(out + begin + s->rewritten.size(), old->bytes.data() + end, tail);
-  if (!old->ends.empty()) {
-    next->ends = old->ends;
-    const auto delta = static_cast<std::int64_t>(s->rewritten.size()) - static_cast<std::int64_t>(end - begin);
-    for (std::size_t k = part; k < next->ends.size(); ++k) {
-      next->ends[k] = static_cast<std::uint64_t>(static_cast<std::int64_t>(next->ends[k]) + delta);
-    }
-  }
-  r.bytes_before = end - begin;
-  r.bytes_after = s->rewritten.size();
-  r.rewritten = cache_->replace(rec, old, std::move(next));
-  cache_->settle(rec, SampleCache::kFinal);
-  return r;
-}
-
 // Points s->part at each member's bytes: a cache entry's, or read now (and
 // offered to the cache).
 Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read, bool look_up) const {
   s->part.resize(static_cast<std::size_t>(spec_.parts));
   *bytes_read = 0;
   s->hit = cache_ && look_up ? cache_->find(rec) : nullptr;  // held while the sample uses its bytes
+  s->grid = false;
+  if (s->hit && rewrite_) s->hit = rewrite_->on_hit(rec, std::move(s->hit), &s->rewrite);
   if (const SampleCache::Entry* hit = s->hit.get()) {
+    s->grid = hit->grid;
     std::uint64_t begin = 0;
     for (int k = 0; k < spec_.parts; ++k) {
       const std::uint64_t end = spec_.parts == 1 ? hit->bytes.size() : hit->ends[static_cast<std::size_t>(k)];
@@ -508,7 +462,14 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
     *bytes_read = s->file.size();
     if (!st.ok()) return tag(f, st);
     s->part[0] = {s->file.data(), s->file.size()};
-    if (cache_ && opt_.cache == Cache::kRam) cache_->insert(rec, s->file.data(), s->file.size());
+    if (rewrite_) {
+      if (rewrite_->on_miss(rec, s->file.data(), s->file.size(), nullptr, &s->rewrite)) {
+        s->part[0] = {s->rewrite.record.data(), s->rewrite.record.size()};
+        s->grid = true;
+      }
+    } else if (cache_ && opt_.cache == Cache::kRam) {
+      cache_->insert(rec, s->file.data(), s->file.size());
+    }
     return Status::Ok();
   }
   s->members.resize(static_cast<std::size_t>(spec_.parts));
@@ -527,7 +488,16 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
       s->bundle.insert(s->bundle.end(), m.begin(), m.end());
       s->ends.push_back(s->bundle.size());
     }
-    cache_->insert(rec, s->bundle.data(), s->bundle.size(), 0, 0, &s->ends);
+    if (!rewrite_) {
+      cache_->insert(rec, s->bundle.data(), s->bundle.size(), 0, 0, &s->ends);
+    } else if (rewrite_->on_miss(rec, s->bundle.data(), s->bundle.size(), &s->ends, &s->rewrite)) {
+      std::uint64_t begin = 0;
+      for (std::size_t k = 0; k < s->members.size(); ++k) {
+        s->part[k] = {s->rewrite.record.data() + begin, s->rewrite.ends[k] - begin};
+        begin = s->rewrite.ends[k];
+      }
+      s->grid = true;
+    }
   }
   return Status::Ok();
 }
@@ -578,7 +548,10 @@ Status SampleMaker::from_parts(std::uint32_t rec, std::uint64_t draw, std::uint6
     s->plan = s->geo;
     const bool scale = opt_.decode_scale == DecodeScale::kAuto && s->decoder.format() == Format::kJpeg;
     plan_image_read(width, height, &s->plan, scale);
+    const std::int64_t d0 = rewrite_ ? now_ns() : 0;
     st = s->decoder.decode(s->plan.decode_region, &s->decoded, &view, s->plan.scale_eighths);
+    // The rewrite's first-epoch allowance counts what it saves (cache/ram_rewrite.h).
+    if (rewrite_ && st.ok() && s->decoder.format() == Format::kJpeg) rewrite_->note_decode(s->grid, now_ns() - d0);
   }
   timer.decode();
   if (!st.ok()) return tag(image, st);

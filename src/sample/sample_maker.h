@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "cache/auto_cache.h"
+#include "cache/ram_rewrite.h"
 #include "cache/sample_cache.h"
 #include "decode/decode.h"
-#include "decode/jpeg_transcode.h"
 #include "stats/counters.h"
 #include "stats/trace.h"
 #include "stoker/fields.h"
@@ -102,8 +103,8 @@ struct Scratch {
   std::vector<SamplePlan> view_plans;  // LoaderOptions::views: each copy's plan
   ImageBuffer stored;  // cache=kDecoded: the image at its stored size
   SampleCache::EntryPtr hit;  // the cache entry the sample in hand reads
-  JpegTranscoder transcoder;  // cache=kRam: the rewrite (rewrite_cached)
-  std::vector<std::uint8_t> rewritten;
+  bool grid = false;  // the image bytes in hand are in the random-access form (cache=kRam's rewrite)
+  RewriteScratch rewrite;  // cache=kRam: the rewrite's buffers and this worker's allowance
   VolumeScratch volume;  // a volume schema's buffers
   HookImage hooked;      // LoaderOptions::hook: the image handed to it
 };
@@ -152,29 +153,15 @@ class SampleMaker {
   // takes it (viewing s's buffer).
   void hook_sample(std::uint32_t rec, const Scratch& s, HookSample* out) const;
 
-  // cache=kRam: rewrites record `rec`'s cached image losslessly into the
-  // random-access form (decode/jpeg_transcode.h) when it is a JPEG without
-  // restart markers on the grid, and settles its rewrite state. Outputs do
-  // not change: the same coefficients decode to the same pixels. Only for a
-  // record claimed with SampleCache::claim(). Returns what it did.
-  struct Rewrite {
-    bool rewritten = false;
-    std::uint64_t bytes_before = 0, bytes_after = 0;
-  };
-  Rewrite rewrite_cached(std::uint32_t rec, Scratch* s) const;
 
-  // cache="auto": record `rec`'s size as stored (every member the schema
-  // reads), as cache="decoded" would keep it (the image at its stored size,
-  // other members as read), and its image's shorter side (0 without an
-  // image). ok false when it cannot be read or its image header parsed.
-  struct Footprint {
-    bool ok = false;
-    std::uint64_t encoded = 0, decoded = 0;
-    int short_side = 0;
-  };
-  Footprint footprint(std::uint32_t rec) const;
-  // The cache the workers share (set once, before any make()).
-  void set_cache(SampleCache* cache) { cache_ = cache; }
+  // cache="auto": record `rec`'s footprint (cache/auto_cache.h).
+  RecordFootprint footprint(std::uint32_t rec) const;
+  // The cache the workers share and, with cache="ram", its rewrite (set
+  // once, before any make(); either may be null).
+  void set_cache(SampleCache* cache, RamRewrite* rewrite) {
+    cache_ = cache;
+    rewrite_ = rewrite;
+  }
   // cache=kDecoded: true until the loader's first batch is out (see
   // process_decoded); null: never.
   void set_first_batch_flag(const std::atomic<bool>* before_first_batch) { first_batch_ = before_first_batch; }
@@ -217,6 +204,7 @@ class SampleMaker {
   const Source& source_;
   const LoaderOptions& opt_;
   SampleCache* cache_;
+  RamRewrite* rewrite_ = nullptr;
   const std::atomic<bool>* first_batch_ = nullptr;
   mutable Mutex deferred_mu_;
   mutable std::vector<std::uint32_t> deferred_ GUARDED_BY(deferred_mu_);  // see fill_deferred

@@ -49,7 +49,8 @@ std::string Stats::to_json() const {
     << ",\"cache_preload_records\":" << cache_preload_records << ",\"cache_preload_bytes\":" << cache_preload_bytes
     << ",\"cache_preload_s\":" << cache_preload_s << ",\"cache_mode\":" << json_quote(cache_mode) << ",\"cache_auto\":" << json_quote(cache_auto)
     << ",\"cache_rewrite\":" << json_quote(cache_rewrite)
-    << ",\"cache_rewritten\":" << cache_rewritten << ",\"cache_rewrite_bytes_before\":" << cache_rewrite_bytes_before
+    << ",\"cache_rewritten\":" << cache_rewritten << ",\"cache_rewrite_on_read\":" << cache_rewrite_on_read
+    << ",\"cache_rewrite_settled\":" << cache_rewrite_settled << ",\"cache_rewrite_bytes_before\":" << cache_rewrite_bytes_before
     << ",\"cache_rewrite_bytes_after\":" << cache_rewrite_bytes_after
     << ",\"cache_rewrite_cpu_s\":" << cache_rewrite_cpu_s << ",\"corrupt\":" << corrupt << ",\"corrupt_by_reason\":{";
   bool first = true;

@@ -53,6 +53,17 @@ def test_eval_pipeline_batches_equal_torch_dataloader_over_torchvision(photos):
     assert ours.loader._stage is None  # every transform mapped: stoker's zero-copy batches
     assert_batches_equal(list(ours), list(theirs))
     assert_batches_equal(list(ours), list(theirs))  # a second epoch (same order without shuffle)
+    # The set is kept in RAM (cache="ram", the default), every JPEG rewritten by the end of the second epoch
+    # (on read: the second epoch already decoded from the rewritten bytes); a third epoch, the same batches.
+    s = ours.stats()
+    assert s["cache_mode"] == "ram" and s["cache_preload"] == "off" and s["cache_records"] == len(ours.dataset)
+    assert s["cache_rewrite"] == "done" and s["cache_rewritten"] == s["cache_rewrite_settled"] == len(ours.dataset)
+    assert_batches_equal(list(ours), list(theirs))
+    plain = stoker.DataLoader(ImageFolder(photos, eval_preset()), batch_size=5, num_workers=2, cache="mmap")
+    assert_batches_equal(list(plain), list(theirs))
+    assert plain.stats()["cache_mode"] == "mmap"
+    with pytest.raises(ValueError, match="cache='decoded'"):
+        stoker.DataLoader(ImageFolder(photos, eval_preset()), batch_size=5, cache="decoded")
 
 
 def test_a_lambda_in_the_middle_equals_torchvision(photos):

@@ -1,0 +1,111 @@
+// cache="ram": the lossless rewrite of cached JPEGs into the random-access
+// form (restart markers on the grid of decode/jpeg_restart.h), so a crop
+// decodes only the restart segments it covers. The same coefficients, so
+// the same pixels: batches never change, only their cost.
+//
+// When a record is rewritten (LoaderOptions::cache_rewrite):
+//  - as a worker is about to decode it (first read, or a hit on the
+//    original), when its allowance says so: in the loader's first epoch the
+//    rewrites' net cost (the rewrite's time less the decode time it saves on
+//    that very sample, measured) stays under 5% of the worker's sample time,
+//    so the first epoch is at most that much slower than cache="mmap"; in
+//    later epochs every record read is rewritten first (a net cost of about
+//    one Huffman pass each, once), so the rewrite is done when the second
+//    epoch ends;
+//  - in the background: the workers' share (at most 9% of their sample time
+//    from the second epoch on) and the preload threads' idle CPU take the
+//    records not read yet, in the order they entered the cache.
+// Thread-safe; one RewriteScratch per thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/sample_cache.h"
+#include "decode/jpeg_restart_insert.h"
+#include "decode/jpeg_transcode.h"
+#include "stoker/stats.h"
+#include "util/thread_annotations.h"
+
+namespace stoker::detail {
+
+// One thread's buffers and, for a worker, its allowance.
+struct RewriteScratch {
+  JpegRestartInserter inserter;
+  JpegTranscoder transcoder;  // what the inserter does not rewrite
+  std::vector<std::uint8_t> jpeg;    // the image rewritten
+  std::size_t image_before = 0;      // ... its size before
+  std::vector<std::uint8_t> record;  // the record rewritten (every member)
+  std::vector<std::uint64_t> ends;   // its members' ends (several members)
+  // A worker's: set by the loader before each sample.
+  bool first_epoch = true;
+  std::int64_t sample_ns = 0;  // its time in samples (from the second epoch on: the background share's base)
+  std::int64_t first_ns = 0;   // ... in the first epoch
+  std::int64_t debt_ns = 0;    // its first-epoch rewrites' net cost
+  std::int64_t share_ns = 0;   // its background share's time
+};
+
+class RamRewrite {
+ public:
+  // `image_part`: which member of a cached record is the image (-1: none,
+  // nothing to rewrite).
+  RamRewrite(SampleCache* cache, int image_part) : cache_(cache), image_part_(image_part) {}
+  RamRewrite(const RamRewrite&) = delete;
+  RamRewrite& operator=(const RamRewrite&) = delete;
+
+  // The read path, on a worker about to decode record `rec`.
+  // A hit: `hit` is the entry found. Returns the entry to read: a rewritten
+  // one when this call rewrote it, else `hit`.
+  SampleCache::EntryPtr on_hit(std::uint32_t rec, SampleCache::EntryPtr hit, RewriteScratch* s) noexcept;
+  // A miss: the record's bytes as the cache keeps them were just read
+  // (`ends` null for one member). Stores them in the cache, rewritten when
+  // the allowance says so; true when s->record (with s->ends) then holds
+  // the rewritten bytes, which the sample should read.
+  bool on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_t size, const std::vector<std::uint64_t>* ends,
+               RewriteScratch* s) noexcept;
+  // The sample's image decode took `ns`, from rewritten bytes (grid) or
+  // from an original JPEG: the running means of both are the saving the
+  // first epoch's allowance counts.
+  void note_decode(bool grid, std::int64_t ns);
+  // After each sample, from the worker: its background share.
+  void after_sample(RewriteScratch* s, std::int64_t sample_ns) noexcept;
+  // The next cached record not yet looked at, among at most `scan`, in the
+  // order they entered the cache; false when none was found or the rewrite
+  // has stopped (the preload threads' idle work, and the workers' share).
+  bool rewrite_next(RewriteScratch* s, std::size_t scan) noexcept;
+
+  // `all_in`: no more records are coming into the cache.
+  void add_stats(Stats* st, bool all_in) const;
+  std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
+ private:
+  enum class Outcome { kRewritten, kAsIs, kCorrupt };
+  // Record bytes (members as the cache keeps them) -> s->record/s->ends.
+  Outcome rewrite_bytes(const std::uint8_t* data, std::size_t size, const std::vector<std::uint64_t>& ends,
+                        RewriteScratch* s);
+  // Rewrites the entry of claimed record `rec` (cached) and settles it;
+  // returns the entry now held (the new one when rewritten).
+  SampleCache::EntryPtr rewrite_entry(std::uint32_t rec, const SampleCache::EntryPtr& old, RewriteScratch* s);
+  bool allowed(const RewriteScratch& s) const;
+  void charge(RewriteScratch* s, std::int64_t ns);
+  void settle(std::uint32_t rec, SampleCache::Insert in);
+  void failed(std::uint32_t rec) noexcept;
+
+  SampleCache* cache_;
+  const int image_part_;
+  std::atomic<std::size_t> cursor_{0};
+  std::atomic<std::uint64_t> rewritten_{0}, before_{0}, after_{0}, cpu_ns_{0}, on_read_{0};
+  std::atomic<std::uint64_t> settled_{0}, refused_{0};
+  // Running means of a sample's image decode, from rewritten bytes and from
+  // original JPEGs (ns, exponentially weighted; 0: none seen yet).
+  std::atomic<std::int64_t> grid_ns_{0}, original_ns_{0};
+  std::atomic<bool> stopped_{false};  // an exception stopped it
+  std::atomic<std::uint64_t> errors_{0};
+  mutable Mutex mu_;
+  std::string error_ GUARDED_BY(mu_);  // the first one's message
+};
+
+}  // namespace stoker::detail

@@ -51,6 +51,11 @@ def _trace_path():
 
 def register_loader(loader):
     _loaders.add(loader)
+    if os.environ.get("STOKER_DOCTOR") and not _stoker_patched:
+        try:
+            patch_stoker_iterator(sys.modules.get(type(loader).__module__))
+        except Exception as e:  # noqa: BLE001 (our error, never the program's)
+            _auto_failed(e)
 
 
 def loader_closing(impl):
@@ -181,19 +186,24 @@ def _port_info(ds):
         diff = _port_diff(path)
         if diff:
             out["diff"] = diff
+    # The script's pipeline, transform by transform (torchvision's class names and parameters), and the part of it
+    # stoker runs (what the doctor's probe times): all of it, or the prefix before the first transform it has no
+    # kernel for (the rest would run as Python, and is named).
     tf = getattr(ds, "transform", None)
-    if tf is None:
-        return out
-    sp = _torchvision.split(_pystage.as_list(tf))
+    items = _torchvision._flatten(_pystage.as_list(tf)) if tf is not None else []
+    sp = _torchvision.split(items)
+    mapped = items[:len(items) - len(sp.tail)]
+    out["script_pipeline"] = [_torchvision.describe(t) for t in items]
+    out["probed_pipeline"] = [_torchvision.describe(t) for t in mapped]
     if sp.tail:
         out["python"] = ", ".join(t for t, _ in sp.reasons[:1]) + (" and what follows it" if len(sp.tail) > 1 else "")
-    else:
+        out["python_reason"] = sp.reasons[0][1] if sp.reasons and len(sp.reasons[0]) > 1 else ""
+    if mapped or not items:
         out["probe"] = {"transforms": [json.loads(j) for j in _stoker._transforms_json(sp.native)],
                         "dtype": sp.dtype or "uint8", "layout": "NCHW"}
-        out["pipeline"] = "the script's transforms: " + " + ".join(
-            _torchvision.describe(t) for t in _torchvision._flatten(_pystage.as_list(tf)))
+    out["pipeline"] = ("the script's transforms: " + " + ".join(out["script_pipeline"])) if items else \
+        "the script's dataset has no transform (decode only)"
     return out
-
 
 
 class _Recorder:
@@ -212,6 +222,12 @@ class _Recorder:
         self._wait_ns = 0
         self._step_ns = 0
         self._start_ns = None
+        # Each iteration's set-up (iter(): a DataLoader starting its workers, a stoker.Loader starting its epoch),
+        # counted in the wait, and the time between iterations (evaluation, checkpoints, other loops: no step).
+        self._setup_ns = 0
+        self._between_ns = 0
+        self._iterations = 0
+        self._ended_ns = None  # when the last iteration ended (its StopIteration, or its last batch's handover)
         self._published_ns = 0
         self._published_batches = -1
         self._published_final = False
@@ -220,13 +236,26 @@ class _Recorder:
         self._info = info
         _recorders.add(self)
 
-    def _batch(self, last, t0, t1, item):
+    def _begin(self, t):
+        """An iteration (an epoch) starts at t: iter() was called. The time since the last one ended is between
+        iterations (evaluation, checkpoints, another loop), never a step."""
+        if self._ended_ns is not None and t > self._ended_ns:
+            self._between_ns += t - self._ended_ns
+        self._ended_ns = None
+        self._iterations += 1
+
+    def _batch(self, last, t0, t1, item, setup=None):
         """A batch asked for at t0 arrived at t1; the previous one of this
-        iteration was handed over at `last` (None for its first)."""
+        iteration was handed over at `last` (None for its first, then
+        `setup`: when its iter() was called, the set-up counted as wait)."""
         if last is not None:
             self._step_ns += t0 - last
-        elif self._start_ns is None:
-            self._start_ns = t0
+        else:
+            if setup is not None and setup < t0:
+                self._setup_ns += t0 - setup
+                t0 = setup  # the wait runs from the set-up's start
+            if self._start_ns is None:
+                self._start_ns = t0
         self._wait_ns += t1 - t0
         self._batches += 1
         self._samples += _batch_len(item)
@@ -245,6 +274,16 @@ class _Recorder:
             self._step_ns += t0 - last
             if self._spans is not None and len(self._spans) < _MAX_SPANS:
                 self._spans.append(("step", last, t0 - last))
+        self._ended_ns = t0
+
+    def _abandoned(self, last):
+        """The iteration ended without StopIteration (the loop broke) after its last batch's handover at `last`."""
+        if last is not None and self._ended_ns is None:
+            self._ended_ns = last
+
+    def _loop(self):
+        """The snapshot's "loop": iterations, their set-up (inside wait_s) and the time between them."""
+        return {"iterations": self._iterations, "setup_s": self._setup_ns * 1e-9, "between_s": self._between_ns * 1e-9}
 
     def stats(self):
         wait, step = self._wait_ns * 1e-9, self._step_ns * 1e-9
@@ -257,7 +296,7 @@ class _Recorder:
         self._published_batches = self._batches
         self._published_final = final
         snap = {"kind": "profile", "pid": os.getpid(), "id": self._id, "time_ns": now, "final": final,
-                "info": self._info or {}, "stats": self.stats()}
+                "info": self._info or {}, "stats": self.stats(), "loop": self._loop()}
         path = os.path.join(self._channel, f"profile-{os.getpid()}-{self._id}.json")
         try:
             with open(path + ".tmp", "w") as f:
@@ -327,10 +366,14 @@ class profile(_Recorder):
         global _iterating
         _iterating += 1  # before iter(): a DataLoader's iteration starts there
         try:
-            it = iter(self.iterable)
-            if self._info is None:
-                self._info = _describe(self.iterable)
             mono = time.monotonic_ns
+            setup = mono()
+            self._begin(setup)
+            it = iter(self.iterable)  # its set-up (starting workers, an epoch) is counted as the first batch's wait
+            if self._info is None:
+                t = mono()
+                self._info = _describe(self.iterable)
+                setup += mono() - t  # our own description is no wait of the loop
             last = None
             try:
                 while True:
@@ -340,10 +383,11 @@ class profile(_Recorder):
                     except StopIteration:
                         self._end(last, t0)
                         return
-                    self._batch(last, t0, mono(), item)
+                    self._batch(last, t0, mono(), item, setup if last is None else None)
                     last = mono()
                     yield item
             finally:
+                self._abandoned(last)
                 if self._channel:
                     self._publish(True, mono())
         finally:
@@ -355,7 +399,8 @@ class profile(_Recorder):
         Returns:
             dict: ``name``; ``batches``; ``samples`` (the first dimension of
             each batch's first tensor or array); ``wait_s``, seconds blocked
-            in next(); ``step_s``, seconds between receiving a batch and
+            in next() and in each iteration's iter() (its set-up: a
+            DataLoader starting its workers); ``step_s``, seconds between receiving a batch and
             asking for the next; ``wall_s``, seconds since the first batch was
             asked for; ``wait_share`` = wait_s / (wait_s + step_s) (0.0 before
             any); for a stoker.Loader with device= or pin_memory=, also
@@ -403,13 +448,37 @@ def _auto_failed(e):
 
 
 class _AutoIteration:
-    """One iteration (epoch) of a DataLoader iterator: its recorder, and when its last batch was handed over."""
-    __slots__ = ("rec", "last", "fresh")
+    """One iteration (epoch) of a DataLoader or stoker.Loader iterator: its recorder, when its iter() was called
+    (`setup`: counted as its first batch's wait), and when its last batch was handed over."""
+    __slots__ = ("rec", "last", "fresh", "setup")
 
-    def __init__(self, rec):
+    def __init__(self, rec, setup):
         self.rec = rec
         self.last = None
         self.fresh = True
+        self.setup = setup
+
+
+_SKIP_MODULES = ("torch", "stoker", "_stoker", "tqdm", "contextlib", "itertools")
+# The iteration's own machinery, also where a program subclasses it (a DataLoader's __iter__, its iterator's).
+_SKIP_FUNCTIONS = ("__init__", "__iter__", "_get_iterator", "_reset", "__next__")
+
+
+def _where(depth=2):
+    """Where the program iterates a loader: its first two frames outside torch, stoker and tqdm and outside the
+    iteration's machinery ("train.py:40 in train_one_epoch", then its caller), naming the loop (train or
+    evaluation) in the report."""
+    out = []
+    try:
+        f = sys._getframe(depth)
+    except ValueError:
+        return out
+    while f is not None and len(out) < 2:
+        mod = f.f_globals.get("__name__", "") or ""
+        if not (mod.split(".")[0] in _SKIP_MODULES or mod == _AUTO_MODULE or f.f_code.co_name in _SKIP_FUNCTIONS):
+            out.append(f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} in {f.f_code.co_name}")
+        f = f.f_back
+    return out
 
 
 def _auto_recorder(loader):
@@ -417,6 +486,11 @@ def _auto_recorder(loader):
     if rec is None:
         info = _describe(loader)
         info["auto"] = True
+        where = _where(3)
+        if where:
+            info["where"] = where[0]
+            if len(where) > 1:
+                info["caller"] = where[1]
         # A DataLoader made again with the same settings (one per epoch) continues its predecessor's series.
         rec = next((r for r in _auto_all if r._owner() is None and r._info == info), None)
         if rec is None:
@@ -443,26 +517,41 @@ def patch_dataloader(module):
         return
     mono = time.monotonic_ns
 
-    def begin(self, args, kwargs):
+    def begin(self, args, kwargs, t):
         try:
             # A plain attribute (touching self.__dict__ would make every attribute access of torch's code slower).
             self._stoker_auto = None
             loader = args[0] if args else kwargs.get("loader")
             if loader is not None:
-                self._stoker_auto = _AutoIteration(_auto_recorder(loader))
+                self._stoker_auto = _AutoIteration(_auto_recorder(loader), t)
         except Exception as e:  # noqa: BLE001
             _auto_failed(e)
 
     @functools.wraps(orig_init)
     def __init__(self, *args, **kwargs):
+        t = mono()  # iter(loader): the worker processes start in the subclass's __init__, around this one
+        self._stoker_auto = False  # in __init__: its own _reset(first_iter=True) is this iteration's start
         orig_init(self, *args, **kwargs)
-        begin(self, args, kwargs)
+        begin(self, args, kwargs, t)
 
     @functools.wraps(orig_reset)
     def _reset(self, *args, **kwargs):
+        t = mono()
         out = orig_reset(self, *args, **kwargs)
-        begin(self, args, kwargs)
+        if getattr(self, "_stoker_auto", None) is not False:  # a persistent-workers iterator's next epoch
+            begin(self, args, kwargs, t)
         return out
+
+    __next__ = _timed_next(orig_next, mono)
+    __next__._stoker_auto = True
+    base.__init__, base._reset, base.__next__ = __init__, _reset, __next__
+    atexit.register(_auto_publish_at_exit, os.getpid())
+
+
+def _timed_next(orig_next, mono):
+    """An iterator class's __next__ timed into its _AutoIteration (self._stoker_auto): the first batch's wait from
+    the iteration's iter() (its set-up: starting workers, an epoch), the step from one batch's handover to the
+    next call, and the time since the recorder's previous iteration ended as between iterations."""
 
     @functools.wraps(orig_next)
     def __next__(self):
@@ -470,12 +559,24 @@ def patch_dataloader(module):
             st = self._stoker_auto
         except AttributeError:  # an iterator made before the patch
             st = None
-        if st is None:
+        if not st:
             return orig_next(self)
         if st.fresh:  # the iteration's first batch: is a stoker.profile consuming it?
             st.fresh = False
             if _profile_iterating():
                 self._stoker_auto = None
+                return orig_next(self)
+            try:
+                rec = st.rec
+                prev = getattr(rec, "_open", None)
+                if prev is not None and prev is not st:
+                    rec._abandoned(prev.last)  # the previous iteration broke off after its last batch
+                    prev.last = None
+                rec._open = st
+                rec._begin(st.setup)
+            except Exception as e:  # noqa: BLE001
+                self._stoker_auto = None
+                _auto_failed(e)
                 return orig_next(self)
         t0 = mono()
         try:
@@ -494,7 +595,8 @@ def patch_dataloader(module):
             st.last = None  # a worker's error: whatever the program does next is no step
             raise
         try:
-            st.rec._batch(st.last, t0, mono(), item)
+            setup, st.setup = (st.setup if st.last is None else None), None
+            st.rec._batch(st.last, t0, mono(), item, setup)
             st.last = mono()
         except Exception as e:  # noqa: BLE001
             self._stoker_auto = None
@@ -502,7 +604,36 @@ def patch_dataloader(module):
         return item
 
     __next__._stoker_auto = True
-    base.__init__, base._reset, base.__next__ = __init__, _reset, __next__
+    return __next__
+
+
+_stoker_patched = False
+
+
+def patch_stoker_iterator(module):
+    """Under stoker doctor: times every iteration of a stoker.Loader (stoker.DataLoader's included) as the
+    DataLoader's are: the whole of next() (the C++ wait, staging, batch transforms, the Python side) and the
+    epoch's set-up in iter() as the wait; the time between epochs apart from the step."""
+    global _stoker_patched
+    it_class = getattr(module, "_Iterator", None)
+    if it_class is None or getattr(it_class.__next__, "_stoker_auto", False):
+        _stoker_patched = True
+        return
+    mono = time.monotonic_ns
+    orig_init, orig_next = it_class.__init__, it_class.__next__
+
+    @functools.wraps(orig_init)
+    def __init__(self, loader, *args, **kwargs):
+        t = mono()
+        self._stoker_auto = None
+        orig_init(self, loader, *args, **kwargs)  # starts the epoch (and, with device=, fetches its first batch)
+        try:
+            self._stoker_auto = _AutoIteration(_auto_recorder(loader), t)
+        except Exception as e:  # noqa: BLE001
+            _auto_failed(e)
+
+    it_class.__init__, it_class.__next__ = __init__, _timed_next(orig_next, mono)
+    _stoker_patched = True
     atexit.register(_auto_publish_at_exit, os.getpid())
 
 

@@ -147,7 +147,7 @@ def test_command_exit_code_and_missing_command(tmp_path):
     p = subprocess.run([CLI, "doctor", "-q", "--report", "", "--", sys.executable, "-c", "import sys; sys.exit(3)"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 3
-    assert "no training loop reported its wait" in p.stdout and "stoker.profile" in p.stdout
+    assert "the command failed (exit 3) after " in p.stdout and "no verdict" in p.stdout  # a failed run: no verdict
     p = subprocess.run([CLI, "doctor", "-q", "--report", "", "--", "/nonexistent/cmd"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 127
@@ -226,3 +226,76 @@ def test_stats_per_thread_add_up(photos):
     assert sum(t["samples"] for t in s["per_thread"]) == s["samples"]
     assert abs(sum(t["decode_s"] for t in s["per_thread"]) - s["decode_s"]) < 1e-6
     assert 0 < s["consumer_wait_s"] <= s["consumer_active_s"]
+
+
+def _doctor(tmp, script, *extra):
+    """`stoker doctor` on a Python script written to tmp; its CompletedProcess and JSON report (None if none)."""
+    path = os.path.join(tmp, "script.py")
+    with open(path, "w") as f:
+        f.write(script)
+    report, js = os.path.join(tmp, "r.html"), os.path.join(tmp, "r.json")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    p = subprocess.run([CLI, "doctor", "-q", "--report", report, "--json", js, *extra, "--", sys.executable, path],
+                       env=env, capture_output=True, text=True, timeout=300)
+    result = None
+    if os.path.exists(js):
+        with open(js) as f:
+            result = json.load(f)
+    return p, result, report
+
+
+def test_a_failed_command_gets_no_verdict(tmp_path):
+    p, r, report = _doctor(tmp_path, (
+        "import sys, time\n"
+        "print('loading the data set', file=sys.stderr, flush=True)\n"
+        "time.sleep(0.3)\n"
+        "raise KeyError('label')\n"))
+    assert p.returncode == 1, p.stdout + p.stderr  # the command's exit code
+    assert "loading the data set" in p.stderr  # its stderr passed through as it ran
+    assert "VERDICT: none: the command failed (exit 1) after " in p.stdout and ": no verdict" in p.stdout
+    assert "compute-bound" not in p.stdout and "input-bound" not in p.stdout
+    assert "KeyError: 'label'" in p.stdout  # the last lines of its stderr
+    assert r["verdict"] is None and r["failed"] is True and r["exit_code"] == 1
+    assert r["stderr_tail"][-1] == "KeyError: 'label'"
+    assert not r.get("suggestions")
+    assert os.path.exists(report)
+    with open(report) as f:
+        html = f.read()
+    assert "no verdict: the command failed (exit 1)" in html and "KeyError: 'label'" in html
+
+
+NO_WORKERS = """
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Busy(Dataset):  # loading on the loop's own thread: 4 ms of CPU per sample
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        end = time.process_time() + 0.004
+        while time.process_time() < end:
+            pass
+        return torch.zeros(3), i
+
+loader = DataLoader(Busy(), batch_size=8, num_workers=0)
+start = time.monotonic()
+while time.monotonic() - start < 3:
+    for x, y in loader:
+        time.sleep(0.002)  # a short step
+"""
+
+
+def test_cpu_attribution_without_workers(tmp_path):
+    p, r, _ = _doctor(tmp_path, NO_WORKERS)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert r["verdict"].startswith("input-bound"), p.stdout
+    ev = "\n".join(r["evidence"])
+    assert "num_workers=0" in ev and "no worker processes" in ev
+    assert "worker processes used" not in ev and "PIL" not in ev and "1 workers" not in ev
+    assert set(r["cpu"]) == {"main_process", "main_thread", "child_processes", "other_processes"}
+    assert r["loop"]["iterations"] >= 1 and r["loop"]["setup_s"] >= 0
+    assert any("between epochs" in e for e in r["evidence"])
+    label = [s["label"] for s in r["sources"].values()]
+    line = NO_WORKERS.splitlines().index("    for x, y in loader:") + 1  # the loop that iterates it
+    assert label == [f"DataLoader in <module> (script.py:{line})"], label

@@ -150,6 +150,7 @@ def test_same_snapshot_as_stoker_profile_and_no_loop_counted_twice(tmp_path):
     assert set(a) == set(w) and set(a["stats"]) == set(w["stats"]) == PROFILE_STATS
     info = dict(a["info"])
     assert info.pop("auto") is True
+    assert info.pop("where").startswith("<string>:") and "caller" not in info  # the loop's line in the program
     assert info == w["info"]  # type, dataset, num_workers, batch_size, files, root, dataset_size
     assert info["dataset_size"] == 12 and len(info["files"]) == 12 and info["root"] == str(tmp_path / "images")
 
@@ -315,3 +316,152 @@ def test_doctor_times_an_unmodified_script_like_stoker_profile(images, tmp_path,
         assert r["step_per_sample_s"] == pytest.approx((w["active_s"] - w["wait_s"]) / w["samples"], rel=1e-6)
     assert plain["verdict"] == wrapped["verdict"], (plain["terminal"], wrapped["terminal"])
 
+
+
+# A fake clock for the recorder: installed before torch is imported (the hook binds time.monotonic_ns when it
+# patches), advanced only by sleep(): every time below is attributed exactly, whatever the machine's load.
+FAKE_CLOCK = """
+import time
+class _Clock:
+    t = 10 ** 12
+def _mono():
+    return _Clock.t
+def sleep(s):
+    _Clock.t += int(round(s * 1e9))
+time.monotonic_ns = _mono
+"""
+
+
+def test_iterator_setup_is_waiting_and_time_between_epochs_is_not_the_step(tmp_path):
+    """A DataLoader whose iterator takes 0.3 s to start (as its workers do, every epoch), 10 batches of 2 ms loads
+    and 50 ms steps, and 0.7 s of evaluation after each of 3 epochs: the set-up is in the wait, the evaluation
+    between epochs and out of the step."""
+    p = child(FAKE_CLOCK + """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
+
+class SlowStart(_SingleProcessDataLoaderIter):
+    def __init__(self, loader):
+        super().__init__(loader)
+        sleep(0.3)  # starting the workers
+
+class Loader(DataLoader):
+    def _get_iterator(self):
+        return SlowStart(self)
+
+class Data(TensorDataset):
+    def __getitem__(self, i):
+        sleep(0.002)  # loading a sample
+        return super().__getitem__(i)
+
+loader = Loader(Data(torch.zeros(40, 1), torch.zeros(40)), batch_size=4)
+
+def train_one_epoch():
+    for x, y in loader:
+        sleep(0.05)  # the step
+
+def evaluate():
+    sleep(0.7)
+
+for epoch in range(3):
+    train_one_epoch()
+    evaluate()
+""", tmp_path)
+    assert "stoker doctor" not in p.stderr, p.stderr
+    (s,) = snapshots(tmp_path / "channel").values()
+    assert (s["stats"]["batches"], s["stats"]["samples"]) == (30, 120)
+    assert s["loop"]["iterations"] == 3
+    assert s["loop"]["setup_s"] == pytest.approx(3 * 0.3, abs=1e-6)
+    assert s["stats"]["wait_s"] == pytest.approx(3 * 0.3 + 120 * 0.002, abs=1e-6)  # the set-up counted as waiting
+    assert s["stats"]["step_s"] == pytest.approx(30 * 0.05, abs=1e-6)  # the evaluation is not in the step
+    assert s["loop"]["between_s"] == pytest.approx(2 * 0.7, abs=1e-6)
+    assert s["info"]["where"].endswith(" in train_one_epoch")
+
+
+def test_stoker_loader_counts_all_of_next_and_keeps_epochs_apart(tmp_path):
+    """A stoker.Loader under the doctor is timed in Python: the whole of next() is the wait (here 5 ms of Python
+    per batch after the C++ wait: a slow batch transform), and 0.5 s between epochs is not the step."""
+    pytest.importorskip("stoker._stoker")
+    os.makedirs(tmp_path / "images" / "c0")
+    for i in range(12):
+        _photo(24, 20, i).save(tmp_path / "images" / "c0" / f"{i}.jpg")
+    p = child(FAKE_CLOCK + f"""
+import stoker
+
+loader = stoker.Loader({str(tmp_path / "images")!r}, batch_size=4, transforms=[stoker.Resize((8, 8))], threads=1)
+orig = stoker._Iterator._fetch
+def _fetch(self):  # 5 ms of Python in every batch's next(), after the C++ wait (a slow batch transform)
+    out = orig(self)
+    if out is not None and not isinstance(out, Exception):
+        sleep(0.005)
+    return out
+stoker._Iterator._fetch = _fetch
+
+for epoch in range(2):
+    for x, y in loader:
+        sleep(0.02)
+    sleep(0.5)  # evaluation
+""", tmp_path, path=(SITE, PYTHONPATH))
+    assert "stoker doctor" not in p.stderr, p.stderr
+    profiles = [s for n, s in snapshots_any(tmp_path / "channel").items() if n.startswith("profile-")]
+    (s,) = profiles
+    assert s["info"]["stoker_loader"] is True and s["info"]["auto"] is True
+    assert (s["stats"]["batches"], s["stats"]["samples"]) == (6, 24)
+    assert s["loop"]["iterations"] == 2
+    assert s["stats"]["wait_s"] == pytest.approx(6 * 0.005, abs=1e-6)  # the Python side of next(), counted
+    assert s["stats"]["step_s"] == pytest.approx(6 * 0.02, abs=1e-6)
+    assert s["loop"]["between_s"] == pytest.approx(0.5, abs=1e-6)
+
+
+def snapshots_any(channel):
+    """Every snapshot in a channel directory (the loaders' own too), by file name."""
+    out = {}
+    for n in sorted(os.listdir(channel)):
+        if n.endswith(".json"):
+            with open(os.path.join(channel, n)) as f:
+                out[n] = json.load(f)
+    return out
+
+
+def test_the_probed_pipeline_is_the_scripts(tmp_path):
+    """What the doctor's probe runs of a DataLoader's ImageFolder: the script's transform list, echoed transform by
+    transform with torchvision's class names and parameters, and the part stoker runs."""
+    pytest.importorskip("stoker._stoker")
+    os.makedirs(tmp_path / "images" / "c0")
+    for i in range(4):
+        _photo(40, 32, i).save(tmp_path / "images" / "c0" / f"{i}.jpg")
+    p = child(f"""
+        import json
+        import torch, torchvision, torchvision.transforms as T
+        pipelines = {{
+            "mapped": T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
+                                 T.ToTensor(), T.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
+                                 T.RandomErasing(p=0.25)]),
+            "partly": T.Compose([T.CenterCrop(24), T.Lambda(lambda im: im), T.ToTensor()]),
+            "none": T.Compose([T.Lambda(lambda im: im), T.ToTensor()]),
+        }}
+        for name, tf in pipelines.items():
+            ds = torchvision.datasets.ImageFolder({str(tmp_path / "images")!r}, transform=tf)
+            loader = torch.utils.data.DataLoader(ds, batch_size=2)
+            for x, y in loader:
+                pass
+        """, tmp_path, path=(SITE, PYTHONPATH))
+    assert "stoker doctor" not in p.stderr, p.stderr
+    ports = [s["info"]["port"] for s in snapshots(tmp_path / "channel").values()]
+    assert len(ports) == 3
+    by = {len(pt["probed_pipeline"]): pt for pt in ports}
+    mapped, partly, none = by[6], by[1], by[0]
+    names = [t.split("(")[0] for t in mapped["script_pipeline"]]
+    assert names == ["RandomResizedCrop", "RandomHorizontalFlip", "TrivialAugmentWide", "ToTensor", "Normalize",
+                     "RandomErasing"]
+    assert mapped["probed_pipeline"] == mapped["script_pipeline"]
+    assert "size=(24, 24)" in mapped["script_pipeline"][0] or "size=24" in mapped["script_pipeline"][0]
+    assert "p=0.25" in mapped["script_pipeline"][5]
+    assert mapped["pipeline"] == "the script's transforms: " + " + ".join(mapped["script_pipeline"])
+    assert [t["name"] for t in mapped["probe"]["transforms"]][:1] == ["RandomResizedCrop"]
+    assert "python" not in mapped
+    assert [t.split("(")[0] for t in partly["script_pipeline"]] == ["CenterCrop", "Lambda", "ToTensor"]
+    assert partly["probed_pipeline"] == partly["script_pipeline"][:1] and partly["python"].startswith("Lambda")
+    assert "probe" in partly
+    assert "probe" not in none and none["python"].startswith("Lambda")

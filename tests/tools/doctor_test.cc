@@ -8,6 +8,8 @@
 #include <cmath>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 
 #include "doctor/html.h"
 
@@ -703,5 +705,220 @@ TEST(DoctorTest, VolumeFactsParse) {
   EXPECT_TRUE(odd.active);
   EXPECT_EQ(odd.inflate_s, 0);
 }
+}  // namespace
+}  // namespace stoker::doctor
+
+namespace stoker::doctor {
+namespace {
+
+// A DataLoader loop timed in Python (the doctor's sitecustomize): `wait` and
+// `step` seconds over `samples`, with `num_workers` (null: not a DataLoader),
+// the loop's epochs, and 20 machine samples of the given CPU means.
+RunFacts profiled(double samples, double wait, double step, json num_workers, json info_extra = json::object(),
+                  double main_cpu = 0.9, double root_cpu = 0.95, double tree_cpu = 0.95, double cores_busy = 1.0,
+                  int processes = 1) {
+  RunFacts f = run(1, 1, 0, 0, 0, 0);
+  f.series.clear();
+  f.samples.clear();
+  for (int i = 0; i < 20; ++i) {
+    Sample s;
+    s.t = i * 0.5;
+    s.core_busy = {cores_busy / 2, cores_busy / 2};
+    s.main_thread_cpu = main_cpu;
+    s.main_thread_state = 'R';
+    s.root_cpu = root_cpu;
+    s.tree_cpu = tree_cpu;
+    s.processes = processes;
+    s.pss_mib = 100;
+    f.samples.push_back(s);
+  }
+  json info = {{"type", "torch.utils.data.dataloader.DataLoader"},
+               {"dataset", "torchvision.datasets.folder.ImageFolder"},
+               {"num_workers", num_workers},
+               {"batch_size", 8},
+               {"auto", true},
+               {"files", json::array({"/data/a.jpg", "/data/b.jpg"})}};
+  info.update(info_extra);
+  Series p;
+  p.key = "profile-7-1048576";
+  p.kind = "profile";
+  p.last = json{{"kind", "profile"},
+                {"info", info},
+                {"stats", {{"name", "DataLoader"}, {"samples", samples}, {"batches", samples / 8}, {"wait_s", wait},
+                           {"step_s", step}}},
+                {"loop", {{"iterations", 3}, {"setup_s", 0.6}, {"between_s", 4.5}}}};
+  p.points = {{0, 0, 0, 0}, {wait + step, samples, wait, wait + step}};
+  f.series[p.key] = p;
+  return f;
+}
+
+bool any_has(const std::vector<std::string>& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+
+TEST(DoctorTest, AFailedCommandGetsNoVerdict) {
+  RunFacts f = profiled(1000, 1, 9, 2);
+  f.exit_code = 1;
+  f.wall_s = 1.6;
+  f.stderr_tail = "epoch 0\nTraceback (most recent call last):\n  File \"train.py\", line 3\nKeyError: 'label'\n";
+  bool probed = false;
+  Probes p;
+  p.measure_files = [&](const std::vector<std::string>&, int, const std::string&) {
+    probed = true;
+    return Cost{};
+  };
+  const Verdict v = diagnose(f, p);
+  EXPECT_TRUE(v.failed);
+  EXPECT_EQ(v.failure, "the command failed (exit 1) after 1.6 s: no verdict");
+  ASSERT_FALSE(v.stderr_lines.empty());
+  EXPECT_EQ(v.stderr_lines.back(), "KeyError: 'label'");
+  EXPECT_EQ(v.stderr_lines.front(), "epoch 0");
+  EXPECT_TRUE(v.suggestions.empty());
+  EXPECT_TRUE(v.evidence.empty());
+  EXPECT_FALSE(probed);
+  // Interrupted by the user (Ctrl-C passed on): a verdict on the run until then.
+  f.interrupted = true;
+  f.exit_code = 130;
+  const Verdict i = diagnose(f, p);
+  EXPECT_FALSE(i.failed);
+  EXPECT_EQ(i.kind, Bottleneck::kCompute);
+  EXPECT_TRUE(any_has(i.notes, "interrupted (exit 130)"));
+}
+
+TEST(DoctorTest, NoWorkersMeansNoWorkersInTheEvidence) {
+  // num_workers=0, the loop's thread busy loading: input-bound, attributed to the main thread, no worker processes;
+  // another process on the machine used a core.
+  Probes none;
+  none.measure_files = [](const std::vector<std::string>&, int, const std::string&) {
+    Cost c;
+    c.error = "not in this test";
+    return c;
+  };
+  const Verdict v = diagnose(profiled(1000, 6, 4, 0, json::object(), 0.95, 1.0, 1.0, 1.95), none);
+  EXPECT_EQ(v.kind, Bottleneck::kDecode);
+  EXPECT_TRUE(any_has(v.evidence, "num_workers=0"));
+  EXPECT_TRUE(any_has(v.evidence, "no child processes"));
+  EXPECT_TRUE(any_has(v.evidence, "other processes on the machine used 0.95 cores"));
+  EXPECT_TRUE(any_has(v.evidence, "no worker processes"));
+  EXPECT_FALSE(any_has(v.evidence, "worker processes used"));
+  EXPECT_FALSE(any_has(v.evidence, "PIL"));
+  EXPECT_NEAR(v.cpu_main_process, 1.0, 1e-9);
+  EXPECT_NEAR(v.cpu_children, 0, 1e-9);
+  EXPECT_NEAR(v.cpu_others, 0.95, 1e-9);
+  // Compute-bound with num_workers=0 and a child process of the program's: not called a worker.
+  const Verdict c = diagnose(profiled(1000, 0.5, 9.5, 0, json::object(), 0.95, 1.0, 1.6, 1.9, 2), none);
+  EXPECT_EQ(c.kind, Bottleneck::kCompute);
+  EXPECT_FALSE(any_has(c.evidence, "worker process"));  // the compute verdict names no loading at all
+  EXPECT_TRUE(any_has(c.evidence, "its child process (1 on average) 0.60"));
+  // Two workers: named, with their count and their cores.
+  const Verdict w = diagnose(profiled(1000, 6, 4, 2, json::object(), 0.2, 0.25, 1.85, 1.9, 3), none);
+  EXPECT_TRUE(any_has(w.evidence, "the DataLoader's 2 worker processes used 1.60 cores"));
+  EXPECT_TRUE(any_has(w.evidence, "2 workers"));
+  const Verdict one = diagnose(profiled(1000, 6, 4, 1, json::object(), 0.2, 0.25, 1.2, 1.9, 2), none);
+  EXPECT_TRUE(any_has(one.evidence, "1 worker;"));
+  EXPECT_FALSE(any_has(one.evidence, "1 workers"));
+}
+
+TEST(DoctorTest, SetupIsWaitAndTimeBetweenEpochsIsNotTheStep) {
+  const Verdict v = diagnose(profiled(1000, 1, 9, 2), Probes{}, false);
+  EXPECT_EQ(v.iterations, 3);
+  EXPECT_NEAR(v.setup_s, 0.6, 1e-9);
+  EXPECT_NEAR(v.between_s, 4.5, 1e-9);
+  EXPECT_NEAR(v.step_per_sample_s, 9e-3, 1e-12);  // the loop's steps only, not the 4.5 s between epochs
+  EXPECT_TRUE(any_has(v.evidence, "between epochs: 4.5 s outside the loop (evaluation, checkpoints, other loops), "
+                                  "kept out of the step; creating its iterator each epoch (the DataLoader starting its "
+                                  "2 workers): 0.60 s over 3 iterations, counted as waiting for data"));
+}
+
+TEST(DoctorTest, AWrappedStokerLoaderTakesTheLoopFromPython) {
+  RunFacts f = run(1000, 20, 1, 0.5, 17, 1.5);  // the C++ clock: 20 s active, 19 s of it "step"
+  Series p;
+  p.key = "profile-1-0";
+  p.kind = "profile";
+  p.last = json{{"kind", "profile"},
+                {"info", {{"type", "stoker.Loader"}, {"stoker_loader", true}, {"auto", true},
+                          {"where", "train.py:12 in train_one_epoch"}}},
+                {"stats", {{"name", "Loader"}, {"samples", 1000}, {"batches", 16}, {"wait_s", 2}, {"step_s", 8}}},
+                {"loop", {{"iterations", 2}, {"setup_s", 0.1}, {"between_s", 10}}}};
+  p.points = {{0, 0, 0, 0}, {20, 1000, 2, 10}};
+  f.series[p.key] = p;
+  const Verdict v = diagnose(f, Probes{}, false);
+  EXPECT_NEAR(v.wait_share, 0.2, 1e-9);
+  EXPECT_NEAR(v.step_per_sample_s, 8e-3, 1e-12);
+  EXPECT_NEAR(v.between_s, 10, 1e-9);
+  EXPECT_EQ(series_label(p), "stoker.Loader in train_one_epoch (train.py:12)");
+  // Not timed in Python: said so.
+  const Verdict c = diagnose(run(1000, 20, 1, 0.5, 17, 1.5), Probes{}, false);
+  EXPECT_TRUE(any_has(c.notes, "not timed in Python"));
+}
+
+TEST(DoctorTest, TheProbeRunsTheScriptsPipelineAndNamesIt) {
+  const json port = {{"probe", {{"transforms", json::array({json{{"name", "CenterCrop"}, {"size", {8, 8}}}})},
+                                {"dtype", "float32"}}},
+                     {"script_pipeline", {"CenterCrop(size=(8, 8))", "ToTensor()"}},
+                     {"probed_pipeline", {"CenterCrop(size=(8, 8))", "ToTensor()"}},
+                     {"pipeline", "the script's transforms: CenterCrop(size=(8, 8)) + ToTensor()"}};
+  std::string seen;
+  Probes p;
+  p.measure_files = [&](const std::vector<std::string>& files, int, const std::string& t) {
+    seen = t;
+    Cost c = fixed(1e-3, 1e-3);
+    c.records = files.size();
+    c.decode_s = 6e-4;
+    c.transform_s = 4e-4;
+    return c;
+  };
+  const Verdict v = diagnose(profiled(1000, 6, 4, 2, json{{"port", port}}), p);
+  EXPECT_EQ(json::parse(seen), port["probe"]);  // the script's pipeline, as stoker runs it
+  EXPECT_TRUE(any_has(v.evidence, "the doctor's probe ran 2 of the same files through stoker with the script's "
+                                  "transforms: CenterCrop(size=(8, 8)) + ToTensor()"));
+  EXPECT_GT(v.probe_s, 0);  // the probe's time, whichever branch ran it
+  // Nothing maps: said so, and no other pipeline timed.
+  seen = "(not called)";
+  const json none = {{"python", "MyAugment(...)"}, {"script_pipeline", {"MyAugment(...)"}},
+                     {"probed_pipeline", json::array()}};
+  const Verdict n = diagnose(profiled(1000, 6, 4, 2, json{{"port", none}}), p);
+  EXPECT_EQ(seen, "(not called)");
+  EXPECT_TRUE(any_has(n.notes, "none of the script's transforms maps to stoker's (MyAugment(...) would run as Python)"));
+  // Part of it maps: the part timed is named, and the rest.
+  json part = port;
+  part["python"] = "MyAugment(...)";
+  part["probed_pipeline"] = {"CenterCrop(size=(8, 8))"};
+  const Verdict q = diagnose(profiled(1000, 6, 4, 2, json{{"port", part}}), p);
+  EXPECT_TRUE(any_has(q.evidence, "the part of the script's transforms stoker runs: CenterCrop(size=(8, 8)); not timed: "
+                                  "MyAugment(...) (would run as Python)"));
+}
+
+TEST(DoctorTest, ChartsBreakWhereALoopWasNotRunning) {
+  ChartOptions o;
+  const double nan = std::nan("");
+  const std::string svg = svg_line_chart({{"train_one_epoch", {0, 1, 2, 3, 4}, {5, 6, nan, 7, 8}}}, o);
+  std::size_t lines = 0;
+  for (auto i = svg.find("<polyline"); i != std::string::npos; i = svg.find("<polyline", i + 1)) ++lines;
+  EXPECT_EQ(lines, 2u);
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stoker::doctor
+
+namespace stoker::doctor {
+namespace {
+
+// `stoker doctor --sweep` on a DataLoader: its files as a list-file source, with the script's pipeline.
+TEST(DoctorTest, ADataLoadersFilesBecomeALoaderSetupForTheSweep) {
+  const std::string dir = ::testing::TempDir();
+  const LoaderSetup s = files_setup({"/data/a.jpg", "/data/b.jpg"},
+                                    R"({"transforms": [{"name": "CenterCrop", "size": [8, 8]}], "dtype": "float32"})", dir);
+  ASSERT_EQ(s.sources.size(), 1u);
+  std::ifstream list(s.sources[0]);
+  std::string all((std::istreambuf_iterator<char>(list)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "/data/a.jpg,0\n/data/b.jpg,0\n");
+  ASSERT_EQ(s.options.transforms.size(), 1u);
+  EXPECT_EQ(s.options.dtype, DType::kFloat32);
+  EXPECT_EQ(files_setup({"/data/a.jpg"}, "", dir).options.transforms.size(), 3u);  // unknown: the default pipeline
+  EXPECT_THROW(files_setup({}, "", dir), std::runtime_error);
+}
+
 }  // namespace
 }  // namespace stoker::doctor

@@ -3,12 +3,18 @@
 // in-process stats of its stoker loaders and stoker.profile-wrapped
 // iterables, and reports where the training loop's time went, with the
 // changes to try and what each is predicted to gain.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +31,7 @@
 #include "commands.h"
 #include "doctor/channel.h"
 #include "doctor/html.h"
+#include "doctor/probe.h"
 #include "doctor/sampler.h"
 #include "source/remote/transport.h"
 #include "doctor/sweep.h"
@@ -55,6 +62,99 @@ void on_signal(int) { g_interrupts = g_interrupts + 1; }
 
 std::int64_t mono_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The command's stderr, passed through to the doctor's as it comes, its last
+// bytes kept for the report of a failed run. Reads until the pipe's every
+// writer is gone (the command and any process that inherited it), or, once
+// stop() is called, until it has been quiet for a moment.
+class StderrTee {
+ public:
+  static constexpr std::size_t kKeep = 8192;
+  explicit StderrTee(int fd) : fd_(fd) {
+    thread_ = detail::spawn("stoker-stderr", detail::Priority::kNormal, [this] { loop(); });
+  }
+  ~StderrTee() { stop(); }
+  StderrTee(const StderrTee&) = delete;
+  StderrTee& operator=(const StderrTee&) = delete;
+  void stop() {
+    if (!thread_.joinable()) return;
+    stopping_.store(true);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string tail() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tail_;
+  }
+
+ private:
+  void loop() {
+    char buf[4096];
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, 100);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) {
+        if (stopping_.load()) return;  // the command has exited and nothing more came
+        continue;
+      }
+      const ssize_t n = ::read(fd_, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // every writer closed it
+      for (ssize_t done = 0; done < n;) {
+        const ssize_t w = ::write(2, buf + done, static_cast<std::size_t>(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += w;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      tail_.append(buf, static_cast<std::size_t>(n));
+      if (tail_.size() > 2 * kKeep) tail_.erase(0, tail_.size() - kKeep);
+    }
+  }
+  int fd_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::string tail_;
+  std::thread thread_;
+};
+
+// The throughput and wait of a series between its snapshots, with a gap
+// (NaN) where the loop was not running: an interval whose timed loop time
+// is under half of it (a profile: waits and steps only), or much longer than
+// the series' usual one (a loader publishes only from next()). Across a gap
+// the rate is over the loop's own time, not the clock's.
+void series_rates(const Series& s, ChartSeries* rate, ChartSeries* wait) {
+  std::vector<double> dts;
+  for (std::size_t i = 1; i < s.points.size(); ++i) dts.push_back(s.points[i].t - s.points[i - 1].t);
+  double usual = 0;
+  if (!dts.empty()) {
+    std::vector<double> d = dts;
+    std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+    usual = d[d.size() / 2];
+  }
+  const double nan = std::nan("");
+  for (std::size_t i = 1; i < s.points.size(); ++i) {
+    const auto &p = s.points[i], &q = s.points[i - 1];
+    const double dt = p.t - q.t;
+    if (dt <= 0) continue;
+    const double da = p.active_s - q.active_s;
+    const bool gap = (s.kind == "profile" && da < 0.5 * dt) || (usual > 0 && dt > 4 * usual && dt > 1.0);
+    double span = dt;
+    if (gap) {
+      rate->x.push_back(q.t);
+      rate->y.push_back(nan);
+      wait->x.push_back(q.t);
+      wait->y.push_back(nan);
+      if (s.kind != "profile" || da <= 0) continue;
+      span = da;
+    }
+    rate->x.push_back(p.t);
+    rate->y.push_back((p.samples - q.samples) / span);
+    wait->x.push_back(p.t);
+    wait->y.push_back(100 * std::clamp((p.wait_s - q.wait_s) / span, 0.0, 1.0));
+  }
 }
 
 std::string status_line(const Sample& s, const std::map<std::string, Series>& series, int cores) {
@@ -90,6 +190,15 @@ std::string terminal_report(const DoctorArgs& a, const RunFacts& f, const Verdic
   char b[256];
   std::snprintf(b, sizeof(b), "  ran %.1f s, exit %d, %d cores; ", f.wall_s, exit_code, f.cores);
   r += "command: " + cmd + "\n" + b + gpu_note + "\n\n";
+  if (v.failed) {
+    r += "VERDICT: none: " + v.failure + "\n";
+    if (!v.stderr_lines.empty()) {
+      r += "  the last lines of its stderr:\n";
+      for (const auto& l : v.stderr_lines) r += "    " + l + "\n";
+    }
+    if (!a.report.empty()) r += "\nreport: " + a.report + "\n";
+    return r;
+  }
   r += std::string("VERDICT: ") + bottleneck_name(v.kind) + (v.inferred ? " (inferred from sampling)" : "") + "\n";
   for (const auto& e : v.evidence) r += "  - " + e + "\n";
   if (!v.suggestions.empty()) r += "\nTry, best predicted first:\n";
@@ -127,8 +236,17 @@ std::string html_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v
   std::snprintf(b, sizeof(b), "<p>ran %.1f s, exit code %d, %d cores. %s</p>", f.wall_s, exit_code, f.cores,
                 html_escape(gpu_note).c_str());
   h += b;
-  h += std::string("<div class=\"verdict") + (v.kind == Bottleneck::kCompute ? " compute" : "") + "\">" +
-       html_escape(bottleneck_name(v.kind)) + "</div>";
+  if (v.failed) {
+    h += "<div class=\"verdict\">" + html_escape("no verdict: " + v.failure) + "</div>";
+    if (!v.stderr_lines.empty()) {
+      std::string tail;
+      for (const auto& l : v.stderr_lines) tail += l + "\n";
+      h += "<h2>The last lines of its stderr</h2><pre>" + html_escape(tail) + "</pre>";
+    }
+  } else {
+    h += std::string("<div class=\"verdict") + (v.kind == Bottleneck::kCompute ? " compute" : "") + "\">" +
+         html_escape(bottleneck_name(v.kind)) + "</div>";
+  }
   h += "<h2>Evidence</h2><ul>";
   for (const auto& e : v.evidence) h += "<li>" + html_escape(e) + "</li>";
   h += "</ul>";
@@ -136,10 +254,17 @@ std::string html_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v
     h += "<h2>What to try</h2><table><tr><th>#</th><th>change</th><th>predicted samples/s</th><th>gain</th><th>basis</th></tr>";
     int i = 0;
     for (const auto& s : v.suggestions) {
-      std::snprintf(b, sizeof(b), "<tr><td>%d</td><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td></tr>",
-                    ++i, html_escape(s.action).c_str(), s.predicted_rate > 0 ? std::to_string(static_cast<long>(s.predicted_rate)).c_str() : "-",
-                    s.predicted_rate > 0 ? (std::to_string(s.gain).substr(0, 4) + "x").c_str() : "-", html_escape(s.basis).c_str());
-      h += b;
+      // As the terminal report rounds them: the rate and its range, the gain and its range.
+      char rate[96] = "-", gain[64] = "-";
+      if (s.predicted_rate > 0 && s.predicted_lo > 0 && v.rate > 0) {
+        std::snprintf(rate, sizeof(rate), "%.0f (%.0f-%.0f)", s.predicted_rate, s.predicted_lo, s.predicted_hi);
+        std::snprintf(gain, sizeof(gain), "%.2fx (%.2f-%.2fx)", s.gain, s.predicted_lo / v.rate, s.predicted_hi / v.rate);
+      } else if (s.predicted_rate > 0) {
+        std::snprintf(rate, sizeof(rate), "%.0f", s.predicted_rate);
+        std::snprintf(gain, sizeof(gain), "%.2fx", s.gain);
+      }
+      h += "<tr><td>" + std::to_string(++i) + "</td><td>" + html_escape(s.action) + "</td><td class=\"n\">" + rate +
+           "</td><td class=\"n\">" + gain + "</td><td>" + html_escape(s.basis) + "</td></tr>";
     }
     h += "</table>";
   }
@@ -195,15 +320,8 @@ std::string html_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v
   {
     std::vector<ChartSeries> rate, wait;
     for (const auto& [k, s] : f.series) {
-      ChartSeries r{s.kind + " " + k.substr(k.find('-') + 1), {}, {}}, w = r;
-      for (std::size_t i = 1; i < s.points.size(); ++i) {
-        const double dt = s.points[i].t - s.points[i - 1].t;
-        if (dt <= 0) continue;
-        r.x.push_back(s.points[i].t);
-        r.y.push_back((s.points[i].samples - s.points[i - 1].samples) / dt);
-        w.x.push_back(s.points[i].t);
-        w.y.push_back(100 * std::min(1.0, (s.points[i].wait_s - s.points[i - 1].wait_s) / dt));
-      }
+      ChartSeries r{series_label(s), {}, {}}, w = r;
+      series_rates(s, &r, &w);
       rate.push_back(r);
       wait.push_back(w);
     }
@@ -241,7 +359,13 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   j["wall_s"] = f.wall_s;
   j["cores"] = f.cores;
   j["gpu"] = gpu_note;
-  j["verdict"] = bottleneck_name(v.kind);
+  // A failed command gets no verdict: null, and why.
+  j["verdict"] = v.failed ? nlohmann::json(nullptr) : nlohmann::json(bottleneck_name(v.kind));
+  j["failed"] = v.failed;
+  if (v.failed) {
+    j["failure"] = v.failure;
+    j["stderr_tail"] = v.stderr_lines;
+  }
   j["inferred"] = v.inferred;
   j["consumer"] = v.consumer;
   j["rate"] = v.rate;
@@ -251,6 +375,11 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   j["steady"] = {{"samples", v.steady.samples}, {"active_s", v.steady.active_s}, {"wait_s", v.steady.wait_s},
                  {"skipped_s", v.steady.skipped_s},
                  {"after", v.steady.skipped_s <= 0 ? "start" : v.steady.after_epoch ? "first epoch" : "first fifth"}};
+  // The loop's epochs as timed in Python: their set-up (in the wait) and the time between them (not the step).
+  j["loop"] = {{"iterations", v.iterations}, {"setup_s", v.setup_s}, {"between_s", v.between_s}};
+  // Who used the CPU (cores on average), as sampled.
+  j["cpu"] = {{"main_process", v.cpu_main_process}, {"main_thread", v.cpu_main_thread},
+              {"child_processes", v.cpu_children}, {"other_processes", v.cpu_others}};
   j["evidence"] = v.evidence;
   j["notes"] = v.notes;
   j["port_diff"] = v.port_diff;
@@ -260,6 +389,7 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   }
   for (const auto& [k, s] : f.series) {
     j["sources"][k] = s.last;
+    j["sources"][k]["label"] = series_label(s);
     // NOTE: the probes reopen the user's specs as given; the report shows
     // them without a user:password@.
     if (auto it = j["sources"][k].find("sources"); it != j["sources"][k].end() && it->is_array()) {
@@ -311,6 +441,14 @@ int run(const DoctorArgs& a) {
   }
   const std::string& dir = channel_dir->path();
   const std::string site_dir = doctor_site_dir();
+  // The command's stderr comes through a pipe: passed on as it comes, its
+  // last lines kept for the report when the command fails.
+  int err_pipe[2] = {-1, -1};
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    std::perror("stoker doctor: pipe");
+    return 2;
+  }
+  std::fflush(stderr);
   const std::int64_t start = mono_ns();
   pid_t child = ::fork();
   if (child < 0) {
@@ -318,6 +456,7 @@ int run(const DoctorArgs& a) {
     return 2;
   }
   if (child == 0) {
+    ::dup2(err_pipe[1], 2);  // dup2 clears O_CLOEXEC on fd 2; both pipe ends close at exec
     ::setenv("STOKER_DOCTOR", dir.c_str(), 1);
     if (!a.trace.empty()) ::setenv("STOKER_TRACE", a.trace.c_str(), 1);
     // Zero code changes: Python commands import our sitecustomize first (it
@@ -334,6 +473,8 @@ int run(const DoctorArgs& a) {
     std::fprintf(stderr, "stoker doctor: cannot run '%s': %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
   }
+  ::close(err_pipe[1]);
+  StderrTee tee(err_pipe[0]);
   // Ctrl-C reaches the command (same process group); the doctor keeps
   // sampling until it exits, then reports.
   struct sigaction sa {};
@@ -381,8 +522,13 @@ int run(const DoctorArgs& a) {
   channel.poll();
   facts.series = channel.series();
   const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  tee.stop();  // what the command wrote last is in before the report
+  facts.exit_code = exit_code;
+  facts.interrupted = g_interrupts > 0;
+  facts.stderr_tail = tee.tail();
+  const bool failed = exit_code != 0 && !facts.interrupted;
 
-  if (!a.quiet && a.probe) {
+  if (!a.quiet && a.probe && !failed) {
     std::fprintf(stderr, "stoker doctor: the command ended (exit %d); measuring what changes would gain (one "
                  "interleaved probe: about 15-25 s on 2 cores)...\n", exit_code);
   }
@@ -438,16 +584,39 @@ int run(const DoctorArgs& a) {
   if (tty && !a.quiet) std::fprintf(stderr, "\r\033[K");
   std::vector<SweepPoint> points;
   std::string sweep_md, sweep_svg;
-  if (a.sweep) {
+  if (a.sweep && !failed) {
     const Series* ls = nullptr;
+    const Series* ds = nullptr;  // a DataLoader over files (an ImageFolder): the sweep runs stoker on them
     for (const auto& [k, s] : facts.series) {
       if (s.kind == "loader" && (!ls || s.samples() > ls->samples())) ls = &s;
+      if (s.kind == "profile" && s.last.contains("info") && s.last["info"].contains("files") &&
+          (!ds || s.samples() > ds->samples())) {
+        ds = &s;
+      }
     }
     try {
-      if (!ls) throw std::runtime_error("no stoker loader reported");
-      points = sweep(setup_from_snapshot(ls->last), 256, facts.cores, {"mmap", "ram", "decoded"});
+      std::string title = "Throughput by threads (256 records of the loader's source)";
+      std::unique_ptr<TempDir> list_dir;
+      LoaderSetup setup;
+      if (ls) {
+        setup = setup_from_snapshot(ls->last);
+      } else if (ds) {
+        const auto& info = ds->last["info"];
+        const auto files = info.value("files", std::vector<std::string>{});
+        const nlohmann::json port = info.contains("port") && info["port"].is_object() ? info["port"] : nlohmann::json::object();
+        if (!port.contains("probe")) {
+          throw std::runtime_error("the DataLoader's transforms do not map to stoker's: no pipeline of stoker's to sweep");
+        }
+        list_dir = std::make_unique<TempDir>("stoker-sweep");
+        setup = files_setup(files, port["probe"].dump(), list_dir->path());
+        title = "Throughput by threads and cache mode: stoker on " + std::to_string(files.size()) +
+                " of the DataLoader's files, its transforms";
+      } else {
+        throw std::runtime_error("no stoker loader, nor a DataLoader over image files, reported");
+      }
+      points = sweep(setup, 256, facts.cores, {"mmap", "ram", "decoded"});
       sweep_md = sweep_table(points);
-      sweep_svg = sweep_chart(points, "Throughput by threads (256 records of the loader's source)");
+      sweep_svg = sweep_chart(points, title);
     } catch (const std::exception& e) {
       v.notes.push_back(std::string("sweep not run: ") + e.what());
     }

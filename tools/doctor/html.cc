@@ -46,13 +46,18 @@ std::string html_escape(const std::string& s) {
 }
 
 std::string svg_line_chart(const std::vector<ChartSeries>& series, const ChartOptions& o) {
-  const double L = 60, R = 150, T = 28, B = 40;
+  // The legend's width from its longest name (about 6.2 px a character at 11 px).
+  std::size_t longest = 0;
+  for (const auto& s : series) longest = std::max(longest, s.name.size());
+  const double L = 60, R = std::clamp(26 + 6.2 * static_cast<double>(longest), 150.0, 340.0), T = 28, B = 40;
   const double W = o.width - L - R, H = o.height - T - B;
   double xmin = 1e300, xmax = -1e300, ymax = o.y_max;
   for (const auto& s : series) {
     for (double x : s.x) xmin = std::min(xmin, x), xmax = std::max(xmax, x);
     if (o.y_max <= 0) {
-      for (double y : s.y) ymax = std::max(ymax, y);
+      for (double y : s.y) {
+        if (std::isfinite(y)) ymax = std::max(ymax, y);
+      }
     }
   }
   if (xmin > xmax) xmin = 0, xmax = 1;
@@ -94,14 +99,26 @@ std::string svg_line_chart(const std::vector<ChartSeries>& series, const ChartOp
   for (std::size_t i = 0; i < series.size(); ++i) {
     const auto& s = series[i];
     const char* color = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
+    // A value that is not finite (NaN) breaks the line: the series was not running there.
     std::string pts;
+    auto flush = [&] {
+      if (!pts.empty()) {
+        svg += std::string("<polyline fill=\"none\" stroke-width=\"2\" stroke=\"") + color + "\" points=\"" + pts + "\"/>";
+      }
+      pts.clear();
+    };
     for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
+      if (!std::isfinite(s.y[k])) {
+        flush();
+        continue;
+      }
       std::snprintf(b, sizeof(b), "%.1f,%.1f ", X(s.x[k]), Y(s.y[k]));
       pts += b;
     }
-    svg += std::string("<polyline fill=\"none\" stroke-width=\"2\" stroke=\"") + color + "\" points=\"" + pts + "\"/>";
+    flush();
     if (o.points) {
       for (std::size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
+        if (!std::isfinite(s.y[k])) continue;
         std::snprintf(b, sizeof(b), "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", X(s.x[k]), Y(s.y[k]), color);
         svg += b;
       }

@@ -19,7 +19,8 @@ struct ChartOptions {
   int width = 760, height = 240;
 };
 
-// A line chart: one polyline per series, axes with ticks, a legend.
+// A line chart: one polyline per series (broken where a y is not finite: NaN marks a gap), axes with ticks,
+// a legend.
 std::string svg_line_chart(const std::vector<ChartSeries>& series, const ChartOptions& o);
 // Horizontal stacked bars: one row per label, one segment per part.
 std::string svg_stacked_bars(const std::vector<std::string>& labels, const std::vector<std::string>& parts,

@@ -342,27 +342,36 @@ Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads) {
   return measure(setup, {}, max_records, threads)[0];
 }
 
+LoaderSetup files_setup(const std::vector<std::string>& files, const std::string& transforms, const std::string& dir) {
+  if (files.empty()) throw std::runtime_error("no files");
+  const std::string path = dir + "/records.csv";
+  std::ofstream list(path);
+  for (const auto& f : files) list << f << ",0\n";
+  list.close();
+  if (!list) throw std::runtime_error("cannot write " + path);
+  LoaderSetup s;
+  s.sources = {path};
+  LoaderOptions& o = s.options;
+  o.batch_size = 64;
+  o.transforms = {RandomResizedCrop{}, RandomHorizontalFlip{},
+                  Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
+  if (!transforms.empty()) {
+    // The options codec reads the script's pipeline as it reads a loader's snapshot.
+    const LoaderOptions theirs = options_from_json(transforms);
+    o.transforms = theirs.transforms;
+    o.dtype = theirs.dtype;
+    o.layout = theirs.layout;
+  }
+  return s;
+}
+
 Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms) {
   Cost c;
   try {
-    if (files.empty()) throw std::runtime_error("no files");
     TempDir tmp("stoker-probe");
-    std::ofstream list(tmp.path() + "/records.csv");
-    for (const auto& f : files) list << f << ",0\n";
-    list.close();
-    LoaderOptions o;
-    o.batch_size = 64;
-    o.transforms = {RandomResizedCrop{}, RandomHorizontalFlip{},
-                    Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
-    if (!transforms.empty()) {
-      // The options codec reads the script's pipeline as it reads a loader's snapshot.
-      const LoaderOptions theirs = options_from_json(transforms);
-      o.transforms = theirs.transforms;
-      o.dtype = theirs.dtype;
-      o.layout = theirs.layout;
-    }
+    const LoaderSetup s = files_setup(files, transforms, tmp.path());
     std::vector<std::unique_ptr<Arm>> arms;
-    arms.push_back(std::make_unique<Arm>(std::shared_ptr<const Source>(open_list_file(tmp.path() + "/records.csv")), o,
+    arms.push_back(std::make_unique<Arm>(std::shared_ptr<const Source>(open_list_file(s.sources.at(0))), s.options,
                                          threads, Consumer{}));
     return interleave(arms, std::vector<Cost>(1))[0];
   } catch (const std::exception& e) {

@@ -104,5 +104,10 @@ Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads);
 // the options codec's transforms, and "dtype" beside them: {"transforms":
 // [...], "dtype": "float32"}); "" for RandomResizedCrop(224) + flip + Normalize.
 Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms = "");
+// The same files as a loader setup (for the sweep): a list file of them
+// written into `dir` (which must outlive the setup's use), with the script's
+// pipeline `transforms` (as above) or RandomResizedCrop(224) + flip +
+// Normalize. Throws std::runtime_error when there are no files.
+LoaderSetup files_setup(const std::vector<std::string>& files, const std::string& transforms, const std::string& dir);
 
 }  // namespace stoker::doctor

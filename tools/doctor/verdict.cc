@@ -25,6 +25,7 @@ struct Means {
   double main_cpu = 0, main_running = 0, main_disk = 0;  // main thread: cores; share of samples in R, in D
   double cores_busy = 0, iowait = 0, tree_cpu = 0, root_cpu = 0, disk_mbs = 0, disk_iops = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
   double peak_pss = 0, page_cache = 0, gpu_util = -1;
+  double children = 0;  // the command's child processes, on average
 };
 
 Means means(const std::vector<Sample>& samples) {
@@ -45,6 +46,7 @@ Means means(const std::vector<Sample>& samples) {
     m.tree_read_mbs += s.tree_read_mbs;
     m.rchar_mbs += s.tree_rchar_mbs;
     m.majflt += s.major_faults_per_s;
+    m.children += std::max(0, s.processes - 1);
     for (const auto& x : s.gpus) {
       gpu += x.util;
       ++g;
@@ -64,6 +66,7 @@ Means means(const std::vector<Sample>& samples) {
     m.tree_read_mbs /= n;
     m.rchar_mbs /= n;
     m.majflt /= n;
+    m.children /= n;
   }
   if (g) m.gpu_util = gpu / g;
   for (const Sample& s : samples) {
@@ -242,16 +245,47 @@ void remote_evidence(Verdict* v, const RemoteFacts& r, double wall, double busy_
   }
 }
 
+// Who used the CPU, from what was sampled: the command's main process (and
+// its main thread), its child processes (counted, never assumed), and the
+// other processes on the machine (busy cores beyond the command's).
 void machine_evidence(Verdict* v, const RunFacts& f, const Means& m) {
-  v->evidence.push_back(fmt("CPU: %.2f of %d cores busy on average; the command's processes used %.2f cores; "
-                            "iowait %.1f%% of CPU time",
-                            m.cores_busy, f.cores, m.tree_cpu, 100 * m.iowait));
+  v->cpu_main_process = m.root_cpu;
+  v->cpu_main_thread = m.main_cpu;
+  v->cpu_children = std::max(0.0, m.tree_cpu - m.root_cpu);
+  v->cpu_others = std::max(0.0, m.cores_busy - m.tree_cpu);
+  const long children = std::lround(m.children);
+  v->evidence.push_back(fmt("CPU: %.2f of %d cores busy on average: the command's main process %.2f (its main thread "
+                            "%.2f), %s, other processes on the machine %.2f; iowait %.1f%% of CPU time",
+                            m.cores_busy, f.cores, m.root_cpu, m.main_cpu,
+                            children <= 0 && v->cpu_children < 0.05
+                                ? "no child processes"
+                                : fmt("its child process%s (%ld on average) %.2f", children == 1 ? "" : "es", children,
+                                      v->cpu_children)
+                                      .c_str(),
+                            v->cpu_others, 100 * m.iowait));
   v->evidence.push_back(fmt("storage: %.1f MB/s read from disk by the command (all disks: %.1f MB/s, %.0f reads/s), "
                             "%.1f MB/s of read() calls in all (the rest from the page cache); %.1f major faults/s",
                             m.tree_read_mbs, m.disk_mbs, m.disk_iops, m.rchar_mbs, m.majflt));
-  v->evidence.push_back(fmt("memory: peak PSS of the command %.0f MiB; page cache %.0f MiB; available %.0f MiB",
-                            m.peak_pss, m.page_cache, f.mem_available_mib));
+  v->evidence.push_back(fmt("memory: peak PSS of the command %s; page cache %.0f MiB; available %.0f MiB",
+                            m.peak_pss > 0 ? fmt("%.0f MiB", m.peak_pss).c_str() : "not measured (the run was too short)",
+                            m.page_cache, f.mem_available_mib));
   if (m.gpu_util >= 0) v->evidence.push_back(fmt("GPU: %.0f%% utilised on average", 100 * m.gpu_util));
+}
+
+// The loop's iterations as timed in Python (the snapshot's "loop": a
+// DataLoader or stoker.Loader timed by the doctor, or stoker.profile): each
+// iteration's set-up in iter(), counted in the wait, and the time between
+// iterations (evaluation, checkpoints, other loops), kept out of the step.
+void loop_evidence(Verdict* v, const nlohmann::json& snap, const std::string& setup_what) {
+  const auto it = snap.find("loop");
+  if (it == snap.end() || !it->is_object()) return;
+  v->iterations = static_cast<int>(number(*it, "iterations"));
+  v->setup_s = number(*it, "setup_s");
+  v->between_s = number(*it, "between_s");
+  if (v->iterations <= 0) return;
+  v->evidence.push_back(fmt("between epochs: %.1f s outside the loop (evaluation, checkpoints, other loops), kept out "
+                            "of the step; %s: %.2f s over %d iteration%s, counted as waiting for data",
+                            v->between_s, setup_what.c_str(), v->setup_s, v->iterations, v->iterations == 1 ? "" : "s"));
 }
 
 // A remote-bound loader's suggestions. `fr`: the share of the workers' time
@@ -452,6 +486,14 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
                             "step %.2f ms per sample)",
                             100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(), n, v->rate,
                             1e3 * v->step_per_sample_s));
+  if (wrapped) {
+    loop_evidence(v, ps->last, "starting each epoch (iter(): the epoch's set-up)");
+  } else {
+    v->notes.push_back("the loop was not timed in Python (not run under the doctor's sitecustomize, or not from "
+                       "Python): the loader's own clock runs from its first next() to its last batch, so time between "
+                       "epochs (evaluation, checkpoints) counts as the step, and time in next() outside the C++ wait "
+                       "(staging, batch transforms) is not counted as waiting");
+  }
   const double wall = st.value("wall_s", 0.0);
   v->evidence.push_back(fmt("loader workers busy %.2f threads on average (%d in use of %d started, autotune %s): read %.0f%%, "
                             "decode %.0f%%, transform %.0f%% of their time; %.2f / %.2f / %.2f ms per sample",
@@ -689,9 +731,34 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   // lines, and its transforms as stoker runs them ("probe": options JSON) when all of them map.
   const nlohmann::json port = info.contains("port") && info["port"].is_object() ? info["port"] : nlohmann::json::object();
   const std::string port_probe = port.contains("probe") ? port["probe"].dump() : "";
-  const std::string pipeline = port.contains("probe") ? port.value("pipeline", std::string("the script's transforms"))
-                                                      : "RandomResizedCrop(224) + flip + Normalize";
   const std::string unported = port.value("python", std::string());  // transforms that would run as Python
+  // The pipeline the probe times, named transform by transform as the script
+  // builds it (torchvision's class names and parameters): all of the script's,
+  // or the part stoker runs, the rest named.
+  std::string pipeline;
+  if (port.contains("probe")) {
+    std::string probed;
+    for (const auto& t : port.value("probed_pipeline", std::vector<std::string>{})) probed += (probed.empty() ? "" : " + ") + t;
+    pipeline = unported.empty() ? port.value("pipeline", std::string("the script's transforms"))
+                                : "the part of the script's transforms stoker runs: " +
+                                      (probed.empty() ? std::string("none (decode only)") : probed) + "; not timed: " +
+                                      unported + " (would run as Python)";
+  }
+  // Why nothing was measured on the files, when nothing can be.
+  const std::string unprobed =
+      port.contains("probe") ? ""
+      : unported.empty()     ? "the script's transforms are not known to the doctor (its dataset is not one "
+                               "stoker.DataLoader reads, or stoker could not be imported into the script)"
+                             : "none of the script's transforms maps to stoker's (" + unported +
+                                   " would run as Python): no pipeline of stoker's to time";
+  auto measure_files = [&]() {
+    if (!unprobed.empty()) {
+      Cost c;
+      c.error = unprobed;
+      return c;
+    }
+    return probes.measure_files(files, f.cores, port_probe);
+  };
   v->port_diff = port.value("diff", std::string());
   const std::string port_action = v->port_diff.empty() ? "" : "stoker.DataLoader and stoker.datasets in place of torch's and torchvision's (the two import lines below)";
   const Steady w = steady_window(ps, info.value("dataset_size", 0.0), st.value("samples", 0.0),
@@ -704,13 +771,21 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? wait / active : 0;
   v->step_per_sample_s = n > 0 ? step / n : 0;
-  const std::string workers =
-      info.contains("num_workers") && !info["num_workers"].is_null() ? fmt("%d workers", info["num_workers"].get<int>()) : "";
+  // The DataLoader's worker processes, as configured (-1: not a DataLoader,
+  // or not known): the CPU is attributed to workers only when there are some.
+  const int nw = info.contains("num_workers") && info["num_workers"].is_number_integer() ? info["num_workers"].get<int>() : -1;
+  const std::string workers = nw < 0 ? "" : nw == 0 ? "num_workers=0: loading on the loop's thread"
+                                                    : fmt("%d worker%s", nw, nw == 1 ? "" : "s");
   v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s%s%s; %.0f samples at %.0f "
                             "samples/s; step %.2f ms per sample)",
                             100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(),
                             workers.empty() ? "" : ", ",
                             workers.c_str(), n, v->rate, 1e3 * v->step_per_sample_s));
+  loop_evidence(v, ps.last,
+                nw > 0    ? fmt("creating its iterator each epoch (the DataLoader starting its %d worker%s)", nw,
+                                nw == 1 ? "" : "s").c_str()
+                : nw == 0 ? "creating its iterator each epoch (num_workers=0: no workers to start)"
+                          : "starting each iteration (iter())");
   machine_evidence(v, f, m);
   if (v->wait_share < kInputBoundShare) {
     v->kind = Bottleneck::kCompute;
@@ -718,12 +793,14 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
         fmt("the step is %.0f%% of the loop's time; no input-side change can gain more than %.2fx (all of the wait)",
             100 * (1 - v->wait_share), 1 / (1 - v->wait_share)));
     // On a CPU-bound step, the DataLoader's worker processes take cores from it.
+    // NOTE: only workers that exist (num_workers > 0): child processes of a
+    // num_workers=0 loop are something else of the program's.
     const double workers_cpu = m.tree_cpu - m.root_cpu;
-    if (m.gpu_util < 0 && workers_cpu >= 0.25 && v->rate > 0) {
-      v->evidence.push_back(fmt("the DataLoader's worker processes used %.2f cores (%.2f ms of CPU per sample), cores the "
-                                "step (on the CPU: no GPU sampled) competes for",
-                                workers_cpu, 1e3 * workers_cpu / v->rate));
-      const Cost c = probe && !files.empty() ? probes.measure_files(files, f.cores, port_probe) : Cost{};
+    if (m.gpu_util < 0 && nw > 0 && workers_cpu >= 0.25 && v->rate > 0) {
+      v->evidence.push_back(fmt("the DataLoader's %d worker process%s used %.2f cores (%.2f ms of CPU per sample), cores "
+                                "the step (on the CPU: no GPU sampled) competes for",
+                                nw, nw == 1 ? "" : "es", workers_cpu, 1e3 * workers_cpu / v->rate));
+      const Cost c = probe && !files.empty() ? measure_files() : Cost{};
       add(v, port_action.empty() ? "stoker.Loader instead of the DataLoader: less CPU per sample for the input, more for the step"
                                  : port_action + ": less CPU per sample for the input, more for the step", 0,
           c.ok ? fmt("stoker measured here at %.2f ms of CPU per sample on %zu of the same files (%s) against the "
@@ -736,20 +813,43 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   }
   const bool storage = m.iowait >= 0.2 || (m.tree_read_mbs > 20 && m.cores_busy < 0.6 * f.cores);
   v->kind = storage ? Bottleneck::kStorage : Bottleneck::kDecode;
-  v->evidence.push_back(storage ? "the workers waited on storage (iowait / disk reads high, cores idle)"
-                                : "the loader's processes kept the cores busy: decoding and transforming in Python "
-                                  "workers (PIL), which report no stages of their own");
+  {
+    // Who did the loading, from what was sampled and the DataLoader's settings.
+    const double children = std::max(0.0, m.tree_cpu - m.root_cpu), others = std::max(0.0, m.cores_busy - m.tree_cpu);
+    std::string line;
+    if (storage) {
+      line = nw == 0 ? "the loop's own thread (num_workers=0) waited on storage (iowait / disk reads high, cores idle)"
+                     : "the loading waited on storage (iowait / disk reads high, cores idle)";
+    } else if (nw == 0) {
+      line = fmt("the loading ran on the training loop's own thread (num_workers=0: no worker processes): reading, "
+                 "decoding and transforming between steps, inside the loop's wait; the main thread used %.2f cores",
+                 m.main_cpu);
+    } else if (nw > 0) {
+      line = fmt("the DataLoader's %d worker process%s used %.2f cores: decoding and transforming in Python (PIL), "
+                 "which reports no stages of its own; the main process %.2f",
+                 nw, nw == 1 ? "" : "es", children, m.root_cpu);
+    } else {
+      line = fmt("the command's main process used %.2f cores (its main thread %.2f), its child processes %.2f",
+                 m.root_cpu, m.main_cpu, children);
+    }
+    if (others >= 0.5) {
+      line += fmt("; other processes on the machine used %.2f cores, which the loading competed with", others);
+    }
+    v->evidence.push_back(line);
+  }
   if (!probe) return;
   if (files.empty()) {
     v->notes.push_back("no measured prediction for stoker: the profiled iterable exposes no file list "
                        "(a torchvision ImageFolder/DatasetFolder dataset does)");
     return;
   }
-  const Cost c = probes.measure_files(files, f.cores, port_probe);
+  const Cost c = measure_files();
   if (!c.ok) {
     v->notes.push_back("stoker not measured on these files: " + c.error);
     return;
   }
+  v->evidence.push_back(fmt("the doctor's probe ran %zu of the same files through stoker with %s", c.records,
+                            pipeline.c_str()));
   if (!storage && c.per_sample_s > 0) {
     v->kind = c.transform_s > c.decode_s ? Bottleneck::kTransform : Bottleneck::kDecode;
     v->evidence.push_back(fmt("the same files through stoker: decode %.0f%%, transform %.0f%% of the work per sample",
@@ -892,8 +992,67 @@ VolumeFacts volume_facts(const nlohmann::json& stats) {
   return r;
 }
 
-Verdict diagnose(const RunFacts& f, const Probes& probes, bool probe) {
+std::string series_label(const Series& s) {
+  const nlohmann::json& info = s.last.contains("info") && s.last["info"].is_object() ? s.last["info"] : nlohmann::json::object();
+  const nlohmann::json& st = s.last.contains("stats") && s.last["stats"].is_object() ? s.last["stats"] : nlohmann::json::object();
+  if (s.kind == "loader") {
+    std::string d = s.last.value("describe", std::string("?"));
+    if (d.size() > 40) d = d.substr(0, 37) + "...";
+    return "stoker loader over " + d;
+  }
+  std::string name = st.value("name", std::string("loop"));
+  if (info.value("stoker_loader", false) && name == "Loader") name = "stoker.Loader";
+  if (!info.value("auto", false)) name = "stoker.profile(" + name + ")";
+  // "train.py:40 in train_one_epoch": the loop's function, then where.
+  const std::string where = info.value("where", std::string());
+  const auto in = where.find(" in ");
+  if (in != std::string::npos) return name + " in " + where.substr(in + 4) + " (" + where.substr(0, in) + ")";
+  if (info.contains("root") && info["root"].is_string()) {
+    const std::string root = info["root"].get<std::string>();
+    return name + " over " + root.substr(root.find_last_of('/') + 1);
+  }
+  return name + " " + s.key.substr(s.key.find('-') + 1);
+}
+
+Verdict diagnose(const RunFacts& f, const Probes& probes_in, bool probe) {
   Verdict v;
+  if (f.exit_code != 0 && !f.interrupted) {
+    // A failed run's numbers describe a start-up and a crash, not training.
+    v.failed = true;
+    v.failure = fmt("the command failed (exit %d) after %.1f s: no verdict", f.exit_code, f.wall_s);
+    std::vector<std::string> lines;
+    std::string cur;
+    for (char c : f.stderr_tail) {
+      if (c == '\n' || c == '\r') {
+        if (!cur.empty()) lines.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    if (!cur.empty()) lines.push_back(cur);
+    constexpr std::size_t kLines = 12;
+    v.stderr_lines.assign(lines.size() > kLines ? lines.end() - kLines : lines.begin(), lines.end());
+    return v;
+  }
+  if (f.exit_code != 0) {
+    v.notes.push_back(fmt("the command was interrupted (exit %d): the verdict covers the run until then", f.exit_code));
+  }
+  // Every probe's wall time, whichever verdict runs it (probe_s in the report).
+  double probe_s = 0;
+  Probes probes = probes_in;
+  probes.measure = [&](const LoaderSetup& s, const std::vector<Change>& c, std::size_t n, int t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = probes_in.measure(s, c, n, t);
+    probe_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  };
+  probes.measure_files = [&](const std::vector<std::string>& files, int t, const std::string& x) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = probes_in.measure_files(files, t, x);
+    probe_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  };
   const Means m = means(f.samples);
   const Series* ls = busiest(f.series, "loader");
   const Series* ps = busiest(f.series, "profile");
@@ -906,6 +1065,7 @@ Verdict diagnose(const RunFacts& f, const Probes& probes, bool probe) {
     diagnose_inferred(f, m, &v);
     return v;
   }
+  v.probe_s = std::max(v.probe_s, probe_s);
   std::stable_sort(v.suggestions.begin(), v.suggestions.end(),
                    [](const Suggestion& a, const Suggestion& b) { return a.gain > b.gain; });
   return v;

@@ -64,7 +64,27 @@ struct Verdict {
   // A DataLoader script: the change that ports it to stoker (its import
   // lines, as a unified diff against the script's file), when found.
   std::string port_diff;
+  // The command failed (a non-zero exit the doctor did not cause by passing
+  // on Ctrl-C): no verdict. `failure` says so ("the command failed (exit 1)
+  // after 1.6 s: no verdict"); `stderr_lines`: the last lines it wrote.
+  bool failed = false;
+  std::string failure;
+  std::vector<std::string> stderr_lines;
+  // The loop the verdict is about, timed in Python (a DataLoader, a
+  // stoker.Loader, stoker.profile): its iterations (epochs), their set-up in
+  // iter() (a DataLoader starting its workers; counted in the wait) and the
+  // time between them (evaluation, checkpoints, other loops; not the step).
+  int iterations = 0;
+  double setup_s = 0, between_s = 0;
+  // Who used the CPU, as sampled (cores on average): the command's main
+  // process and its main thread, its child processes, the rest of the
+  // machine.
+  double cpu_main_process = 0, cpu_main_thread = 0, cpu_children = 0, cpu_others = 0;
 };
+
+// A series' name for charts and the report: which loop it is ("DataLoader in
+// train_one_epoch (train.py:40)", "stoker loader over ...").
+std::string series_label(const Series& s);
 
 // The probe, replaceable in tests.
 struct Probes {
@@ -82,6 +102,9 @@ struct RunFacts {
   std::vector<Sample> samples;
   std::map<std::string, Series> series;
   double mem_available_mib = 0;
+  int exit_code = 0;
+  bool interrupted = false;  // Ctrl-C / SIGTERM reached the doctor and was passed on: a non-zero exit is no failure
+  std::string stderr_tail;   // the last bytes the command wrote to stderr
 };
 
 // A loader snapshot's remote-shard counters (its stats' "remote": Stats::Remote

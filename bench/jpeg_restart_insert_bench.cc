@@ -170,12 +170,13 @@ int main(int argc, char** argv) {
   std::printf("%s: %zu of %zu files (the rest refused by the inserter), best of %d rounds, ms per image (1 thread)\n",
               argv[1], usable.size(), files.size(), rounds);
   for (const auto& [why, count] : refused) std::printf("  refused %d: %s\n", count, why.c_str());
-  std::printf("| full decode to RGB | transcoder (optimize=false) | inserter | transcoder / decode | inserter / decode "
-              "| bytes: input, transcoder, inserter |\n");
+  std::printf(
+      "| full decode to RGB | transcoder (optimize=false) | inserter | transcoder / decode | inserter / decode "
+      "| bytes: input, transcoder, inserter |\n");
   std::printf("|---:|---:|---:|---:|---:|---|\n");
   std::printf("| %.3f | %.3f | %.3f | %.2f | %.2f | %zu, %zu (%+.1f%%), %zu (%+.1f%%) |\n", t_decode * per,
-              t_transcode * per, t_insert * per, t_transcode / t_decode, t_insert / t_decode, in_bytes,
-              transcode_bytes, 100.0 * (static_cast<double>(transcode_bytes) / static_cast<double>(in_bytes) - 1),
-              insert_bytes, 100.0 * (static_cast<double>(insert_bytes) / static_cast<double>(in_bytes) - 1));
+              t_transcode * per, t_insert * per, t_transcode / t_decode, t_insert / t_decode, in_bytes, transcode_bytes,
+              100.0 * (static_cast<double>(transcode_bytes) / static_cast<double>(in_bytes) - 1), insert_bytes,
+              100.0 * (static_cast<double>(insert_bytes) / static_cast<double>(in_bytes) - 1));
   return 0;
 }

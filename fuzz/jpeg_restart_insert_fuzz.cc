@@ -38,7 +38,7 @@ bool data_warning(int code) {
 
 struct Read {
   bool ok = false;
-  bool too_big = false;  // over the pixel cap: not read
+  bool too_big = false;       // over the pixel cap: not read
   std::vector<int> warnings;  // libjpeg's warning codes, in order
   bool baseline_single_scan = false;
   int width = 0, height = 0, components = 0;

@@ -109,6 +109,20 @@ def main(out):
         images[f"{i}_npy"] = b.getvalue()
     for name, data in images.items():
         open(os.path.join(out, "image", name), "wb").write(data)
+    # The restart-marker inserter: the baseline and progressive JPEGs above, and optimised Huffman tables
+    # (often without the DC categories an absolute DC needs) in each subsampling.
+    jpegs = {name: data for name, data in images.items() if "_JPEG_" in name}
+    for i, (w, h) in enumerate([(8, 8), (40, 17), (130, 9)]):
+        im = Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+        for sub in (0, 1, 2):
+            b = io.BytesIO()
+            im.save(b, "JPEG", quality=95 - 10 * sub, subsampling=sub, optimize=True)
+            jpegs[f"opt_{i}_{sub}"] = b.getvalue()
+        b = io.BytesIO()
+        im.convert("L").save(b, "JPEG", quality=90)
+        jpegs[f"gray_{i}"] = b.getvalue()
+    for name, data in jpegs.items():
+        open(os.path.join(out, "jpeg_restart_insert", name), "wb").write(data)
     for fmt, fname in ((tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax")):
         path = os.path.join(out, "tar", fname + ".tar")
         with tarfile.open(path, "w", format=fmt) as t:

@@ -185,8 +185,8 @@ bool build_decode_table(const HuffSpec& h, bool dc, DecodeTable* t) {
       }
       std::uint32_t out = 0;
       if (used > 0) {
-        out = static_cast<std::uint32_t>(used) | std::min<std::uint32_t>(static_cast<std::uint32_t>(adv), kNoSymbols) << 5 |
-              (eob ? kEobBit : 0);
+        out = static_cast<std::uint32_t>(used) |
+              std::min<std::uint32_t>(static_cast<std::uint32_t>(adv), kNoSymbols) << 5 | (eob ? kEobBit : 0);
       } else if ((f & 63) != 63 && a1 != kEob) {  // the code fits, not its extra bits (at most 12 + 15)
         out = (f & 63) | static_cast<std::uint32_t>(a1) << 5;
       } else {
@@ -441,18 +441,16 @@ struct JpegRestartInserter::State {
 
   Status parse_headers(const std::uint8_t* p, std::size_t n, std::vector<std::uint8_t>* out);
   Status unstuff(const std::uint8_t* p, std::size_t n);
-  // One pass over the scan, writing the entropy-coded data when *writing.
-  // `replace`: the DC tables (bit per id) replaced by the standard ones.
-  // A DC value the output's table cannot code sets its table's bit in *need
-  // and stops the writing (the pass goes on to find the other tables).
-  Status rewrite(unsigned replace, unsigned* need, bool writing);
+  // One pass over the scan, writing the entropy-coded data. `replace`: the
+  // DC tables (bit per id) replaced by the standard ones. A DC value the
+  // output's table cannot code ends the pass with its table's bit in *need.
+  Status rewrite(unsigned replace, unsigned* need);
 };
 
 JpegRestartInserter::JpegRestartInserter() : s_(std::make_unique<State>()) {}
 JpegRestartInserter::~JpegRestartInserter() = default;
 
-Status JpegRestartInserter::State::parse_headers(const std::uint8_t* p, std::size_t n,
-                                                  std::vector<std::uint8_t>* out) {
+Status JpegRestartInserter::State::parse_headers(const std::uint8_t* p, std::size_t n, std::vector<std::uint8_t>* out) {
   for (auto& h : dc_spec) h.defined = false;
   for (auto& h : ac_spec) h.defined = false;
   std::fill(std::begin(quant_defined), std::end(quant_defined), false);
@@ -510,9 +508,13 @@ Status JpegRestartInserter::State::parse_headers(const std::uint8_t* p, std::siz
       return Status::Unsupported("restart insert: not baseline Huffman-coded (SOF or DAC marker FF" + hex2(m) + ")");
     } else if (m == 0xC4) {
       for (std::size_t k = 0; k < body;) {
-        if (body - k < 17) return Status::Corrupt("JPEG header: Huffman table segment of length " + std::to_string(len));
+        if (body - k < 17) {
+          return Status::Corrupt("JPEG header: Huffman table segment of length " + std::to_string(len));
+        }
         const int index = s[k];
-        if ((index >> 4) > 1 || (index & 15) > 3) return Status::Corrupt("JPEG header: Huffman table id " + hex2(index));
+        if ((index >> 4) > 1 || (index & 15) > 3) {
+          return Status::Corrupt("JPEG header: Huffman table id " + hex2(index));
+        }
         HuffSpec& h = (index >> 4 ? ac_spec : dc_spec)[index & 15];
         std::memcpy(h.counts, s + k + 1, 16);
         const int total = total_codes(h);
@@ -529,7 +531,9 @@ Status JpegRestartInserter::State::parse_headers(const std::uint8_t* p, std::siz
         const int prec = s[k] >> 4, id = s[k] & 15;
         const std::size_t need = 1 + 64 * static_cast<std::size_t>(prec + 1);
         if (prec > 1 || id > 3) return Status::Corrupt("JPEG header: quantization table " + hex2(s[k]));
-        if (body - k < need) return Status::Corrupt("JPEG header: quantization table segment of length " + std::to_string(len));
+        if (body - k < need) {
+          return Status::Corrupt("JPEG header: quantization table segment of length " + std::to_string(len));
+        }
         quant_defined[id] = true;
         k += need;
       }
@@ -634,7 +638,7 @@ Status JpegRestartInserter::State::unstuff(const std::uint8_t* p, std::size_t n)
   return Status::Ok();
 }
 
-Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need, bool writing) {
+Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need) {
   int hmax = 1, vmax = 1;
   for (int c = 0; c < components; ++c) {
     hmax = std::max(hmax, frame[c].h);
@@ -652,9 +656,7 @@ Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need, boo
       encoder[t] = dc_encoder(dc_spec[t]);
     }
   }
-  const auto where = [&](std::int64_t m) {
-    return " (MCU " + std::to_string(m) + " of " + std::to_string(mcus) + ")";
-  };
+  const auto where = [&](std::int64_t m) { return " (MCU " + std::to_string(m) + " of " + std::to_string(mcus) + ")"; };
 
   const std::uint8_t* const base = bits.data();
   BitReader reader;
@@ -679,7 +681,7 @@ Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need, boo
   for (std::int64_t m = 0; m < mcus; ++m) {
     if (m > 0 && ((old_interval > 0 && to_old == 0) || to_new == 0)) {
       const std::uint64_t end = reader.pos();
-      if (writing) writer.copy(base, copy_from, end);
+      writer.copy(base, copy_from, end);
       copy_from = end;
       if (old_interval > 0 && to_old == 0) {  // the input's restart marker: DC predictions reset
         const Segment& s = segments[seg];
@@ -699,7 +701,7 @@ Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need, boo
         to_old = old_interval;
       }
       if (to_new == 0) {
-        if (writing) writer.pad_and_marker(0xD0 + (rst_out & 7));
+        writer.pad_and_marker(0xD0 + (rst_out & 7));
         ++rst_out;
         std::fill(std::begin(pred_out), std::end(pred_out), 0u);
         to_new = interval;
@@ -714,10 +716,10 @@ Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need, boo
       int dc_bits = 0;
       const BlockError error = read_block(&reader, *block_dc[i], *block_ac[i], &diff, &dc_bits);
       if (error != BlockError::kNone) {
-        return Status::Corrupt(error == BlockError::kBadCode    ? "JPEG data: bad Huffman code" + where(m)
-                               : error == BlockError::kBadSymbol ? "JPEG data: AC symbol " + hex2(diff) + where(m)
-                                                                 : "JPEG data: a block of more than 64 coefficients" +
-                                                                       where(m));
+        return Status::Corrupt(error == BlockError::kBadCode ? "JPEG data: bad Huffman code" + where(m)
+                               : error == BlockError::kBadSymbol
+                                   ? "JPEG data: AC symbol " + hex2(diff) + where(m)
+                                   : "JPEG data: a block of more than 64 coefficients" + where(m));
       }
       // The DC difference in the output: against 0 after a new restart
       // marker, against the previous block without the input's.
@@ -735,22 +737,23 @@ Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need, boo
           if (cat > kMaxDcCategory || replaced) {
             return Status::Unsupported("restart insert: a DC value beyond the 8-bit range" + where(m));
           }
-          *need |= 1u << dc_id;
-          writing = false;
-        } else if (writing) {
+          *need = 1u << dc_id;
+          return Status::Ok();
+        } else {
           writer.copy(base, copy_from, block_at);
           writer.reserve(8);
           const std::int32_t extra = out_diff < 0 ? out_diff - 1 : out_diff;
-          writer.put(static_cast<std::uint64_t>(e.code[cat]) << cat | (static_cast<std::uint32_t>(extra) & ((1u << cat) - 1)),
-                     e.len[cat] + cat);
+          writer.put(
+              static_cast<std::uint64_t>(e.code[cat]) << cat | (static_cast<std::uint32_t>(extra) & ((1u << cat) - 1)),
+              e.len[cat] + cat);
           copy_from = block_at + static_cast<std::uint64_t>(dc_bits);
         }
       }
     }
     if (reader.pos() > segments[seg].end) {
-      return Status::Corrupt(segments[seg].marker < 0 ? "JPEG truncated" + where(m)
-                                                      : "JPEG data: marker FF" + hex2(segments[seg].marker) +
-                                                            " inside the scan" + where(m));
+      return Status::Corrupt(segments[seg].marker < 0
+                                 ? "JPEG truncated" + where(m)
+                                 : "JPEG data: marker FF" + hex2(segments[seg].marker) + " inside the scan" + where(m));
     }
   }
   // After the last MCU: padding bits, then (past any restart markers with
@@ -767,11 +770,9 @@ Status JpegRestartInserter::State::rewrite(unsigned replace, unsigned* need, boo
   if (segments[seg].marker != 0xD9) {
     return Status::Unsupported("restart insert: marker FF" + hex2(segments[seg].marker) + " after the scan");
   }
-  if (writing) {
-    writer.copy(base, copy_from, end);
-    writer.pad_and_marker(0xD9);
-    writer.finish();
-  }
+  writer.copy(base, copy_from, end);
+  writer.pad_and_marker(0xD9);
+  writer.finish();
   return Status::Ok();
 }
 
@@ -787,8 +788,11 @@ Status JpegRestartInserter::insert(const std::uint8_t* data, std::size_t size, s
   }
   st = s.unstuff(data, size);
   if (!st.ok()) return st;
+  // NOTE: a pass ends at the first DC value its tables cannot code, and the
+  // next replaces that table: a value a table misses tends to come early (in
+  // the first rows), so this costs less than a pass that finds them all.
   unsigned replace = 0;
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass <= 4; ++pass) {
     out->resize(s.headers_out);
     if (replace != 0) {  // one DHT segment with the standard tables, after the file's
       const std::size_t at = out->size();
@@ -812,7 +816,7 @@ Status JpegRestartInserter::insert(const std::uint8_t* data, std::size_t size, s
     s.writer.start(out);
     s.writer.reserve(size - s.data + size / 8);
     unsigned need = 0;
-    st = s.rewrite(replace, &need, /*writing=*/true);
+    st = s.rewrite(replace, &need);
     if (!st.ok() || need == 0) return st;
     replace |= need;
   }

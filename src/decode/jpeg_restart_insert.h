@@ -6,8 +6,12 @@
 // re-encoded; no dequantisation, no IDCT, no coefficient buffers. The output
 // decodes to the same coefficients, so the same pixels, as the input.
 // JpegTranscoder (decode/jpeg_transcode.h) does the same job for any JPEG
-// libjpeg reads, at about two decodes' cost; this path costs a fraction of
-// one decode and refuses what it does not handle.
+// libjpeg reads; this path refuses what it does not handle, and costs less
+// than half a decode: per image, on one thread, 0.46 ms against 1.10 ms for
+// a full libjpeg-turbo decode to RGB and 1.42 ms for the transcoder
+// (optimize=false) on the sample set (q100 4:4:4), 0.28 / 0.63 / 0.68 ms on
+// it re-encoded at q85 4:2:0 with optimized tables
+// (bench/jpeg_restart_insert_bench).
 #pragma once
 
 #include <cstddef>

@@ -74,8 +74,9 @@ Bytes encode(const Bytes& rgb, int w, int h, const EncodeOptions& o) {
   while (c.next_scanline < c.image_height) {
     row.resize(stride);
     for (int x = 0; x < w; ++x) {
-      const std::uint8_t* px = &rgb[(static_cast<std::size_t>(c.next_scanline) * static_cast<std::size_t>(w) +
-                                     static_cast<std::size_t>(x)) * 3];
+      const std::uint8_t* px =
+          &rgb[(static_cast<std::size_t>(c.next_scanline) * static_cast<std::size_t>(w) + static_cast<std::size_t>(x)) *
+               3];
       if (gray) {
         row[static_cast<std::size_t>(x)] = px[0];
       } else {
@@ -195,20 +196,22 @@ void expect_same_image(const Bytes& in, const Bytes& out, const std::string& wha
   for (const auto& r : rects) {
     Bytes cut;
     int ox = 0, oy = 0;
-    ASSERT_TRUE(cut_restart_segments(out.data(), out.size(), layout, r[0] - m, r[1] - m, r[2] + m, r[3] + m, &cut,
-                                     &ox, &oy))
+    ASSERT_TRUE(
+        cut_restart_segments(out.data(), out.size(), layout, r[0] - m, r[1] - m, r[2] + m, r[3] + m, &cut, &ox, &oy))
         << what;
     const Decoded c = decode(cut);
     ASSERT_TRUE(c.ok) << what;
     ASSERT_EQ(c.data_warnings, 0) << what;
     for (int y = r[1]; y < r[3]; ++y) {
       const std::size_t n = static_cast<std::size_t>(r[2] - r[0]) * static_cast<std::size_t>(a.channels);
-      const std::uint8_t* want = &a.pixels[(static_cast<std::size_t>(y) * static_cast<std::size_t>(w) +
-                                            static_cast<std::size_t>(r[0])) * static_cast<std::size_t>(a.channels)];
+      const std::uint8_t* want =
+          &a.pixels[(static_cast<std::size_t>(y) * static_cast<std::size_t>(w) + static_cast<std::size_t>(r[0])) *
+                    static_cast<std::size_t>(a.channels)];
       const std::uint8_t* got = &c.pixels[(static_cast<std::size_t>(y - oy) * static_cast<std::size_t>(c.width) +
-                                           static_cast<std::size_t>(r[0] - ox)) * static_cast<std::size_t>(c.channels)];
-      ASSERT_EQ(std::memcmp(want, got, n), 0) << what << ": rectangle " << r[0] << "," << r[1] << " to " << r[2]
-                                              << "," << r[3] << ", row " << y;
+                                           static_cast<std::size_t>(r[0] - ox)) *
+                                          static_cast<std::size_t>(c.channels)];
+      ASSERT_EQ(std::memcmp(want, got, n), 0)
+          << what << ": rectangle " << r[0] << "," << r[1] << " to " << r[2] << "," << r[3] << ", row " << y;
     }
   }
 }
@@ -437,16 +440,19 @@ std::vector<std::pair<std::string, Bytes>> damaged(const Bytes& data, std::uint3
     pos = end;
   }
   for (const auto& [marker, end] : segs) {
-    out.emplace_back("cut after FF" + std::to_string(marker), Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(std::min(end, data.size()))));
+    out.emplace_back("cut after FF" + std::to_string(marker),
+                     Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(std::min(end, data.size()))));
   }
   for (int pct : {10, 50, 90}) {
     const std::size_t at = scan + (data.size() - scan) * static_cast<std::size_t>(pct) / 100;
-    out.emplace_back("cut in scan " + std::to_string(pct), Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(at)));
+    out.emplace_back("cut in scan " + std::to_string(pct),
+                     Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(at)));
   }
   out.emplace_back("cut EOI", Bytes(data.begin(), data.end() - 2));
   const std::size_t stride = std::max<std::size_t>(97, data.size() / 300);
   for (std::size_t at = 1; at < data.size(); at += stride) {
-    out.emplace_back("cut at " + std::to_string(at), Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(at)));
+    out.emplace_back("cut at " + std::to_string(at),
+                     Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(at)));
   }
   std::size_t sof = 0, dqt = 0;
   for (std::size_t pos = 2; pos + 4 <= data.size() && pos < scan;) {

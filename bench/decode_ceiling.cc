@@ -1,7 +1,7 @@
 // The decode ceiling: every JPEG of a folder read and fully decoded to RGB
-// with plain libjpeg-turbo (its libjpeg API, default settings: ISLOW IDCT,
-// fancy upsampling), on N threads. Shares no code with stoker on purpose: it
-// is the baseline stoker is measured against.
+// with plain libjpeg-turbo (bench/libjpeg_decode.h: its libjpeg API, default
+// settings), on N threads. Shares no code with stoker on purpose: it is the
+// baseline stoker is measured against.
 //
 //   decode_ceiling DIR [--threads N] [--passes P]
 // Prints one JSON line: {"images":..., "seconds":..., "images_per_s":...}
@@ -28,36 +28,10 @@
 #include <vector>
 
 #include "jpeg_files.h"
+#include "libjpeg_decode.h"
 
 namespace {
 
-struct Err {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-};
-[[noreturn]] void on_error(j_common_ptr c) { std::longjmp(reinterpret_cast<Err*>(c->err)->jump, 1); }
-
-bool decode(jpeg_decompress_struct* cinfo, Err* err, const std::vector<unsigned char>& data,
-            std::vector<unsigned char>* pixels) {
-  if (setjmp(err->jump)) {
-    jpeg_abort_decompress(cinfo);
-    return false;
-  }
-  jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
-  jpeg_read_header(cinfo, TRUE);
-  cinfo->out_color_space = JCS_RGB;
-  jpeg_start_decompress(cinfo);
-  const std::size_t stride = static_cast<std::size_t>(cinfo->output_width) * 3;
-  pixels->resize(stride * cinfo->output_height);
-  // Every row pointer at once, as TurboJPEG's tjDecompress2 does.
-  std::vector<JSAMPROW> rows(cinfo->output_height);
-  for (JDIMENSION y = 0; y < cinfo->output_height; ++y) rows[y] = pixels->data() + stride * y;
-  while (cinfo->output_scanline < cinfo->output_height) {
-    jpeg_read_scanlines(cinfo, rows.data() + cinfo->output_scanline, cinfo->output_height - cinfo->output_scanline);
-  }
-  jpeg_finish_decompress(cinfo);
-  return true;
-}
 
 // One open, fstat and read into a reused buffer: what a careful reader does.
 bool read_file(const std::string& path, std::vector<unsigned char>* data) {
@@ -106,17 +80,18 @@ int main(int argc, char** argv) {
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&] {
         jpeg_decompress_struct cinfo;
-        Err err;
+        bench::LibjpegError err;
         cinfo.err = jpeg_std_error(&err.pub);
-        err.pub.error_exit = on_error;
+        err.pub.error_exit = bench::libjpeg_error_exit;
         jpeg_create_decompress(&cinfo);
         std::vector<unsigned char> data, pixels;
+        std::vector<JSAMPROW> rows;
         for (std::size_t i; (i = next.fetch_add(1)) < files.size();) {
           if (!read_file(files[i], &data)) {
             failures.fetch_add(1);
             continue;
           }
-          if (!decode(&cinfo, &err, data, &pixels)) failures.fetch_add(1);
+          if (!bench::decode_rgb(&cinfo, &err, data.data(), data.size(), &pixels, &rows)) failures.fetch_add(1);
         }
         jpeg_destroy_decompress(&cinfo);
       });

@@ -25,36 +25,12 @@
 #include "decode/jpeg_restart_insert.h"
 #include "decode/jpeg_transcode.h"
 #include "jpeg_files.h"
+#include "libjpeg_decode.h"
 
 namespace {
 
-struct Err {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-};
-[[noreturn]] void on_error(j_common_ptr c) { std::longjmp(reinterpret_cast<Err*>(c->err)->jump, 1); }
+using Err = bench::LibjpegError;
 void no_message(j_common_ptr, int) {}
-
-bool decode_rgb(jpeg_decompress_struct* cinfo, Err* err, const std::vector<std::uint8_t>& data,
-                std::vector<std::uint8_t>* pixels, std::vector<JSAMPROW>* rows) {
-  if (setjmp(err->jump)) {
-    jpeg_abort_decompress(cinfo);
-    return false;
-  }
-  jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
-  jpeg_read_header(cinfo, TRUE);
-  cinfo->out_color_space = JCS_RGB;
-  jpeg_start_decompress(cinfo);
-  const std::size_t stride = static_cast<std::size_t>(cinfo->output_width) * 3;
-  pixels->resize(stride * cinfo->output_height);
-  rows->resize(cinfo->output_height);
-  for (JDIMENSION y = 0; y < cinfo->output_height; ++y) (*rows)[y] = pixels->data() + stride * y;
-  while (cinfo->output_scanline < cinfo->output_height) {
-    jpeg_read_scanlines(cinfo, rows->data() + cinfo->output_scanline, cinfo->output_height - cinfo->output_scanline);
-  }
-  jpeg_finish_decompress(cinfo);
-  return true;
-}
 
 // Every quantized coefficient of the image, component by component.
 bool coefficients(jpeg_decompress_struct* cinfo, Err* err, const std::uint8_t* data, std::size_t size,
@@ -108,7 +84,7 @@ int main(int argc, char** argv) {
   jpeg_decompress_struct cinfo;
   Err err;
   cinfo.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = on_error;
+  err.pub.error_exit = bench::libjpeg_error_exit;
   err.pub.emit_message = no_message;
   jpeg_create_decompress(&cinfo);
   stoker::detail::JpegTranscoder transcoder;
@@ -149,7 +125,7 @@ int main(int argc, char** argv) {
   double t_decode = 1e100, t_transcode = 1e100, t_insert = 1e100;
   for (int r = 0; r <= rounds; ++r) {  // round 0 warms up
     double t0 = cpu_seconds();
-    for (std::size_t i : usable) (void)decode_rgb(&cinfo, &err, files[i], &pixels, &rows);
+    for (std::size_t i : usable) (void)bench::decode_rgb(&cinfo, &err, files[i].data(), files[i].size(), &pixels, &rows);
     const double dec = cpu_seconds() - t0;
     t0 = cpu_seconds();
     for (std::size_t i : usable) {

@@ -62,8 +62,10 @@ class Loader::Impl {
       client.image = spec().image >= 0;
       if (client.image) {  // the image output's larger side: {C, H, W} or {H, W, C}
         const auto& image = spec().fields[static_cast<std::size_t>(spec().image)];
-        const auto& d = spec().outputs[static_cast<std::size_t>(image.output)].dims;
-        if (d.size() == 3) {  // NOTE: with a hook the output has no fixed size
+        // NOTE: with a hook the image has no output of a fixed size (none in outputs).
+        const auto o = static_cast<std::size_t>(image.output);
+        if (image.output >= 0 && o < spec().outputs.size() && spec().outputs[o].dims.size() == 3) {
+          const auto& d = spec().outputs[o].dims;
           client.output_side = static_cast<int>(opt_.layout == Layout::kNCHW ? std::max(d[1], d[2]) : std::max(d[0], d[1]));
         }
         client.image_part = image.part;

@@ -38,8 +38,8 @@ std::vector<std::uint8_t> test_pixels(int width, int height, std::uint32_t seed)
   return p;
 }
 
-std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height, int quality,
-                                      int subsampling, int channels, bool progressive, int restart_mcus) {
+std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height, int channels,
+                                      const JpegEncodeOptions& o) {
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -52,13 +52,18 @@ std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, i
   c.input_components = channels;
   c.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, quality, TRUE);
+  jpeg_set_quality(&c, o.quality, TRUE);
   if (channels == 3) {
-    c.comp_info[0].h_samp_factor = subsampling == 444 ? 1 : 2;
-    c.comp_info[0].v_samp_factor = subsampling == 420 ? 2 : 1;
+    c.comp_info[0].h_samp_factor = o.sampling == 422 || o.sampling == 420 ? 2 : 1;
+    c.comp_info[0].v_samp_factor = o.sampling == 420 || o.sampling == 440 ? 2 : 1;
+    if (o.shared_tables) {
+      for (int i = 0; i < 3; ++i) c.comp_info[i].dc_tbl_no = c.comp_info[i].ac_tbl_no = 0;
+    }
   }
-  if (progressive) jpeg_simple_progression(&c);
-  c.restart_interval = static_cast<unsigned>(restart_mcus);
+  c.optimize_coding = o.optimize ? TRUE : FALSE;
+  c.arith_code = o.arithmetic ? TRUE : FALSE;
+  if (o.progressive) jpeg_simple_progression(&c);
+  c.restart_interval = static_cast<unsigned>(o.restart_mcus);
   jpeg_start_compress(&c, TRUE);
   std::vector<std::uint8_t> row;
   while (c.next_scanline < c.image_height) {

@@ -23,11 +23,32 @@ class TempDir {
 // enough to exercise the codec).
 std::vector<std::uint8_t> test_pixels(int width, int height, std::uint32_t seed);
 
-// Encodes RGB8 (or gray when channels == 1) pixels as JPEG. subsampling: 444, 422 or 420.
-// restart_mcus > 0: a restart marker every that many MCUs.
-std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height,
-                                      int quality = 90, int subsampling = 444, int channels = 3,
-                                      bool progressive = false, int restart_mcus = 0);
+// How a test JPEG is encoded. sampling: Y's sampling factors, 444, 422,
+// 420 or 440 (Cb and Cr 1x1), ignored for gray input. restart_mcus > 0: a
+// restart marker every that many MCUs.
+struct JpegEncodeOptions {
+  int quality = 90;
+  int sampling = 444;
+  bool progressive = false;
+  int restart_mcus = 0;
+  bool optimize = false;       // optimised Huffman tables
+  bool arithmetic = false;     // arithmetic coding instead of Huffman
+  bool shared_tables = false;  // every component on Huffman tables 0
+};
+
+// Encodes RGB8 (or gray when channels == 1) pixels as JPEG.
+std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height, int channels,
+                                      const JpegEncodeOptions& o);
+inline std::vector<std::uint8_t> encode_jpeg(const std::vector<std::uint8_t>& pixels, int width, int height,
+                                             int quality = 90, int subsampling = 444, int channels = 3,
+                                             bool progressive = false, int restart_mcus = 0) {
+  JpegEncodeOptions o;
+  o.quality = quality;
+  o.sampling = subsampling;
+  o.progressive = progressive;
+  o.restart_mcus = restart_mcus;
+  return encode_jpeg(pixels, width, height, channels, o);
+}
 
 // A .npy file, version 1.0, written by hand as numpy.save does: the magic,
 // the header's Python dict padded with spaces to a multiple of 64 bytes

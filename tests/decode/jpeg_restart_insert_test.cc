@@ -30,67 +30,18 @@ using stoker::testing::test_pixels;
 
 using Bytes = std::vector<std::uint8_t>;
 
-// Test JPEGs: sampling 0 is gray; 444, 422, 420 and 440 are Y's sampling
-// factors (Cb and Cr 1x1).
-struct EncodeOptions {
-  int quality = 90;
-  int sampling = 420;
-  bool optimize = false;
-  int restart_mcus = 0;
-  bool progressive = false;
-  bool arithmetic = false;
-  bool shared_tables = false;  // every component on Huffman tables 0
+// Test JPEGs: sampling 0 is gray (the first channel of `rgb`); 444, 422,
+// 420 and 440 are Y's sampling factors (Cb and Cr 1x1).
+// Here 4:2:0 unless a test says otherwise.
+struct EncodeOptions : stoker::testing::JpegEncodeOptions {
+  EncodeOptions() { sampling = 420; }
 };
 
 Bytes encode(const Bytes& rgb, int w, int h, const EncodeOptions& o) {
-  jpeg_compress_struct c;
-  jpeg_error_mgr err;
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* mem = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &mem, &size);
-  c.image_width = static_cast<JDIMENSION>(w);
-  c.image_height = static_cast<JDIMENSION>(h);
-  const bool gray = o.sampling == 0;
-  c.input_components = gray ? 1 : 3;
-  c.in_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, o.quality, TRUE);
-  if (!gray) {
-    c.comp_info[0].h_samp_factor = o.sampling == 422 || o.sampling == 420 ? 2 : 1;
-    c.comp_info[0].v_samp_factor = o.sampling == 420 || o.sampling == 440 ? 2 : 1;
-    if (o.shared_tables) {
-      for (int i = 0; i < 3; ++i) c.comp_info[i].dc_tbl_no = c.comp_info[i].ac_tbl_no = 0;
-    }
-  }
-  c.optimize_coding = o.optimize ? TRUE : FALSE;
-  c.arith_code = o.arithmetic ? TRUE : FALSE;
-  c.restart_interval = static_cast<unsigned>(o.restart_mcus);
-  if (o.progressive) jpeg_simple_progression(&c);
-  jpeg_start_compress(&c, TRUE);
-  Bytes row;
-  std::size_t stride = static_cast<std::size_t>(w) * static_cast<std::size_t>(c.input_components);
-  while (c.next_scanline < c.image_height) {
-    row.resize(stride);
-    for (int x = 0; x < w; ++x) {
-      const std::uint8_t* px =
-          &rgb[(static_cast<std::size_t>(c.next_scanline) * static_cast<std::size_t>(w) + static_cast<std::size_t>(x)) *
-               3];
-      if (gray) {
-        row[static_cast<std::size_t>(x)] = px[0];
-      } else {
-        std::copy(px, px + 3, &row[static_cast<std::size_t>(x) * 3]);
-      }
-    }
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&c, &r, 1);
-  }
-  jpeg_finish_compress(&c);
-  Bytes out(mem, mem + size);
-  std::free(mem);
-  jpeg_destroy_compress(&c);
-  return out;
+  if (o.sampling != 0) return stoker::testing::encode_jpeg(rgb, w, h, 3, o);
+  Bytes gray(static_cast<std::size_t>(w) * static_cast<std::size_t>(h));
+  for (std::size_t i = 0; i < gray.size(); ++i) gray[i] = rgb[i * 3];
+  return stoker::testing::encode_jpeg(gray, w, h, 1, o);
 }
 
 struct Decoded {

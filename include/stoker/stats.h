@@ -67,6 +67,11 @@ struct Stats {
   std::uint64_t cache_bytes = 0;
   std::uint64_t cache_holes_bytes = 0;
   std::uint64_t cache_budget_bytes = 0;
+  // Local tar shards: file descriptors open now (a bounded pool, least
+  // recently used closed first) and opens so far (indexing included); 0 for
+  // other sources.
+  std::uint64_t shard_files_open = 0;
+  std::uint64_t shard_file_opens = 0;
   // cache="ram" preload: "off", "loading", "done" (every record read),
   // "budget full" (stopped there); records and bytes it stored; its wall
   // time so far (or in all, once it ended).

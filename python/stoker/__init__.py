@@ -781,6 +781,7 @@ class Loader:
             batch_buffer_bytes, batch_buffers_in_use, batch_buffers_held,
             batch_buffers_held_peak, ring_depth_max, cache_hits, cache_misses,
             cache_records, cache_bytes, cache_holes_bytes, cache_budget_bytes,
+            shard_files_open, shard_file_opens,
             cache_mode, cache_auto, cache_preload, cache_preload_records,
             cache_preload_bytes, cache_preload_s, cache_rewrite,
             cache_rewritten, cache_rewrite_on_read, cache_rewrite_settled, cache_rewrite_bytes_before,

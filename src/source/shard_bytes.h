@@ -5,10 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stoker/status.h"
+#include "util/thread_annotations.h"
 
 namespace stoker {
 struct Stats;
@@ -39,17 +42,52 @@ class ShardBytes {
   virtual std::string local_path(std::uint32_t /*shard*/) const { return ""; }
 };
 
-// Today's local files: one fd per shard, one pread per read. Takes the fds.
+// Local files: one pread per read, through a bounded pool of open file
+// descriptors (least recently used closed first), so a source of 100k
+// shards opens under any RLIMIT_NOFILE. A shard reopened is checked against
+// the file the loader indexed (device, inode, size, mtime): a replaced or
+// changed shard is an IOError naming it, never another file's bytes.
 class LocalShardBytes final : public ShardBytes {
  public:
-  LocalShardBytes(std::vector<std::string> paths, std::vector<int> fds);
+  struct File {
+    std::string path;
+    std::uint64_t dev = 0, ino = 0, size = 0;
+    std::int64_t mtime_ns = 0;
+  };
+  // `fds`: shards already open (-1: not), taken into the pool (closed past
+  // max_open). max_open 0: a quarter of RLIMIT_NOFILE's soft limit, within 16..1024.
+  LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open = 0);
   ~LocalShardBytes() override;
   Status read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size, std::vector<std::uint8_t>* out) const override;
-  std::string local_path(std::uint32_t shard) const override { return paths_[shard]; }
+  std::string local_path(std::uint32_t shard) const override { return files_[shard].path; }
+  void io_stats(Stats* s) const override;
+
+  std::size_t max_open() const { return max_open_; }
+  // Open descriptors now, and opens so far (the construction's included).
+  std::size_t open_now() const;
+  std::uint64_t opens() const;
+
+  // The limit above for this process.
+  static std::size_t default_max_open();
 
  private:
-  std::vector<std::string> paths_;
-  std::vector<int> fds_;
+  struct Slot {
+    int fd = -1;
+    std::uint32_t users = 0;  // reads in flight
+    std::uint64_t used = 0;   // tick of the last use (the LRU key while idle)
+  };
+  Status acquire(std::uint32_t shard, int* fd) const EXCLUDES(mu_);
+  void release(std::uint32_t shard) const EXCLUDES(mu_);
+  void evict_locked() const REQUIRES(mu_);
+
+  std::vector<File> files_;
+  const std::size_t max_open_;
+  mutable Mutex mu_;
+  mutable std::vector<Slot> slots_ GUARDED_BY(mu_);
+  mutable std::set<std::pair<std::uint64_t, std::uint32_t>> idle_ GUARDED_BY(mu_);  // (used, shard), open and unused
+  mutable std::size_t open_ GUARDED_BY(mu_) = 0;
+  mutable std::uint64_t tick_ GUARDED_BY(mu_) = 0;
+  mutable std::uint64_t opens_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stoker::detail

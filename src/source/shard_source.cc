@@ -1,6 +1,7 @@
 // WebDataset-style tar shards, read through their index sidecars.
 #include <fcntl.h>
 #include <glob.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "source/shard_source.h"
 #include "source/tar.h"
 #include "stoker/source.h"
+#include "stoker/stats.h"
 #include "util/util.h"
 
 namespace stoker {
@@ -313,20 +315,133 @@ class ShardSource final : public Source {
 
 }  // namespace
 
-LocalShardBytes::LocalShardBytes(std::vector<std::string> paths, std::vector<int> fds)
-    : paths_(std::move(paths)), fds_(std::move(fds)) {}
+std::size_t LocalShardBytes::default_max_open() {
+  struct rlimit rl;
+  std::uint64_t soft = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) soft = static_cast<std::uint64_t>(rl.rlim_cur);
+  // NOTE: a quarter: the rest stays the process's (sockets, the training
+  // script's files, other loaders).
+  return static_cast<std::size_t>(std::clamp<std::uint64_t>(soft / 4, 16, 1024));
+}
+
+LocalShardBytes::LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open)
+    : files_(std::move(files)), max_open_(max_open ? max_open : default_max_open()), slots_(files_.size()) {
+  MutexLock lock(mu_);
+  for (std::size_t s = 0; s < fds.size() && s < slots_.size(); ++s) {
+    if (fds[s] < 0) continue;
+    ++opens_;
+    if (open_ >= max_open_) {
+      ::close(fds[s]);
+      continue;
+    }
+    slots_[s].fd = fds[s];
+    slots_[s].used = ++tick_;
+    idle_.emplace(slots_[s].used, static_cast<std::uint32_t>(s));
+    ++open_;
+  }
+}
 
 LocalShardBytes::~LocalShardBytes() {
-  for (int fd : fds_) ::close(fd);
+  MutexLock lock(mu_);
+  for (const Slot& slot : slots_) {
+    if (slot.fd >= 0) ::close(slot.fd);
+  }
+}
+
+std::size_t LocalShardBytes::open_now() const {
+  MutexLock lock(mu_);
+  return open_;
+}
+
+std::uint64_t LocalShardBytes::opens() const {
+  MutexLock lock(mu_);
+  return opens_;
+}
+
+void LocalShardBytes::io_stats(Stats* s) const {
+  MutexLock lock(mu_);
+  s->shard_files_open = open_;
+  s->shard_file_opens = opens_;
+}
+
+void LocalShardBytes::evict_locked() const {
+  // NOTE: only idle descriptors close; with every one in use (more reads in
+  // flight than the limit) the pool grows past it by those reads.
+  while (open_ >= max_open_ && !idle_.empty()) {
+    const std::uint32_t victim = idle_.begin()->second;
+    idle_.erase(idle_.begin());
+    ::close(slots_[victim].fd);
+    slots_[victim].fd = -1;
+    --open_;
+  }
+}
+
+Status LocalShardBytes::acquire(std::uint32_t shard, int* fd) const {
+  {
+    MutexLock lock(mu_);
+    Slot& slot = slots_[shard];
+    if (slot.fd >= 0) {
+      if (slot.users++ == 0) idle_.erase({slot.used, shard});
+      *fd = slot.fd;
+      return Status::Ok();
+    }
+  }
+  // NOTE: opened outside the lock (an open on NFS can take milliseconds);
+  // two threads opening one shard keep the first one's descriptor.
+  const File& f = files_[shard];
+  int opened = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (opened < 0) return Status::IOError("shard '" + f.path + "': cannot reopen: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(opened, &st) != 0) {
+    const int e = errno;
+    ::close(opened);
+    return Status::IOError("shard '" + f.path + "': cannot stat: " + std::strerror(e));
+  }
+  if (static_cast<std::uint64_t>(st.st_dev) != f.dev || static_cast<std::uint64_t>(st.st_ino) != f.ino ||
+      static_cast<std::uint64_t>(st.st_size) != f.size || mtime_ns(st) != f.mtime_ns) {
+    ::close(opened);
+    return Status::IOError("shard '" + f.path + "' changed since the loader opened it (was " + std::to_string(f.size) +
+                           " bytes, inode " + std::to_string(f.ino) + "; now " + std::to_string(st.st_size) +
+                           " bytes, inode " + std::to_string(st.st_ino) + "); create the loader again");
+  }
+  MutexLock lock(mu_);
+  Slot& slot = slots_[shard];
+  ++opens_;
+  if (slot.fd >= 0) {  // another thread opened it meanwhile
+    ::close(opened);
+    if (slot.users++ == 0) idle_.erase({slot.used, shard});
+  } else {
+    evict_locked();
+    slot.fd = opened;
+    slot.users = 1;
+    ++open_;
+  }
+  *fd = slot.fd;
+  return Status::Ok();
+}
+
+void LocalShardBytes::release(std::uint32_t shard) const {
+  MutexLock lock(mu_);
+  Slot& slot = slots_[shard];
+  slot.used = ++tick_;
+  if (--slot.users == 0) {
+    idle_.emplace(slot.used, shard);
+    evict_locked();  // the pool grew past its limit while every descriptor was in use
+  }
 }
 
 Status LocalShardBytes::read_at(std::uint32_t shard, std::uint64_t offset, std::uint64_t size,
                                 std::vector<std::uint8_t>* out) const {
   out->resize(static_cast<std::size_t>(size));
-  const long long n = pread_full(fds_[shard], out->data(), out->size(), offset);
-  if (n < 0) return Status::IOError(paths_[shard] + ": read failed: " + std::strerror(errno));
+  int fd = -1;
+  if (Status st = acquire(shard, &fd); !st.ok()) return st;
+  const long long n = pread_full(fd, out->data(), out->size(), offset);
+  const int e = errno;
+  release(shard);
+  const std::string& path = files_[shard].path;
+  if (n < 0) return Status::IOError(path + ": read failed: " + std::strerror(e));
   if (static_cast<std::size_t>(n) < out->size()) {
-    return Status::IOError(paths_[shard] + ": shard shrank: offset " + std::to_string(offset + static_cast<std::uint64_t>(n)) +
+    return Status::IOError(path + ": shard shrank: offset " + std::to_string(offset + static_cast<std::uint64_t>(n)) +
                            " is past its end");
   }
   return Status::Ok();
@@ -340,11 +455,18 @@ std::unique_ptr<Source> make_shard_source(std::vector<std::string> names, std::v
 namespace {
 
 std::unique_ptr<Source> open_local_shards(const std::vector<std::string>& paths, const ShardOptions& opt) {
+  // NOTE: each shard is opened to be indexed; the first ones' descriptors
+  // stay in the pool, the rest are closed at once (a source of 100k shards
+  // must not hold 100k descriptors).
+  const std::size_t keep = opt.max_open ? opt.max_open : LocalShardBytes::default_max_open();
   std::vector<int> fds;
   auto close_all = [&fds] {
-    for (int fd : fds) ::close(fd);
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
   };
   std::vector<ShardIndex> indexes(paths.size());
+  std::vector<LocalShardBytes::File> files(paths.size());
   for (std::size_t s = 0; s < paths.size(); ++s) {
     int fd = ::open(paths[s].c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -352,14 +474,24 @@ std::unique_ptr<Source> open_local_shards(const std::vector<std::string>& paths,
       close_all();
       throw Error(e == ENOENT ? Code::kNotFound : Code::kIOError, "shard '" + paths[s] + "': " + std::strerror(e));
     }
-    fds.push_back(fd);
-    Status st = load_or_build_index(paths[s], fd, opt, &indexes[s]);
-    if (!st.ok()) {
+    struct stat st;
+    Status status = ::fstat(fd, &st) == 0 ? load_or_build_index(paths[s], fd, opt, &indexes[s])
+                                          : Status::IOError(paths[s] + ": cannot stat: " + std::strerror(errno));
+    if (!status.ok()) {
+      ::close(fd);
       close_all();
-      throw Error(st);
+      throw Error(status);
+    }
+    files[s] = {paths[s], static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                static_cast<std::uint64_t>(st.st_size), mtime_ns(st)};
+    if (s < keep) {
+      fds.push_back(fd);
+    } else {
+      ::close(fd);
     }
   }
-  auto bytes = std::make_unique<LocalShardBytes>(paths, std::move(fds));  // owns the fds from here
+  // Owns the descriptors from here.
+  auto bytes = std::make_unique<LocalShardBytes>(std::move(files), std::move(fds), opt.max_open);
   return make_shard_source(paths, std::move(indexes), std::move(bytes));
 }
 

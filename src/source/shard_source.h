@@ -17,6 +17,8 @@ struct ShardOptions {
   // Non-empty: a sidecar that must be (re)built is written here, never next
   // to the shard, and looked up here when the one beside the shard is stale.
   std::string index_dir;
+  // Local shards: descriptors open at once (0: LocalShardBytes::default_max_open()).
+  std::size_t max_open = 0;
 };
 
 // Loads `<shard>.idx` when it matches the shard (size, mtime, labels,

@@ -45,7 +45,8 @@ std::string Stats::to_json() const {
     << ",\"cache_hits\":" << cache_hits << ",\"cache_misses\":" << cache_misses
     << ",\"cache_records\":" << cache_records << ",\"cache_bytes\":" << cache_bytes
     << ",\"cache_holes_bytes\":" << cache_holes_bytes
-    << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"cache_preload\":" << json_quote(cache_preload)
+    << ",\"cache_budget_bytes\":" << cache_budget_bytes << ",\"shard_files_open\":" << shard_files_open
+    << ",\"shard_file_opens\":" << shard_file_opens << ",\"cache_preload\":" << json_quote(cache_preload)
     << ",\"cache_preload_records\":" << cache_preload_records << ",\"cache_preload_bytes\":" << cache_preload_bytes
     << ",\"cache_preload_s\":" << cache_preload_s << ",\"cache_mode\":" << json_quote(cache_mode) << ",\"cache_auto\":" << json_quote(cache_auto)
     << ",\"cache_rewrite\":" << json_quote(cache_rewrite)

@@ -398,3 +398,43 @@ def test_array_of_another_shape_is_counted(tmp_path):
     assert y.tolist() == [0, 2]
     s = loader.stats()
     assert s["corrupt_by_reason"] == {"unsupported": 1} and "differs from the batch" in s["corrupt_examples"][0]
+
+
+def test_more_shards_than_the_process_may_open_files(tmp_path):
+    """300 one-sample shards under RLIMIT_NOFILE 64: the loader keeps a bounded pool of descriptors (a
+    quarter of the limit, at least 16) instead of one per shard, and reads every record's bytes."""
+    rng = np.random.default_rng(0)
+    for s in range(300):
+        buf = io.BytesIO()
+        np.save(buf, rng.integers(0, 255, size=(4,), dtype=np.uint8) + np.uint8(s % 7))
+        with tarfile.open(tmp_path / f"s-{s:03d}.tar", "w") as t:
+            for name, data in [(f"k{s:03d}.npy", buf.getvalue()), (f"k{s:03d}.cls", str(s % 5).encode())]:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    code = f"""
+import resource, sys, numpy as np, io, tarfile
+sys.path.insert(0, {os.path.join(os.path.dirname(__file__), '..', '..', 'python')!r})
+import stoker
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+loader = stoker.Loader({str(tmp_path / 's-{000..299}.tar')!r}, batch_size=32, threads=2, shuffle=True, seed=1,
+                       progress=False)
+got = {{}}
+for _ in range(2):
+    for x, y in loader:
+        for a, b in zip(x, y):
+            got.setdefault(a.numpy().tobytes(), []).append(int(b))
+st = loader.stats()
+want = {{}}
+for s in range(300):
+    with tarfile.open({str(tmp_path)!r} + f"/s-{{s:03d}}.tar") as t:
+        a = np.load(io.BytesIO(t.extractfile(f"k{{s:03d}}.npy").read()))
+    want.setdefault(a.tobytes(), []).extend([s % 5] * 2)
+assert {{k: sorted(v) for k, v in got.items()}} == {{k: sorted(v) for k, v in want.items()}}
+print(st["shard_files_open"], st["shard_file_opens"], st["corrupt"])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    files_open, opens, corrupt = map(int, out.stdout.split())
+    assert files_open <= 16 and corrupt == 0, out.stdout
+    assert opens >= 300 + 300 - 16, out.stdout  # indexing opens each once; an epoch reopens the closed ones

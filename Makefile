@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
+.PHONY: all deps build data docs demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
 
 all: build
 
@@ -39,6 +39,16 @@ bench-speed: build data
 	$(PYTHON) bench/loader_bench.py $(DATA) $(DATA_Q90) --full --rounds 3 --build $(BUILD)
 
 test: build test-cpp test-python
+
+# The docs site (docs/: Sphinx + MyST + autodoc + breathe/Doxygen, Debian's packages) -> build/docs/html,
+# warnings as errors; then a check that no page loads anything from the network. It imports the built
+# extension (autodoc) and runs the built CLI's --help (the CLI reference).
+DOCS_OUT ?= $(BUILD)/docs
+docs: build
+	rm -rf $(DOCS_OUT)/html $(DOCS_OUT)/doctrees
+	STOKER_BUILD=$(abspath $(BUILD)) STOKER_DOXYGEN_OUT=$(abspath $(DOCS_OUT))/doxygen PYTHONPATH=python \
+	  $(PYTHON) -m sphinx -W --keep-going -q -b html -d $(DOCS_OUT)/doctrees docs $(DOCS_OUT)/html
+	$(PYTHON) scripts/check_docs_html.py $(DOCS_OUT)/html
 
 test-cpp:
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -35,6 +35,8 @@ PACKAGES=(
   nginx-light
   # libcurl headers: the HTTP(S)/S3 shard reader
   libcurl4-openssl-dev
+  # make docs: Sphinx (autodoc + napoleon), Markdown pages, the theme, the C++ API from the headers
+  python3-sphinx python3-myst-parser furo doxygen python3-breathe
 )
 
 missing=()

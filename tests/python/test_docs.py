@@ -7,10 +7,12 @@
 - every public header (include/stoker/*.h) is on the C++ API page, every CLI subcommand on the CLI page;
 - every relative link of a Markdown page points at a file that exists;
 - the guides' code runs: each page's ```python and ```sh blocks, in order, over a small sample set
-  (tests/python/docs_blocks.py; a block after `% not run: REASON` is skipped, with its reason in the page).
+  (tests/python/docs_blocks.py; a block after `% not run: REASON` is skipped, with its reason in the page);
+  README.md's too (its reasons are `<!-- not run: REASON -->` lines);
+- README.md is a front door: under 12 KB, and its relative links (and docs/README.md's) resolve;
 
 `make docs` builds the site with warnings as errors (and scripts/check_docs_html.py checks it needs no
-network); that build is not part of `make test`.
+network); that check of the build is not part of `make test`.
 """
 import glob
 import importlib
@@ -29,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DOCS = os.path.join(ROOT, "docs")
 BUILD = os.environ.get("STOKER_BUILD", os.path.join(ROOT, "build"))
 CLI = os.path.join(BUILD, "tools", "stoker")
+README = os.path.join(ROOT, "README.md")
 AUTODOC = re.compile(r"^\.\.\s+auto(class|function|data|exception|method|attribute|module)::\s+(\S+)", re.M)
 
 
@@ -135,22 +138,58 @@ def _pages():
                   if not os.path.basename(p).startswith("README"))
 
 
-def test_relative_links_point_at_files():
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _broken_links(page, anchors=False):
+    """The relative links of a Markdown file that point at no file (with anchors=True, also those whose
+    #anchor names no heading of the Markdown page they point at, as GitHub makes heading anchors)."""
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
     bad = []
-    link = re.compile(r"\]\(([^)\s]+)\)")
-    for page in _pages():
-        with open(page, encoding="utf-8") as f:
-            text = f.read()
-        for target in link.findall(text):
-            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
-                continue
-            path = target.split("#", 1)[0]
-            if not os.path.exists(os.path.normpath(os.path.join(os.path.dirname(page), path))):
-                bad.append(f"{os.path.relpath(page, ROOT)}: {target}")
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+        if not os.path.exists(dest):
+            bad.append(f"{os.path.relpath(page, ROOT)}: {target}")
+        elif anchors and anchor and dest.endswith(".md") and anchor not in _heading_anchors(dest):
+            bad.append(f"{os.path.relpath(page, ROOT)}: {target} (no heading #{anchor} in {path or 'the page'})")
+    return bad
+
+
+def _heading_anchors(md):
+    """GitHub's (and MyST's, myst_heading_anchors) anchors of a Markdown file's headings."""
+    with open(md, encoding="utf-8") as f:
+        text = re.sub(r"^(```|~~~).*?^\1", "", f.read(), flags=re.M | re.S)  # headings, not code comments
+    out = set()
+    for title in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+def test_relative_links_point_at_files():
+    bad = [b for page in _pages() for b in _broken_links(page)]
     assert not bad, f"links to files that do not exist: {bad}"
 
 
-GUIDES = [p for p in _pages() if docs_blocks.runnable(p)]
+def test_readme_is_a_front_door():
+    """README.md stays a front door (issue 37): under 12 KB, everything else on the site; its relative links
+    (into docs/, which GitHub renders too) and docs/README.md's resolve, anchors included."""
+    size = os.path.getsize(README)
+    assert size < 12 * 1024, (f"README.md is {size} bytes: keep it under 12 KB (what stoker is, one table, install, "
+                              f"the two commands, a quick start, links); move the rest to a page of docs/")
+    bad = _broken_links(README, anchors=True) + _broken_links(os.path.join(DOCS, "README.md"), anchors=True)
+    assert not bad, f"README links that resolve to nothing: {bad}"
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    assert "make demo" in text and "make test" in text and "make docs" in text
+    assert "](docs/" in text, "README.md links into the site's pages"
+
+
+GUIDES = [p for p in _pages() + [README] if docs_blocks.runnable(p)]
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +212,7 @@ def docs_cwd(tmp_path_factory):
     return str(top)
 
 
-@pytest.mark.parametrize("page", GUIDES, ids=[os.path.relpath(p, DOCS) for p in GUIDES])
+@pytest.mark.parametrize("page", GUIDES, ids=[os.path.relpath(p, DOCS if p != README else ROOT) for p in GUIDES])
 def test_guide_code_runs(page, docs_cwd):
     if not os.path.exists(CLI):
         pytest.skip("CLI not built")

@@ -41,7 +41,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "README.md", "README.proposed.md", "Doxyfile"]
+exclude_patterns = ["_build", "README.md", "Doxyfile", "screenshots"]
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
 

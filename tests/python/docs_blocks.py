@@ -4,7 +4,9 @@ A page's ```python and ```sh blocks run in page order, in one process: the
 Python blocks share one namespace (a later block uses what an earlier one
 made), the shell blocks run with bash -euo pipefail. A block right after a
 MyST comment line ``% not run: REASON`` is skipped (multi-GPU, a remote
-store, a full build: the reason is shown to the reader too, in the source).
+store, a full build: the reason is shown to the reader too, in the source);
+in README.md, which GitHub renders, the line is an HTML comment
+``<!-- not run: REASON -->``.
 
     python3 tests/python/docs_blocks.py PAGE.md   # run in the folder the page's paths are relative to
 """
@@ -15,11 +17,11 @@ import time
 
 RUN_LANGS = {"python", "sh"}
 FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
-SKIP = re.compile(r"^%\s*not run:\s*(?P<reason>\S.*)$")
+SKIP = re.compile(r"^(?:%|<!--)\s*not run:\s*(?P<reason>\S.*?)\s*(?:-->)?$")
 
 
 def blocks(path):
-    """[(line, lang, code, skip reason or None)] of every fenced code block of a MyST page."""
+    """[(line, lang, code, skip reason or None)] of every fenced code block of a MyST page (or README.md)."""
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
     out, i, pending_skip = [], 0, None

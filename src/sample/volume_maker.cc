@@ -1,8 +1,5 @@
 #include "sample/volume_maker.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +11,7 @@
 
 #include "order/rng.h"
 #include "sample/sample_maker.h"
+#include "source/mapped_range.h"
 #include "transform/volume_defs.h"
 #include "transform/volume_resample.h"
 #include "util/util.h"
@@ -23,62 +21,6 @@ namespace {
 
 // Records read at construction to learn channels and dtypes.
 constexpr std::size_t kProbeRecords = 8;
-
-// A read-only mapping of [offset, offset + size) of a file, unmapped when done.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { reset(); }
-  void reset() {
-    if (base_) munmap(base_, len_);
-    base_ = nullptr;
-  }
-  Status map(const std::string& path, std::uint64_t offset, std::uint64_t size) {
-    reset();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? Status::NotFound(path + ": no such file") : Status::IOError(path + ": " + std::strerror(errno));
-    struct stat st {};
-    if (fstat(fd, &st) != 0) {
-      const int e = errno;
-      ::close(fd);
-      return Status::IOError(path + ": " + std::strerror(e));
-    }
-    const auto file = static_cast<std::uint64_t>(st.st_size);
-    if (size == UINT64_MAX) size = file > offset ? file - offset : 0;
-    if (offset + size > file) {
-      ::close(fd);
-      return Status::IOError(path + ": shorter than its index says");
-    }
-    size_ = size;
-    if (size == 0) {
-      ::close(fd);
-      data_ = nullptr;
-      return Status();
-    }
-    const std::uint64_t page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-    const std::uint64_t start = offset / page * page;
-    len_ = static_cast<std::size_t>(offset + size - start);
-    void* p = mmap(nullptr, len_, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(start));
-    const int e = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) return Status::IOError(path + ": mmap: " + std::strerror(e));
-    base_ = p;
-    // Only the pages a patch touches are read: no read-ahead of the volume.
-    madvise(base_, len_, MADV_RANDOM);
-    data_ = static_cast<const std::uint8_t*>(base_) + (offset - start);
-    return Status();
-  }
-  const std::uint8_t* data() const { return data_; }
-  std::uint64_t size() const { return size_; }
-
- private:
-  void* base_ = nullptr;
-  std::size_t len_ = 0;
-  const std::uint8_t* data_ = nullptr;
-  std::uint64_t size_ = 0;
-};
 
 // Inflates a gzipped volume file whole into *out (its voxels at
 // out->h.data_offset of out->data): see inflate_gzip_volume.
@@ -90,7 +32,7 @@ Status inflate_volume(const std::uint8_t* data, std::size_t n, std::uint64_t max
 
 // One field of the record in hand: where its voxels are.
 struct VolumeMaker::Opened {
-  Mapping map;
+  MappedRange map;
   std::shared_ptr<const VolumeEntry> entry;  // a cache entry or an inflated volume
   VolumeView view;
   std::string where;  // the file, for messages

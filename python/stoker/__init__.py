@@ -52,7 +52,7 @@ from stoker import _profiling
 from stoker import _staging
 from stoker import _pystage
 from stoker.fields import Boxes, Image, Label, Mask, Tensor, Volume, LabelVolume, detection_targets, \
-    FIELD_TYPES as _FIELD_TYPES
+    FIELD_TYPES as _FIELD_TYPES, _Field
 from stoker.volume import (CenterSpatialCrop, NormalizeIntensity, RandCropByPosNegLabel, RandFlip, RandRotate90,
                            RandSpatialCrop, RandSpatialCropSamples, ScaleIntensityRange, SpatialPad, Spacing,
                            VOLUME_TRANSFORM_TYPES as _VOLUME_TRANSFORM_TYPES)
@@ -98,7 +98,7 @@ _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, 
                    RandomShortestSize, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel,
                    CenterSpatialCrop, SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity,
                    Spacing]
-_FieldType = Union[Image, Mask, Boxes, Label, Tensor, Volume, LabelVolume]
+_FieldType = _Field  # any field class (stoker.fields.FIELD_TYPES)
 
 # Loader's defaults: LoaderOptions{} through the one options codec (src/batch/options.cc), not copies.
 _DEFAULTS = json.loads(_stoker._default_options())

@@ -310,7 +310,9 @@ class LabelVolume(_Field):
         self._set_folder(folder)
 
 
-FIELD_TYPES = (Image, Mask, Boxes, Label, Tensor, Volume, LabelVolume)
+# Every field class, in definition order: the subclasses of _Field (each
+# names its C++ kind, src/sample/fields/), so a new kind is its class alone.
+FIELD_TYPES = tuple(_Field.__subclasses__())
 
 
 def detection_targets(batch: Dict[str, Any], name: str = "boxes") -> List[Dict[str, Any]]:

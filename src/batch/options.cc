@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -70,15 +71,40 @@ const std::vector<std::pair<FieldKind, const char*>>& field_kinds() {
   return kinds;
 }
 
+// A field parameter a kind may take (FieldDef::params names it): its JSON
+// key, and how it goes to and from JSON (types checked here, ranges by the
+// kind's check).
+struct FieldParam {
+  const char* key;
+  json (*get)(const Field&);
+  void (*set)(Field&, const json&, const std::string& what);
+};
+template <int Field::*M, std::int64_t Max>
+FieldParam int_param(const char* key) {
+  return {key, [](const Field& f) -> json { return f.*M; },
+          [](Field& f, const json& v, const std::string& what) {
+            if (!v.is_number_integer()) bad(what, "an integer", v);
+            f.*M = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, Max));
+          }};
+}
+const FieldParam kFieldParams[] = {
+    int_param<&Field::fill, 1 << 20>("fill"),
+    int_param<&Field::max_boxes, 1 << 24>("max_boxes"),
+    {"format", [](const Field& f) -> json { return name_of(kBoxFormat, f.format); },
+     [](Field& f, const json& v, const std::string& what) { f.format = value_of(kBoxFormat, v, what); }},
+};
+
 // A schema field as JSON: {"name", "kind", "member", and the parameters its
 // kind takes}; missing keys keep Field's defaults.
 json field_to_json(const Field& f) {
   const detail::FieldDef& def = detail::field_def(f.kind);
   json j = {{"name", f.name}, {"kind", def.name}, {"member", f.member}};
   if (!f.folder.empty()) j["folder"] = f.folder;
-  if (def.params & detail::kParamFill) j["fill"] = f.fill;
-  if (def.params & detail::kParamMaxBoxes) j["max_boxes"] = f.max_boxes;
-  if (def.params & detail::kParamFormat) j["format"] = name_of(kBoxFormat, f.format);
+  for (const char* name : def.params) {
+    for (const FieldParam& p : kFieldParams) {
+      if (name && std::string_view(name) == p.key) j[p.key] = p.get(f);
+    }
+  }
   return j;
 }
 Field field_from_json(const json& j) {
@@ -97,16 +123,12 @@ Field field_from_json(const json& j) {
     } else if (key == "folder") {
       if (!v.is_null() && !v.is_string()) bad(what + ": folder", "a string", v);
       f.folder = v.is_null() ? "" : v.get<std::string>();
-    } else if (key == "fill") {
-      if (!v.is_number_integer()) bad(what + ": fill", "an integer", v);
-      f.fill = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, 1 << 20));
-    } else if (key == "max_boxes") {
-      if (!v.is_number_integer()) bad(what + ": max_boxes", "an integer", v);
-      f.max_boxes = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, 1 << 24));
-    } else if (key == "format") {
-      f.format = value_of(kBoxFormat, v, what + ": format");
     } else {
-      detail::invalid(what + ": unknown parameter '" + key + "'");
+      const std::string& name = key;  // NOTE: clang before 16 cannot capture a structured binding
+      const auto p = std::find_if(std::begin(kFieldParams), std::end(kFieldParams),
+                                  [&](const FieldParam& x) { return name == x.key; });
+      if (p == std::end(kFieldParams)) detail::invalid(what + ": unknown parameter '" + key + "'");
+      p->set(f, v, what + ": " + key);
     }
   }
   if (!j.contains("kind")) detail::invalid(what + ": no kind (one of " + detail::field_kind_names() + ")");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -49,9 +50,13 @@ TEST(FieldsTest, EveryKindRoundTripsThroughTheOptionsCodec) {
   for (const FieldDef* d : field_defs()) {
     LoaderOptions o;
     Field f{std::string("f_") + d->name, d->kind, "m"};
-    f.fill = (d->params & detail::kParamFill) ? 7 : 0;
-    f.max_boxes = (d->params & detail::kParamMaxBoxes) ? 9 : 100;
-    f.format = (d->params & detail::kParamFormat) ? BoxFormat::kCXCYWH : BoxFormat::kXYXY;
+    auto takes = [&](const std::string& p) {
+      return std::find_if(d->params.begin(), d->params.end(), [&](const char* x) { return x && p == x; }) !=
+             d->params.end();
+    };
+    f.fill = takes("fill") ? 7 : 0;
+    f.max_boxes = takes("max_boxes") ? 9 : 100;
+    f.format = takes("format") ? BoxFormat::kCXCYWH : BoxFormat::kXYXY;
     o.fields = {f};
     const LoaderOptions back = options_from_json(options_to_json(o));
     ASSERT_EQ(back.fields.size(), 1u) << d->name;

@@ -88,7 +88,7 @@ const FieldDef kBoxesDef{
     .folder = true,
     .in_volumes = false,
     .reads_itself = false,
-    .params = kParamMaxBoxes | kParamFormat,
+    .params = {"max_boxes", "format"},
     .suffixes = {"_labels", "_count"},
     .check = check_boxes,
     .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<BoxesFieldOp>(s); },

@@ -39,10 +39,6 @@ enum class DefaultMember : std::uint8_t {
   kNone,     // nothing: a label is then the source's
 };
 
-// The Field parameters a kind takes, besides name, member and folder (what
-// the options JSON carries for it).
-enum FieldParam : unsigned { kParamFill = 1, kParamMaxBoxes = 2, kParamFormat = 4 };
-
 struct FieldDef {
   FieldKind kind;
   const char* name;  // as the options JSON and Python name it: "label_volume"
@@ -55,7 +51,9 @@ struct FieldDef {
   bool folder;        // may be read from a paired folder (Field::folder)
   bool in_volumes;    // may stand in a volume schema (the Volume's kinds, and Label)
   bool reads_itself;  // reads its own bytes (a volume: mapped, inflated, cached), not a part the maker reads
-  unsigned params;    // FieldParam bits
+  // The Field parameters it takes besides name, member and folder, by their
+  // JSON keys ("fill"; the options codec carries them); null: none.
+  std::array<const char*, 3> params;
   std::array<const char*, 2> suffixes;  // the batch keys it adds besides its name (name + suffix); null: none
   // Throws Error(kInvalidArgument) for a parameter out of range; `what`
   // names the field ("field 'seg' (mask)"). May be null.

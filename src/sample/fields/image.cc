@@ -278,7 +278,7 @@ const FieldDef kImageDef{
     .folder = false,
     .in_volumes = false,
     .reads_itself = false,
-    .params = 0,
+    .params = {},
     .suffixes = {},
     .check = nullptr,
     .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<ImageFieldOp>(s); },

@@ -83,7 +83,7 @@ const FieldDef kLabelDef{
     .folder = false,
     .in_volumes = true,
     .reads_itself = false,
-    .params = 0,
+    .params = {},
     .suffixes = {},
     .check = nullptr,
     .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<LabelFieldOp>(s); },

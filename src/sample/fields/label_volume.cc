@@ -85,7 +85,7 @@ const FieldDef kLabelVolumeDef{
     .folder = true,
     .in_volumes = true,
     .reads_itself = true,
-    .params = kParamFill,
+    .params = {"fill"},
     .suffixes = {},
     .check = check_label_volume,
     .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<LabelVolumeFieldOp>(s); },

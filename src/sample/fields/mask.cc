@@ -123,7 +123,7 @@ const FieldDef kMaskDef{
     .folder = true,
     .in_volumes = false,
     .reads_itself = false,
-    .params = kParamFill,
+    .params = {"fill"},
     .suffixes = {},
     .check = check_mask,
     .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<MaskFieldOp>(s); },

@@ -77,7 +77,7 @@ const FieldDef kTensorDef{
     .folder = true,
     .in_volumes = false,
     .reads_itself = false,
-    .params = 0,
+    .params = {},
     .suffixes = {},
     .check = nullptr,
     .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<TensorFieldOp>(s); },

@@ -250,7 +250,7 @@ const FieldDef kVolumeDef{
     .folder = true,
     .in_volumes = true,
     .reads_itself = true,
-    .params = 0,
+    .params = {},
     .suffixes = {"_start", "_affine"},
     .check = nullptr,
     .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<VolumeFieldOp>(s); },

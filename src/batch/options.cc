@@ -90,6 +90,7 @@ FieldParam int_param(const char* key) {
 const FieldParam kFieldParams[] = {
     int_param<&Field::fill, 1 << 20>("fill"),
     int_param<&Field::max_boxes, 1 << 24>("max_boxes"),
+    int_param<&Field::max_bytes, 1 << 24>("max_bytes"),
     {"format", [](const Field& f) -> json { return name_of(kBoxFormat, f.format); },
      [](Field& f, const json& v, const std::string& what) { f.format = value_of(kBoxFormat, v, what); }},
 };

@@ -57,6 +57,7 @@ TEST(FieldsTest, EveryKindRoundTripsThroughTheOptionsCodec) {
     f.fill = takes("fill") ? 7 : 0;
     f.max_boxes = takes("max_boxes") ? 9 : 100;
     f.format = takes("format") ? BoxFormat::kCXCYWH : BoxFormat::kXYXY;
+    f.max_bytes = takes("max_bytes") ? 11 : 256;
     o.fields = {f};
     const LoaderOptions back = options_from_json(options_to_json(o));
     ASSERT_EQ(back.fields.size(), 1u) << d->name;
@@ -66,6 +67,7 @@ TEST(FieldsTest, EveryKindRoundTripsThroughTheOptionsCodec) {
     EXPECT_EQ(back.fields[0].fill, f.fill) << d->name;
     EXPECT_EQ(back.fields[0].max_boxes, f.max_boxes) << d->name;
     EXPECT_EQ(back.fields[0].format, f.format) << d->name;
+    EXPECT_EQ(back.fields[0].max_bytes, f.max_bytes) << d->name;
   }
 }
 

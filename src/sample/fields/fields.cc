@@ -7,12 +7,12 @@
 namespace stoker::detail {
 
 // Each kind's definition, in its own file (image.cc, mask.cc, ...).
-extern const FieldDef kImageDef, kMaskDef, kBoxesDef, kLabelDef, kTensorDef, kVolumeDef, kLabelVolumeDef;
+extern const FieldDef kImageDef, kMaskDef, kBoxesDef, kLabelDef, kTensorDef, kVolumeDef, kLabelVolumeDef, kBytesDef;
 
 const std::vector<const FieldDef*>& field_defs() {
   // In FieldKind's order (tests/sample/fields_test.cc checks it).
   static const std::vector<const FieldDef*> defs = {&kImageDef,  &kMaskDef,   &kBoxesDef,      &kLabelDef,
-                                                    &kTensorDef, &kVolumeDef, &kLabelVolumeDef};
+                                                    &kTensorDef, &kVolumeDef, &kLabelVolumeDef, &kBytesDef};
   return defs;
 }
 

@@ -50,6 +50,9 @@ enum class FieldKind {
                  // shape, integer values never scaled, nearest geometry,
                  // padded with `fill`; [N*n, C, P0, P1, P2] uint8 when record
                  // 0's is uint8, else int32.
+  kBytes,  // a member's bytes as they are (a caption, a token string, any
+           // blob): uint8 [N, max_bytes] zero padded, with <name>_length
+           // int64 [N]. No transform applies.
 };
 
 // Coordinates of a box, as torchvision's BoundingBoxFormat names them.
@@ -81,6 +84,9 @@ struct Field {
   int max_boxes = 100;
   // kBoxes: the format of the boxes in the member and in the batch. Default xyxy.
   BoxFormat format = BoxFormat::kXYXY;
+  // kBytes: the row of the padded batch tensor; a longer member is a sample
+  // error. Default 256. REQUIRES: >= 1.
+  int max_bytes = 256;
 };
 
 inline Field ImageField(std::string name, std::string member = "") {
@@ -106,6 +112,11 @@ inline Field TensorField(std::string name, std::string member = "") {
 }
 inline Field VolumeField(std::string name, std::string member = "") {
   return {std::move(name), FieldKind::kVolume, std::move(member)};
+}
+inline Field BytesField(std::string name, int max_bytes = 256, std::string member = "") {
+  Field f{std::move(name), FieldKind::kBytes, std::move(member)};
+  f.max_bytes = max_bytes;
+  return f;
 }
 inline Field LabelVolumeField(std::string name, std::string member = "", int fill = 0) {
   Field f{std::move(name), FieldKind::kLabelVolume, std::move(member)};

@@ -51,8 +51,8 @@ from stoker import _stoker
 from stoker import _profiling
 from stoker import _staging
 from stoker import _pystage
-from stoker.fields import Boxes, Image, Label, Mask, Tensor, Volume, LabelVolume, detection_targets, \
-    FIELD_TYPES as _FIELD_TYPES
+from stoker.fields import Boxes, Bytes, Image, Label, Mask, Tensor, Volume, LabelVolume, detection_targets, \
+    FIELD_TYPES as _FIELD_TYPES, _Field
 from stoker.volume import (CenterSpatialCrop, NormalizeIntensity, RandCropByPosNegLabel, RandFlip, RandRotate90,
                            RandSpatialCrop, RandSpatialCropSamples, ScaleIntensityRange, SpatialPad, Spacing,
                            VOLUME_TRANSFORM_TYPES as _VOLUME_TRANSFORM_TYPES)
@@ -71,7 +71,7 @@ __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "Ra
            "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize",
            "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide",
            "RandAugment", "AutoAugment", "RandomErasing", "RandomApply", "AugMix", "RandomCrop",
-           "RandomShortestSize", "detection_targets", "Volume", "LabelVolume", "RandSpatialCrop",
+           "RandomShortestSize", "detection_targets", "Volume", "LabelVolume", "Bytes", "RandSpatialCrop",
            "RandSpatialCropSamples", "RandCropByPosNegLabel", "CenterSpatialCrop", "SpatialPad", "RandFlip",
            "RandRotate90", "ScaleIntensityRange", "NormalizeIntensity", "Spacing", "DataLoader", "Records",
            "PyTransform"]
@@ -98,7 +98,7 @@ _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, 
                    RandomShortestSize, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel,
                    CenterSpatialCrop, SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity,
                    Spacing]
-_FieldType = Union[Image, Mask, Boxes, Label, Tensor, Volume, LabelVolume]
+_FieldType = _Field  # any field class (stoker.fields.FIELD_TYPES)
 
 # Loader's defaults: LoaderOptions{} through the one options codec (src/batch/options.cc), not copies.
 _DEFAULTS = json.loads(_stoker._default_options())

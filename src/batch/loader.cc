@@ -48,11 +48,11 @@ class Loader::Impl {
     if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
     maker_.emplace(*source_, opt_, nullptr);
     const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();
-    if (maker_->volumes()) {
+    if (maker_->keeps_own_cache()) {
       // NOTE: volumes keep their own cache: inflated .nii.gz volumes and label
       // indexes in every mode (no page cache holds inflated bytes), every
       // volume under "ram"/"decoded".
-      maker_->volumes()->set_cache(budget, true, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
+      maker_->set_own_cache(budget, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
     } else {
       detail::CacheService::Client client;
       client.footprint = [this](std::size_t i) { return maker_->footprint(static_cast<std::uint32_t>(i)); };
@@ -332,7 +332,7 @@ class Loader::Impl {
     }
     s.threads_max = threads_;
     source_->io_stats(&s);
-    if (maker_->volumes()) maker_->volumes()->add_stats(&s);
+    maker_->add_stats(&s);
     const detail::SlotPool::Counts pc = pool_->counts();
     s.batch_buffers = pc.allocated;
     s.batch_buffer_bytes = s.batch_buffers * pool_->batch_bytes();

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "stoker/options.h"
+#include "sample/fields/field_def.h"
 #include "stoker/status.h"
 #include "transform/transform_defs.h"
 #include "transform/volume_defs.h"
@@ -33,10 +35,6 @@ const Names<Layout> kLayout = {{Layout::kNCHW, "NCHW"}, {Layout::kNHWC, "NHWC"}}
 const Names<SampleKind> kKind = {{SampleKind::kAuto, "auto"}, {SampleKind::kImage, "image"}, {SampleKind::kArray, "array"}};
 const Names<DecodeScale> kScale = {{DecodeScale::kExact, "exact"}, {DecodeScale::kAuto, "auto"}};
 const Names<OnCorrupt> kCorrupt = {{OnCorrupt::kSkip, "skip"}, {OnCorrupt::kRaise, "raise"}};
-const Names<FieldKind> kFieldKind = {{FieldKind::kImage, "image"}, {FieldKind::kMask, "mask"},
-                                     {FieldKind::kBoxes, "boxes"}, {FieldKind::kLabel, "label"},
-                                     {FieldKind::kTensor, "tensor"}, {FieldKind::kVolume, "volume"},
-                                     {FieldKind::kLabelVolume, "label_volume"}};
 const Names<BoxFormat> kBoxFormat = {{BoxFormat::kXYXY, "xyxy"}, {BoxFormat::kXYWH, "xywh"},
                                      {BoxFormat::kCXCYWH, "cxcywh"}};
 const Names<Progress> kProgress = {{Progress::kAuto, "auto"}, {Progress::kOn, "on"}, {Progress::kOff, "off"}};
@@ -52,8 +50,8 @@ const char* name_of(const Names<E>& names, E v) {
   }
   return "?";
 }
-template <typename E>
-E value_of(const Names<E>& names, const json& v, const std::string& what) {
+template <typename List>
+auto value_of(const List& names, const json& v, const std::string& what) {
   std::string valid;
   for (const auto& [e, s] : names) {
     if (v.is_string() && v.get<std::string>() == s) return e;
@@ -62,15 +60,51 @@ E value_of(const Names<E>& names, const json& v, const std::string& what) {
   detail::invalid(what + " must be one of " + valid + ", got " + (v.is_string() ? "'" + v.get<std::string>() + "'" : v.dump()));
 }
 
-// A schema field as JSON: {"name", "kind", "member", and the kind's own
-// parameters}; missing keys keep Field's defaults.
+// The field kinds' names: their definitions' (sample/fields/).
+const char* kind_name(FieldKind k) { return detail::field_def(k).name; }
+const std::vector<std::pair<FieldKind, const char*>>& field_kinds() {
+  static const auto kinds = [] {
+    std::vector<std::pair<FieldKind, const char*>> v;
+    for (const detail::FieldDef* d : detail::field_defs()) v.emplace_back(d->kind, d->name);
+    return v;
+  }();
+  return kinds;
+}
+
+// A field parameter a kind may take (FieldDef::params names it): its JSON
+// key, and how it goes to and from JSON (types checked here, ranges by the
+// kind's check).
+struct FieldParam {
+  const char* key;
+  json (*get)(const Field&);
+  void (*set)(Field&, const json&, const std::string& what);
+};
+template <int Field::*M, std::int64_t Max>
+FieldParam int_param(const char* key) {
+  return {key, [](const Field& f) -> json { return f.*M; },
+          [](Field& f, const json& v, const std::string& what) {
+            if (!v.is_number_integer()) bad(what, "an integer", v);
+            f.*M = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, Max));
+          }};
+}
+const FieldParam kFieldParams[] = {
+    int_param<&Field::fill, 1 << 20>("fill"),
+    int_param<&Field::max_boxes, 1 << 24>("max_boxes"),
+    int_param<&Field::max_bytes, 1 << 24>("max_bytes"),
+    {"format", [](const Field& f) -> json { return name_of(kBoxFormat, f.format); },
+     [](Field& f, const json& v, const std::string& what) { f.format = value_of(kBoxFormat, v, what); }},
+};
+
+// A schema field as JSON: {"name", "kind", "member", and the parameters its
+// kind takes}; missing keys keep Field's defaults.
 json field_to_json(const Field& f) {
-  json j = {{"name", f.name}, {"kind", name_of(kFieldKind, f.kind)}, {"member", f.member}};
+  const detail::FieldDef& def = detail::field_def(f.kind);
+  json j = {{"name", f.name}, {"kind", def.name}, {"member", f.member}};
   if (!f.folder.empty()) j["folder"] = f.folder;
-  if (f.kind == FieldKind::kMask || f.kind == FieldKind::kLabelVolume) j["fill"] = f.fill;
-  if (f.kind == FieldKind::kBoxes) {
-    j["max_boxes"] = f.max_boxes;
-    j["format"] = name_of(kBoxFormat, f.format);
+  for (const char* name : def.params) {
+    for (const FieldParam& p : kFieldParams) {
+      if (name && std::string_view(name) == p.key) j[p.key] = p.get(f);
+    }
   }
   return j;
 }
@@ -83,26 +117,22 @@ Field field_from_json(const json& j) {
       if (!v.is_string()) bad(what + ": name", "a string", v);
       f.name = v.get<std::string>();
     } else if (key == "kind") {
-      f.kind = value_of(kFieldKind, v, what + ": kind");
+      f.kind = value_of(field_kinds(), v, what + ": kind");
     } else if (key == "member") {
       if (!v.is_string()) bad(what + ": member", "a string", v);
       f.member = v.get<std::string>();
     } else if (key == "folder") {
       if (!v.is_null() && !v.is_string()) bad(what + ": folder", "a string", v);
       f.folder = v.is_null() ? "" : v.get<std::string>();
-    } else if (key == "fill") {
-      if (!v.is_number_integer()) bad(what + ": fill", "an integer", v);
-      f.fill = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, 1 << 20));
-    } else if (key == "max_boxes") {
-      if (!v.is_number_integer()) bad(what + ": max_boxes", "an integer", v);
-      f.max_boxes = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, 1 << 24));
-    } else if (key == "format") {
-      f.format = value_of(kBoxFormat, v, what + ": format");
     } else {
-      detail::invalid(what + ": unknown parameter '" + key + "'");
+      const std::string& name = key;  // NOTE: clang before 16 cannot capture a structured binding
+      const auto p = std::find_if(std::begin(kFieldParams), std::end(kFieldParams),
+                                  [&](const FieldParam& x) { return name == x.key; });
+      if (p == std::end(kFieldParams)) detail::invalid(what + ": unknown parameter '" + key + "'");
+      p->set(f, v, what + ": " + key);
     }
   }
-  if (!j.contains("kind")) detail::invalid(what + ": no kind (one of image, mask, boxes, label, tensor, volume, label_volume)");
+  if (!j.contains("kind")) detail::invalid(what + ": no kind (one of " + detail::field_kind_names() + ")");
   return f;
 }
 
@@ -255,8 +285,9 @@ const std::vector<Option>& options() {
   return f;
 }
 
-// The schema's rules: unique names (and the batch keys a boxes field adds),
-// at most one image, spatial fields only beside one, parameters in range.
+// The schema's rules: unique names (and the batch keys a kind adds), at
+// most one geometry owner of a kind, followers only beside their owner,
+// parameters in range (each kind's check), what a volume schema holds.
 void validate_fields(const LoaderOptions& o) {
   if (o.fields.empty()) return;
   if (o.kind != SampleKind::kAuto) {
@@ -264,66 +295,50 @@ void validate_fields(const LoaderOptions& o) {
                     "' describes the default schema; with fields, each field names its kind");
   }
   std::vector<std::string> keys;
-  int images = 0, volumes = 0, label_volumes = 0;
+  std::vector<int> count(detail::field_defs().size());  // fields per kind
   auto add_key = [&](const std::string& field, const std::string& key) {
     if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
       detail::invalid("field '" + field + "': the name '" + key + "' is used twice in the batch");
     }
     keys.push_back(key);
   };
+  auto how_many = [&](FieldKind k) { return count[static_cast<std::size_t>(k)]; };
   for (const Field& f : o.fields) {
     if (f.name.empty()) detail::invalid("fields: a field has an empty name");
     add_key(f.name, f.name);
-    const std::string what = "field '" + f.name + "' (" + name_of(kFieldKind, f.kind) + ")";
-    switch (f.kind) {
-      case FieldKind::kImage:
-        if (++images > 1) detail::invalid(what + ": a schema has at most one image field");
-        break;
-      case FieldKind::kMask:
-        if (f.fill < 0 || f.fill > 65535) detail::invalid(what + ": fill must be in [0, 65535], got " + std::to_string(f.fill));
-        break;
-      case FieldKind::kBoxes:
-        if (f.max_boxes < 1) detail::invalid(what + ": max_boxes must be >= 1, got " + std::to_string(f.max_boxes));
-        add_key(f.name, f.name + "_labels");
-        add_key(f.name, f.name + "_count");
-        break;
-      case FieldKind::kLabel:
-      case FieldKind::kTensor:
-        break;
-      case FieldKind::kVolume:
-        if (++volumes > 1) detail::invalid(what + ": a schema has at most one volume field");
-        add_key(f.name, f.name + "_start");
-        add_key(f.name, f.name + "_affine");
-        break;
-      case FieldKind::kLabelVolume:
-        ++label_volumes;
-        if (f.fill < 0 || f.fill > 65535) detail::invalid(what + ": fill must be in [0, 65535], got " + std::to_string(f.fill));
-        break;
+    const detail::FieldDef& def = detail::field_def(f.kind);
+    const std::string what = "field '" + f.name + "' (" + def.name + ")";
+    if (++count[static_cast<std::size_t>(f.kind)] > 1 && def.role == detail::Role::kOwner) {
+      detail::invalid(what + ": a schema has at most one " + def.name + " field");
+    }
+    if (def.check) def.check(f, what);
+    for (const char* suffix : def.suffixes) {
+      if (suffix) add_key(f.name, f.name + suffix);
     }
     if (!f.folder.empty()) {
-      if (f.kind == FieldKind::kImage || f.kind == FieldKind::kLabel) {
-        detail::invalid(what + ": folder= pairs a mask, boxes or tensor with the record; an " +
-                        name_of(kFieldKind, f.kind) + " comes from the record itself");
+      if (!def.folder) {
+        detail::invalid(what + ": folder= pairs a mask, boxes or tensor with the record; an " + def.name +
+                        " comes from the record itself");
       }
       if (!f.member.empty()) detail::invalid(what + ": give member= or folder=, not both");
     }
   }
   for (const Field& f : o.fields) {
-    if ((f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes) && images == 0) {
-      detail::invalid("field '" + f.name + "' (" + name_of(kFieldKind, f.kind) +
-                      ") follows an image's geometry, but the schema has no image field");
+    const detail::FieldDef& def = detail::field_def(f.kind);
+    if (def.role == detail::Role::kFollower && how_many(def.follows) == 0) {
+      detail::invalid("field '" + f.name + "' (" + def.name + ") " + def.without_owner);
     }
   }
-  if (label_volumes > 0 && volumes == 0) {
-    detail::invalid("a LabelVolume is paired with a Volume field, and the schema has none");
-  }
-  if (volumes > 0) {
+  if (how_many(FieldKind::kVolume) > 0) {
     std::vector<std::string> labels;
     for (const Field& f : o.fields) {
-      if (f.kind == FieldKind::kImage || f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes ||
-          f.kind == FieldKind::kTensor) {
-        detail::invalid("field '" + f.name + "' (" + name_of(kFieldKind, f.kind) +
-                        "): a volume schema holds Volume, LabelVolume and Label fields only");
+      if (!detail::field_def(f.kind).in_volumes) {
+        std::string kinds;
+        for (const detail::FieldDef* d : detail::field_defs()) {
+          if (d->in_volumes) kinds += (kinds.empty() ? "" : ", ") + std::string(d->name);
+        }
+        detail::invalid("field '" + f.name + "' (" + kind_name(f.kind) + "): a volume schema holds " + kinds +
+                        " fields only");
       }
       if (f.kind == FieldKind::kLabel && !f.member.empty()) {
         detail::invalid("field '" + f.name + "' (label): with volumes, a Label is the source's label (no member=)");
@@ -342,18 +357,19 @@ void validate_fields(const LoaderOptions& o) {
     detail::invalid("volume transforms (" + std::string(detail::volume_transform_name(o.volume_transforms[0])) +
                     ", ...) apply to a Volume field, and the schema has none");
   }
-  if (images == 0 && !o.transforms.empty()) {
+  if (how_many(FieldKind::kImage) == 0 && !o.transforms.empty()) {
     detail::invalid("transforms apply to an image field, and the schema has none: pass transforms=[]");
   }
   // NOTE: the policies (TrivialAugmentWide, RandAugment, AutoAugment) act on
   // the image alone; as torchvision v2's, they refuse masks and boxes rather
   // than misalign them. RandomRotation and RandomAffine move every field.
   for (const Field& f : o.fields) {
-    if (f.kind != FieldKind::kMask && f.kind != FieldKind::kBoxes) continue;
+    const detail::FieldDef& def = detail::field_def(f.kind);
+    if (def.role != detail::Role::kFollower || def.follows != FieldKind::kImage) continue;
     for (const Transform& t : o.transforms) {
       if (detail::transform_traits(t).image_only) {
         detail::invalid(std::string(detail::transform_name(t)) + " applies to the image alone, and field '" + f.name +
-                        "' (" + name_of(kFieldKind, f.kind) + ") would no longer match it: use RandomRotation or "
+                        "' (" + kind_name(f.kind) + ") would no longer match it: use RandomRotation or "
                         "RandomAffine (they move masks and boxes too), or a schema without them");
       }
     }
@@ -372,8 +388,8 @@ void validate_views(const LoaderOptions& o) {
   if (o.kind == SampleKind::kArray) detail::invalid("views apply to images, not to kind='array'");
   std::vector<std::string> names;
   for (const Field& f : o.fields) {
-    if (f.kind == FieldKind::kMask || f.kind == FieldKind::kBoxes) {
-      detail::invalid("views: field '" + f.name + "' (" + name_of(kFieldKind, f.kind) +
+    if (detail::field_def(f.kind).role == detail::Role::kFollower) {
+      detail::invalid("views: field '" + f.name + "' (" + kind_name(f.kind) +
                       ") follows one geometry, and each view draws its own; views take images, labels and tensors");
     }
     if (f.kind != FieldKind::kImage) names.push_back(f.name);

@@ -467,10 +467,10 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(message(R"({"batch_sise":8})"), "unknown option 'batch_sise'");
   EXPECT_EQ(message(R"({"transforms":[{"name":"Blur"}]})"), "transforms: unknown transform 'Blur'");
   EXPECT_EQ(message(R"({"fields":[{"name":"x","kind":"pixels"}]})"),
-            "field 'x': kind must be one of 'image', 'mask', 'boxes', 'label', 'tensor', 'volume', 'label_volume', got "
-            "'pixels'");
+            "field 'x': kind must be one of 'image', 'mask', 'boxes', 'label', 'tensor', 'volume', 'label_volume', "
+            "'bytes', got 'pixels'");
   EXPECT_EQ(message(R"({"fields":[{"name":"x"}]})"),
-            "field 'x': no kind (one of image, mask, boxes, label, tensor, volume, label_volume)");
+            "field 'x': no kind (one of image, mask, boxes, label, tensor, volume, label_volume, bytes)");
   EXPECT_EQ(message(R"({"volume_transforms":[{"name":"RandFlip","prob":2}]})"), "RandFlip: prob must be in [0, 1], got 2.000000");
   EXPECT_EQ(message(R"({"volume_transforms":[{"name":"RandFlip","axis":1}]})"), "RandFlip: unknown parameter 'axis'");
   EXPECT_EQ(message(R"({"fields":[{"name":"b","kind":"boxes","format":"yxyx"}]})"),

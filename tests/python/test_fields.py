@@ -1004,6 +1004,22 @@ def test_decoded_cache_every_kind_equals_stored_form_reference(data):
     assert 0 < shrunk < N_RECORDS
 
 
+def test_decoded_cache_stores_each_member_in_its_place_whatever_the_field_order(data):
+    """The stored forms are kept in member order: a schema whose image is not its first member reads
+    its own stored form back (images stored as is: equal to cache='mmap's samples, misses and hits)."""
+    fields = [stoker.Label("num", member="num"), stoker.Tensor("feat"), stoker.Mask("seg"), stoker.Image("image"),
+              stoker.Label("label")]
+    kw = dict(batch_size=4, seed=3, threads=2, transforms=TF, fields=fields, dtype="uint8")
+    decoded = stoker.Loader(data["csv"], cache="decoded", cache_max_side=4096, memory_budget=1 << 26, **kw)
+    mmap = stoker.Loader(data["csv"], cache="mmap", **kw)
+    for epoch in (0, 1):  # misses, then hits
+        decoded.set_epoch(epoch)
+        mmap.set_epoch(epoch)
+        for a, b in zip(loader_samples(decoded), loader_samples(mmap)):
+            assert_sample_equal(a, b, f"epoch {epoch} record {int(b['label'])}")
+    assert decoded.stats()["cache_hits"] >= N_RECORDS
+
+
 # ---------------------------------------------------------------- 8. resume
 
 def test_resume_with_fields_is_exact(data):
@@ -1092,3 +1108,47 @@ def test_rotation_and_affine_move_masks_and_boxes_with_the_image(data, name):
         ref = ref_boxes(b[:, :4], b[:, 4], plan, rec["size"], 6, warps=[op["matrix"] for op in ops])
         check_boxes(got, "boxes", ref)
     assert moved > 0
+
+
+# ---------------------------------------------------------------- Bytes
+
+def test_bytes_field_passes_each_members_bytes_through(tmp_path):
+    """Captions and blobs (empty, UTF-8, binary with NULs, exactly max_bytes) come back as they are,
+    zero padded, with their lengths, under every cache mode; a longer member is a sample error
+    naming the field, counted and skipped; max_bytes < 1 is refused."""
+    rng = np.random.default_rng(5)
+    texts = [b"", "a caption".encode(), "l\u00e9gende \u00fcn\u00efcode".encode(), bytes(range(30)), b"x" * 32,
+             b"\x00\x01\x02", b"y" * 33, b"last"]
+    path = tmp_path / "captions.tar"
+    with tarfile.open(path, "w") as t:
+        def add(name, payload):
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            t.addfile(info, io.BytesIO(payload))
+        for i, text in enumerate(texts):
+            buf = io.BytesIO()
+            smooth_image(rng, 30 + i, 24).save(buf, format="JPEG", quality=90)
+            add(f"k{i:02d}.jpg", buf.getvalue())
+            add(f"k{i:02d}.txt", text)
+            add(f"k{i:02d}.cls", f"{i}\n".encode())
+    fields = [stoker.Image(), stoker.Bytes("txt", max_bytes=32), stoker.Label()]
+    for cache in ("mmap", "ram", "decoded"):
+        loader = stoker.Loader(str(path), batch_size=4, threads=2, transforms=[stoker.CenterCrop(16)], fields=fields,
+                               cache=cache, output="numpy")
+        for epoch in (0, 1):
+            loader.set_epoch(epoch)
+            got = {}
+            for batch in loader:
+                assert batch["txt"].shape == (4, 32) and batch["txt"].dtype == np.uint8
+                assert batch["txt_length"].dtype == np.int64
+                for row, n, label in zip(batch["txt"], batch["txt_length"], batch["label"]):
+                    assert not row[n:].any(), "zero padded"
+                    got.setdefault(int(label), bytes(row[:n]))
+            # Record 6's caption is 33 bytes: skipped, the next record takes its place.
+            assert got == {i: t for i, t in enumerate(texts) if i != 6}, (cache, epoch)
+        st = loader.stats()
+        assert st["corrupt_by_reason"] == {"unsupported": 2}, cache
+        assert "field 'txt' (member 'txt'): the member has 33 bytes, more than max_bytes=32" in st["corrupt_examples"][0]
+    with pytest.raises(ValueError, match="field 'txt' \\(bytes\\): max_bytes must be >= 1, got 0"):
+        stoker.Loader(str(path), batch_size=2, fields=[stoker.Bytes("txt", max_bytes=0)])
+    assert repr(stoker.Bytes("txt", max_bytes=8, member="caption")) == "Bytes('txt', max_bytes=8, member='caption')"

@@ -1,6 +1,7 @@
 #include "doctor/probe.h"
 
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +58,13 @@ double quantile(std::vector<double> v, double q) {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The calling thread's CPU time, in seconds.
+double thread_cpu_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // One loader of a probe: the records and options to time, with the run's
 // consumer replayed after every batch.
@@ -154,8 +162,20 @@ class Arm {
   }
 
  private:
-  // The consumer's step after a batch: a busy wait (CPU work) or a sleep.
+  // The consumer's step after a batch: a busy wait (CPU work) or a sleep;
+  // or, split, its CPU work on the thread's CPU clock and then its sleep.
   void step(std::size_t n) const {
+    if (consumer_.split) {
+      const double cpu = consumer_.cpu_per_sample_s * static_cast<double>(n);
+      if (cpu > 0) {
+        const double c0 = thread_cpu_s();
+        while (thread_cpu_s() - c0 < cpu) {
+        }
+      }
+      const double sleep = consumer_.sleep_per_sample_s * static_cast<double>(n);
+      if (sleep > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
+      return;
+    }
     const double s = consumer_.step_per_sample_s * static_cast<double>(n);
     if (s <= 0) return;
     const auto t = Clock::now();
@@ -365,14 +385,16 @@ LoaderSetup files_setup(const std::vector<std::string>& files, const std::string
   return s;
 }
 
-Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms) {
+Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms,
+                   const Consumer& consumer, std::size_t batch_size) {
   Cost c;
   try {
     TempDir tmp("stoker-probe");
-    const LoaderSetup s = files_setup(files, transforms, tmp.path());
+    LoaderSetup s = files_setup(files, transforms, tmp.path());
+    if (batch_size > 0) s.options.batch_size = batch_size;
     std::vector<std::unique_ptr<Arm>> arms;
     arms.push_back(std::make_unique<Arm>(std::shared_ptr<const Source>(open_list_file(s.sources.at(0))), s.options,
-                                         threads, Consumer{}));
+                                         threads, consumer));
     return interleave(arms, std::vector<Cost>(1))[0];
   } catch (const std::exception& e) {
     c.error = e.what();

@@ -19,6 +19,9 @@ namespace stoker::doctor {
 // fetched.
 // kDecompression: decode-bound, and the decoding was mostly inflating
 // gzipped volumes (.nii.gz; stats "volume": Stats::Volume).
+// kCollate: a DataLoader's workers (or, with num_workers=0, the loop's
+// thread) spent at least kCollateShare of their CPU in its collate_fn
+// (timed by the doctor's sitecustomize: the snapshot's "collate").
 enum class Bottleneck {
   kCompute,
   kStorage,
@@ -26,6 +29,7 @@ enum class Bottleneck {
   kDecode,
   kDecompression,
   kTransform,
+  kCollate,
   kHostToDevice,
   kNoData
 };
@@ -80,7 +84,50 @@ struct Verdict {
   // process and its main thread, its child processes, the rest of the
   // machine.
   double cpu_main_process = 0, cpu_main_thread = 0, cpu_children = 0, cpu_others = 0;
+  // The step per sample split as the consuming thread measured it (the
+  // snapshot's "sched"): its CPU time, its wait for a core (runnable, not
+  // running: the cores taken by the input pipeline and other processes), and
+  // the rest (off the CPU: a GPU, I/O, sleeps). Negative: not measured.
+  double step_cpu_s = -1, step_runq_s = -1, step_other_s = -1;
+  // The input pipeline's CPU that competed with the step (cores: a
+  // DataLoader's worker processes, a stoker loader's threads).
+  double input_cores = 0;
 };
+
+// The step split (Verdict::step_cpu_s...) from a profile snapshot's "sched",
+// applied to `step_per_sample_s` (the steady window's step) by the shares
+// of the whole loop's step time. False when the snapshot has no CPU time
+// or no run-queue wait (a kernel without /proc/thread-self/schedstat).
+bool step_split(const nlohmann::json& snap, double step_per_sample_s, double* cpu, double* runq, double* other);
+
+// The model behind every modelled prediction: the loop overlaps the input
+// side and the step, so it runs at the slower of the two, and no faster than
+// the cores left by other processes can do both. A change that makes the
+// input side's CPU use `input_after` cores changes the step's wait for a
+// core in proportion to the CPU competing with it (the input's and other
+// processes'); the step's own CPU and its time off the CPU stay.
+struct StepModel {
+  double loader_time = 0;  // the loop's time per sample now (input-bound: the input side's)
+  double step = 0;         // the step's time per sample (wall, as measured)
+  int cores = 1;
+  double fetch = 0;        // the consumer's own cost of taking a batch (Python), per sample
+  // The step's split (runq < 0: not measured: the step stays as measured,
+  // and counts as CPU work, an upper bound of its CPU).
+  double step_cpu = -1, step_runq = -1;
+  double input_cores = 0;     // the input pipeline's CPU now, cores
+  double input_cpu = 0;       // and per sample
+  double other_cores = 0;     // other processes' CPU now, cores
+  double command_cores = 0;   // the command's CPU now, cores (what it got beside the other processes)
+  // The step per sample when the input pipeline uses `input_after` cores.
+  double step_after(double input_after) const;
+  // The loop's rate after a change that multiplies the input side's time
+  // per sample by `ratio` and makes its CPU per sample `cpu_per_sample`.
+  double rate(double ratio, double cpu_per_sample) const;
+};
+
+// A share of a DataLoader's loading CPU in its collate_fn that makes the
+// verdict "input-bound on collate".
+constexpr double kCollateShare = 0.5;
 
 // A series' name for charts and the report: which loop it is ("DataLoader in
 // train_one_epoch (train.py:40)", "stoker loader over ...").
@@ -93,7 +140,9 @@ struct Probes {
   // The loader as configured (result 0) and with each change, interleaved.
   std::function<std::vector<Cost>(const LoaderSetup&, const std::vector<Change>&, std::size_t, int)> measure =
       [](const LoaderSetup& s, const std::vector<Change>& c, std::size_t n, int t) { return doctor::measure(s, c, n, t); };
-  std::function<Cost(const std::vector<std::string>&, int, const std::string&)> measure_files = doctor::measure_files;
+  std::function<Cost(const std::vector<std::string>&, int, const std::string&, const Consumer&, std::size_t)>
+      measure_files = [](const std::vector<std::string>& f, int t, const std::string& x, const Consumer& c,
+                         std::size_t b) { return doctor::measure_files(f, t, x, c, b); };
 };
 
 struct RunFacts {

@@ -57,7 +57,7 @@ def _trace_path():
 # spent runnable but not running, waiting for a core (the second field of /proc/thread-self/schedstat): the step's
 # wall time splits into its CPU, its wait for a core (contention: the input pipeline's workers and other processes
 # taking the cores) and the rest (sleeping: a GPU, I/O). stoker doctor predicts the step after a change from this
-# split. About 2 us per batch.
+# split. About 3 us per batch.
 
 _runq_fds = {}  # (pid, thread id) -> an fd of that thread's /proc/thread-self/schedstat (-1: unreadable)
 
@@ -490,7 +490,7 @@ class profile(_Recorder):
                     self._batch(last, t0, t1, item, setup if last is None else None)
                     self._sched(s_last, s0, s1, s_setup)
                     last = mono()
-                    s_last = s1
+                    s_last = _sched_now()  # the handover, after our own bookkeeping (a publish can be preempted)
                     yield item
             finally:
                 self._abandoned(last)
@@ -717,7 +717,7 @@ def _timed_next(orig_next, mono):
             st.rec._sched(st.s_last, s0, s1, st.s_setup if first else None)
             st.s_setup = None
             st.last = mono()
-            st.s_last = s1
+            st.s_last = _sched_now()  # the handover, after our own bookkeeping (a publish can be preempted)
         except Exception as e:  # noqa: BLE001
             self._stoker_auto = None
             _auto_failed(e)

@@ -927,10 +927,10 @@ TEST(DoctorTest, ADataLoadersFilesBecomeALoaderSetupForTheSweep) {
 
 // The case: a loop whose step waited for a core half of its time
 // while the input pipeline's workers used 1.5 cores. A change that makes the
-// input 4x cheaper frees those cores: the step's wait for a core shrinks
-// with the CPU competing with it, and the loop runs faster even though it
-// was as much step-bound as input-bound. Keeping the step as measured (the
-// old model) predicts no gain at all.
+// input 4x cheaper frees those cores: the step gets a larger share of a core
+// (a fair share: cores / runnable threads), and the loop runs faster even
+// though it was as much step-bound as input-bound. Keeping the step as
+// measured (the old model) predicts no gain at all.
 TEST(DoctorTest, TheStepModelFreesTheCoresTheInputTook) {
   StepModel m;
   m.cores = 2;
@@ -938,22 +938,29 @@ TEST(DoctorTest, TheStepModelFreesTheCoresTheInputTook) {
   m.step = 4e-3;
   m.input_cpu = 6e-3;    // 1.5 cores at 250 samples/s
   m.input_cores = 1.5;
-  m.command_cores = 2.0;
   const double kept = m.rate(0.25, 1.5e-3);
   EXPECT_NEAR(kept, 250, 1e-9);  // the step's wait for a core not measured: the step stays 4 ms
   m.step_cpu = 2e-3;
   m.step_runq = 2e-3;
+  EXPECT_NEAR(m.share_now(), 0.5, 1e-12);
   EXPECT_NEAR(m.step_after(1.5), 4e-3, 1e-15);  // the same competition: the same step
   EXPECT_NEAR(m.step_after(0), 2e-3, 1e-15);    // nothing competing: its CPU (and nothing off the CPU)
   EXPECT_NEAR(m.rate(1.0, 6e-3), 250, 1e-6);    // the run as it was
-  // After: the input side's CPU is 0.375 x 4 ms / t cores at t per sample, so the step is 2 ms + 2e-6 / t;
-  // the loop runs at the fixed point t = 2 ms + 2e-6 / t (above the input's 1 ms and the cores' 1.75 ms).
-  const double t = (2e-3 + std::sqrt(4e-6 + 8e-6)) / 2;
+  // After: the input uses 1.5e-3 / t cores, 3e-3 / t threads at the share of 0.5 they had, so the step's share
+  // is 2 / (1 + 3e-3 / t) and the step 1e-3 + 3e-6 / t; the loop runs at that fixed point (above the input's
+  // 1 ms and the cores' 1.75 ms).
+  const double t = (1e-3 + std::sqrt(1e-6 + 12e-6)) / 2;
   EXPECT_NEAR(m.rate(0.25, 1.5e-3), 1 / t, 1e-6);
-  // Other processes' load stays: with as much CPU from them as from the input, half the wait stays too.
+  // Other processes' load stays: 1.5 cores at a share of 0.5 are 3 runnable threads, so without the input the
+  // step's fair share goes from 2 / 7 to 2 / 4 of a core: its share from 0.5 to 0.875.
   m.other_cores = 1.5;
-  m.command_cores = 0.5;
-  EXPECT_NEAR(m.step_after(0), 3e-3, 1e-15);
+  EXPECT_NEAR(m.step_after(0), 2e-3 / 0.875, 1e-12);
+  EXPECT_NEAR(m.step_after(1.5), 4e-3, 1e-15);
+  // Other processes' runnable threads sampled (3): the share is at most the fair share, 2 / (3 + 1) without the
+  // input. A step thread that slept while the loop waited got more than that on waking; a step that is the
+  // bottleneck does not.
+  m.other_threads = 3;
+  EXPECT_NEAR(m.step_after(0), 2e-3 / 0.5, 1e-12);
 }
 
 // A DataLoader profile with the consuming thread's step split ("sched"):
@@ -1030,6 +1037,25 @@ TEST(DoctorTest, TheStepIsSplitAndThePortReplaysItBesideStokersThreads) {
   EXPECT_FALSE(seen[2].split);
   EXPECT_TRUE(seen[2].busy);
   EXPECT_NEAR(seen[2].step_per_sample_s, 4e-3, 1e-12);
+}
+
+// Time inside next() runnable but not running (waiting for a core) is the
+// machine's contention, not waiting for data: 2 s of wait in a 10 s loop, 1 s
+// of it in the run queue, is 10% waiting for data: compute-bound.
+TEST(DoctorTest, WaitingForACoreInsideNextIsNotWaitingForData) {
+  const json sched = {{"batches", 125}, {"step_cpu_s", 7.0}, {"step_runq_s", 1.0}, {"wait_cpu_s", 0.2},
+                      {"wait_runq_s", 1.0}};
+  const Verdict v = diagnose(split_profile(2, 8, sched), Probes{}, false);
+  EXPECT_NEAR(v.wait_share, 0.2, 1e-9);
+  EXPECT_NEAR(v.wait_runq_share, 0.1, 1e-9);
+  EXPECT_EQ(v.kind, Bottleneck::kCompute);
+  EXPECT_TRUE(any_has(v.evidence, "the training loop waited for data 10% of its 10.0 s"));
+  EXPECT_TRUE(any_has(v.evidence, "10% of its time it was inside next() runnable but not running, waiting for a core"));
+  json none = sched;
+  none["wait_runq_s"] = 0.0;
+  const Verdict i = diagnose(split_profile(2, 8, none), Probes{}, false);
+  EXPECT_EQ(i.wait_runq_share, 0);
+  EXPECT_NE(i.kind, Bottleneck::kCompute);
 }
 
 TEST(DoctorTest, ACollateFnTakingMostOfTheWorkersIsCollateBound) {

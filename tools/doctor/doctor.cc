@@ -376,6 +376,7 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   j["consumer"] = v.consumer;
   j["rate"] = v.rate;
   j["wait_share"] = v.wait_share;
+  j["wait_runq_share"] = v.wait_runq_share;  // of wait_share: runnable inside next(), waiting for a core
   j["step_per_sample_s"] = v.step_per_sample_s;
   // The window rate, wait_share and step describe: the loop after its start-up.
   j["steady"] = {{"samples", v.steady.samples}, {"active_s", v.steady.active_s}, {"wait_s", v.steady.wait_s},

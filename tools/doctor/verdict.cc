@@ -26,12 +26,15 @@ struct Means {
   double cores_busy = 0, iowait = 0, tree_cpu = 0, root_cpu = 0, disk_mbs = 0, disk_iops = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
   double peak_pss = 0, page_cache = 0, gpu_util = -1;
   double children = 0;  // the command's child processes, on average
+  // Other processes' runnable threads on average (the machine's less the
+  // command's and the sampler's own); -1 when not sampled.
+  double other_runnable = -1;
 };
 
 Means means(const std::vector<Sample>& samples) {
   Means m;
-  int n = 0, g = 0;
-  double gpu = 0;
+  int n = 0, g = 0, r = 0;
+  double gpu = 0, runnable = 0;
   for (std::size_t i = 1; i < samples.size(); ++i) {  // the first sample only primes the counters
     const Sample& s = samples[i];
     for (double b : s.core_busy) m.cores_busy += b;
@@ -47,6 +50,10 @@ Means means(const std::vector<Sample>& samples) {
     m.rchar_mbs += s.tree_rchar_mbs;
     m.majflt += s.major_faults_per_s;
     m.children += std::max(0, s.processes - 1);
+    if (s.procs_running > 0) {
+      runnable += std::max(0, s.procs_running - 1 - s.tree_running);
+      ++r;
+    }
     for (const auto& x : s.gpus) {
       gpu += x.util;
       ++g;
@@ -69,6 +76,7 @@ Means means(const std::vector<Sample>& samples) {
     m.children /= n;
   }
   if (g) m.gpu_util = gpu / g;
+  if (r) m.other_runnable = runnable / r;
   for (const Sample& s : samples) {
     m.peak_pss = std::max(m.peak_pss, s.pss_mib);
     m.page_cache = s.page_cache_mib;
@@ -299,10 +307,33 @@ void loop_evidence(Verdict* v, const nlohmann::json& snap, const std::string& se
                             v->between_s, setup_what.c_str(), v->setup_s, v->iterations, v->iterations == 1 ? "" : "s"));
 }
 
+// The share of the loop's time it spent inside next() runnable but not
+// running (waiting for a core: the machine's contention, not the input), from
+// the snapshot's "sched" (the whole loop's share of its wait, applied to the
+// steady window's wait); 0 when not measured.
+double wait_runq_share(const nlohmann::json& snap, double wait, double active) {
+  const auto sc = snap.find("sched");
+  const auto st = snap.find("stats");
+  if (sc == snap.end() || !sc->is_object() || st == snap.end() || !st->is_object() || active <= 0) return 0;
+  const auto rq = sc->find("wait_runq_s");
+  const double all_wait = number(*st, "wait_s");
+  if (rq == sc->end() || !rq->is_number() || all_wait <= 0) return 0;
+  return std::clamp(wait * std::clamp(rq->get<double>() / all_wait, 0.0, 1.0) / active, 0.0, 1.0);
+}
+
+// The wait line's tail when the loop waited for a core inside next().
+std::string wait_runq_text(double share) {
+  if (share < 0.005) return "";
+  return fmt("; %.0f%% of its time it was inside next() runnable but not running, waiting for a core (the "
+             "machine's contention, not the input), which the verdict does not count as waiting for data",
+             100 * share);
+}
+
 // The step's split on the consuming thread (the snapshot's "sched"): its CPU,
 // its wait for a core and the rest, and what competed with it for the
 // cores; into the verdict's fields and the evidence.
-void step_evidence(Verdict* v, const nlohmann::json& snap, double input_cores, double others, const char* input_what) {
+void step_evidence(Verdict* v, const nlohmann::json& snap, double input_cores, double others, double others_runnable,
+                   const char* input_what) {
   double cpu = 0, runq = 0, other = 0;
   v->input_cores = input_cores;
   if (!step_split(snap, v->step_per_sample_s, &cpu, &runq, &other)) {
@@ -318,9 +349,11 @@ void step_evidence(Verdict* v, const nlohmann::json& snap, double input_cores, d
   const double step = v->step_per_sample_s;
   v->evidence.push_back(fmt("the step, %.2f ms per sample: %.2f ms on the CPU, %.2f ms (%.0f%%) waiting for a core "
                             "(runnable, not running), %.2f ms off the CPU otherwise (a GPU, I/O, sleeps); competing "
-                            "for the cores: %s %.2f cores, other processes %.2f",
+                            "for the cores: %s %.2f cores, other processes %.2f%s",
                             1e3 * step, 1e3 * cpu, 1e3 * runq, step > 0 ? 100 * runq / step : 0, 1e3 * other,
-                            input_what, input_cores, others));
+                            input_what, input_cores, others,
+                            others_runnable >= 0 ? fmt(" (%.1f threads runnable on average)", others_runnable).c_str()
+                                                 : ""));
 }
 
 // A remote-bound loader's suggestions. `fr`: the share of the workers' time
@@ -499,6 +532,13 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     if (n > 0 && pb > 0 && cb > 0) {
       fetch = std::max(0.0, (pst.value("wait_s", 0.0) - h2d) / pb - wait / cb) * pb / n;
     }
+    // Measured on the loop's thread: its CPU in next() is the cost of taking
+    // a batch (the difference above also holds its waits for a core).
+    const nlohmann::json sc = ps->last.contains("sched") && ps->last["sched"].is_object() ? ps->last["sched"]
+                                                                                          : nlohmann::json::object();
+    if (n > 0 && number(sc, "batches") > 0 && sc.contains("wait_runq_s") && sc["wait_runq_s"].is_number()) {
+      fetch = number(sc, "wait_cpu_s") / n;
+    }
     wait = pst.value("wait_s", 0.0);
     active = wait + pst.value("step_s", 0.0);
   }
@@ -511,6 +551,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   n = w.samples, active = w.active_s, wait = w.wait_s;
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? std::clamp(wait / active, 0.0, 1.0) : 0;
+  v->wait_runq_share = wrapped ? std::min(v->wait_share, wait_runq_share(ps->last, wait, active)) : 0;
   v->step_per_sample_s = n > 0 ? std::max(0.0, active - wait) / n : 0;
   const double cpu = loader_samples > 0 ? busy / loader_samples : 0;  // workers' CPU per sample now
   Model model;
@@ -521,18 +562,19 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   model.input_cpu = cpu;
   // The loader's threads are the process's other threads (the loop's is its main one).
   model.input_cores = std::max(0.0, m.root_cpu - m.main_cpu);
+  model.input_threads = st.value("threads", 0);
   model.other_cores = std::max(0.0, m.cores_busy - m.tree_cpu);
-  model.command_cores = m.tree_cpu;
+  model.other_threads = m.other_runnable;
   const double rs = busy > 0 ? busy_read / busy : 0, ds = busy > 0 ? busy_decode / busy : 0,
                xs = busy > 0 ? busy_transform / busy : 0, pys = busy > 0 ? busy_python / busy : 0;
 
   v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s; %.0f samples at %.0f samples/s; "
-                            "step %.2f ms per sample)",
-                            100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(), n, v->rate,
-                            1e3 * v->step_per_sample_s));
+                            "step %.2f ms per sample)%s",
+                            100 * (v->wait_share - v->wait_runq_share), window_text(w).c_str(), v->consumer.c_str(), n,
+                            v->rate, 1e3 * v->step_per_sample_s, wait_runq_text(v->wait_runq_share).c_str()));
   if (wrapped) {
     loop_evidence(v, ps->last, "starting each epoch (iter(): the epoch's set-up)");
-    step_evidence(v, ps->last, model.input_cores, model.other_cores, "the loader's threads");
+    step_evidence(v, ps->last, model.input_cores, model.other_cores, m.other_runnable, "the loader's threads");
     if (v->step_runq_s >= 0) {
       model.step_cpu = v->step_cpu_s;
       model.step_runq = v->step_runq_s;
@@ -562,7 +604,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   if (vf.active) volume_evidence(v, vf);
   machine_evidence(v, f, m);
 
-  if (v->wait_share < kInputBoundShare) {
+  if (v->wait_share - v->wait_runq_share < kInputBoundShare) {
     v->kind = Bottleneck::kCompute;
     add(v, "Speed up the model step (" + fmt("%.1f", 1e3 * v->step_per_sample_s * opts.value("batch_size", 1.0)) +
                " ms per batch): mixed precision, a faster device, a smaller or compiled model",
@@ -822,14 +864,16 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   if (info.contains("dataset")) v->consumer += " over " + info.value("dataset", std::string("?"));
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? wait / active : 0;
+  v->wait_runq_share = std::min(v->wait_share, wait_runq_share(ps.last, wait, active));
   v->step_per_sample_s = n > 0 ? step / n : 0;
   const std::string workers = nw < 0 ? "" : nw == 0 ? "num_workers=0: loading on the loop's thread"
                                                     : fmt("%d worker%s", nw, nw == 1 ? "" : "s");
   v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s%s%s; %.0f samples at %.0f "
-                            "samples/s; step %.2f ms per sample)",
-                            100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(),
+                            "samples/s; step %.2f ms per sample)%s",
+                            100 * (v->wait_share - v->wait_runq_share), window_text(w).c_str(), v->consumer.c_str(),
                             workers.empty() ? "" : ", ",
-                            workers.c_str(), n, v->rate, 1e3 * v->step_per_sample_s));
+                            workers.c_str(), n, v->rate, 1e3 * v->step_per_sample_s,
+                            wait_runq_text(v->wait_runq_share).c_str()));
   loop_evidence(v, ps.last,
                 nw > 0    ? fmt("creating its iterator each epoch (the DataLoader starting its %d worker%s)", nw,
                                 nw == 1 ? "" : "s").c_str()
@@ -839,7 +883,7 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   // What competed with the step for the cores: the worker processes (with
   // num_workers=0 the loading runs on the step's own thread, never beside it).
   const double workers_cpu = nw > 0 ? std::max(0.0, m.tree_cpu - m.root_cpu) : 0;
-  step_evidence(v, ps.last, workers_cpu, std::max(0.0, m.cores_busy - m.tree_cpu),
+  step_evidence(v, ps.last, workers_cpu, std::max(0.0, m.cores_busy - m.tree_cpu), m.other_runnable,
                 nw > 0 ? "the DataLoader's workers" : "the input pipeline");
   // The loading's CPU per sample: the workers', or with num_workers=0 the
   // loop's thread's while it waited (its "sched"); and the collate_fn's part.
@@ -917,7 +961,7 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
     v->suggestions.back().predicted_hi = v->suggestions.back().predicted_rate * (1 + hw);
     v->probe_s = c.seconds;
   };
-  if (v->wait_share < kInputBoundShare) {
+  if (v->wait_share - v->wait_runq_share < kInputBoundShare) {
     v->kind = Bottleneck::kCompute;
     add(v, "Speed up the model step: mixed precision, a faster device, a smaller or compiled model", 0,
         fmt("the step is %.0f%% of the loop's time; no input-side change can gain more than %.2fx (all of the wait)",
@@ -925,7 +969,10 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
     // On a CPU-bound step, the DataLoader's worker processes take cores from it.
     // NOTE: only workers that exist (num_workers > 0): child processes of a
     // num_workers=0 loop are something else of the program's.
-    if (m.gpu_util < 0 && nw > 0 && workers_cpu >= 0.25 && v->rate > 0) {
+    // NOTE: a share of the command's CPU too, not cores alone: on a machine
+    // other processes load, the whole command gets few cores.
+    if (m.gpu_util < 0 && nw > 0 && (workers_cpu >= 0.25 || (workers_cpu >= 0.05 && workers_cpu >= 0.15 * m.tree_cpu)) &&
+        v->rate > 0) {
       v->evidence.push_back(fmt("the DataLoader's %d worker process%s used %.2f cores (%.2f ms of CPU per sample), cores "
                                 "the step (on the CPU: no GPU sampled) competes for",
                                 nw, nw == 1 ? "" : "es", workers_cpu, 1e3 * workers_cpu / v->rate));
@@ -1082,22 +1129,40 @@ bool step_split(const nlohmann::json& snap, double step_per_sample_s, double* cp
   return true;
 }
 
+double StepModel::share_now() const {
+  if (step_runq < 0 || step_cpu <= 0) return 1.0;
+  return std::clamp(step_cpu / (step_cpu + step_runq), 0.05, 1.0);
+}
+
 double StepModel::step_after(double input_after) const {
-  if (step_runq < 0) return step;
-  const double now = input_cores + other_cores;
-  if (now <= 1e-3) return step;  // nothing else ran: the wait for a core stays what it was
-  const double after = std::clamp(input_after, 0.0, static_cast<double>(cores)) + other_cores;
-  return std::max(0.0, step - step_runq) + step_runq * after / now;
+  if (step_runq < 0 || step_cpu < 0) return step;
+  const double s = share_now();
+  // Runnable threads beside the step: other processes' (as sampled, else
+  // their CPU over the share each got) and the input's (likewise, at most
+  // its threads).
+  const double others = other_threads >= 0 ? other_threads : std::min(64.0, std::max(0.0, other_cores) / s);
+  auto input_threads_at = [&](double used) {
+    const double n = std::max(0.0, used) / s;
+    return input_threads > 0 ? std::min<double>(input_threads, n) : n;
+  };
+  auto fair = [&](double input) { return std::min(1.0, cores / (others + 1 + input)); };
+  const double after = std::min<double>(input_after, cores);
+  const double fair_after = fair(input_threads_at(after));
+  // The measured share, moved as the fair share moves (no change: the run's);
+  // at most the fair share itself when other processes' threads were sampled:
+  // a step thread that slept while the loop waited for data got more than its
+  // share on waking, which a step that becomes the bottleneck no longer does.
+  double share = std::min(1.0, s * fair_after / fair(input_threads_at(input_cores)));
+  if (other_threads >= 0) share = std::min(share, fair_after);
+  const double off_cpu = std::max(0.0, step - step_cpu - step_runq);
+  return step_cpu / share + off_cpu;
 }
 
 double StepModel::rate(double ratio, double cpu_per_sample) const {
   const double in_time = loader_time * ratio;
   const bool split = step_runq >= 0 && step_cpu >= 0;
-  // The cores the command can have: all of them less what other processes
-  // used, and at least what it got beside them (when it was sampled).
-  const double avail = command_cores > 0 ? std::min<double>(cores, std::max(command_cores, cores - other_cores))
-                                         : static_cast<double>(cores);
-  const double budget = (cpu_per_sample + (split ? step_cpu : step) + fetch) / std::max(0.25, avail);
+  // All the cores can do: the input's CPU, the step's and taking the batch.
+  const double budget = (cpu_per_sample + (split ? step_cpu : step) + fetch) / cores;
   // The input side's CPU (cores) at a loop time of t per sample.
   auto input_at = [&](double t) {
     if (t <= 0) return static_cast<double>(cores);
@@ -1107,7 +1172,7 @@ double StepModel::rate(double ratio, double cpu_per_sample) const {
   auto f = [&](double t) { return std::max({in_time, step_after(input_at(t)) + fetch, budget}); };
   // f never increases with t (a slower loop leaves the step more of the
   // cores): its fixed point by bisection.
-  double lo = std::max({in_time, budget, (split ? std::max(0.0, step - step_runq) : step) + fetch});
+  double lo = std::max({in_time, budget, (split ? step_after(0) : step) + fetch});
   double hi = std::max(lo, step_after(cores) + fetch);
   if (lo <= 0 && hi <= 0) return 0;
   if (f(lo) <= lo) return lo > 0 ? 1.0 / lo : 0;

@@ -59,6 +59,10 @@ struct Verdict {
   std::string consumer;        // which loader / profiled iterable the verdict is about
   double rate = 0;             // samples/s the training loop consumed
   double wait_share = 0;       // of the loop's time, waiting for the next batch
+  // Of the loop's time, inside next() but runnable and not running (waiting
+  // for a core: contention, not the input; part of wait_share). The verdict
+  // counts wait_share - wait_runq_share as waiting for data.
+  double wait_runq_share = 0;
   double step_per_sample_s = 0;
   Steady steady;               // rate, wait_share and step are this window's
   std::vector<std::string> evidence;
@@ -100,12 +104,20 @@ struct Verdict {
 // or no run-queue wait (a kernel without /proc/thread-self/schedstat).
 bool step_split(const nlohmann::json& snap, double step_per_sample_s, double* cpu, double* runq, double* other);
 
-// The model behind every modelled prediction: the loop overlaps the input
+// The model behind every modelled prediction. The loop overlaps the input
 // side and the step, so it runs at the slower of the two, and no faster than
-// the cores left by other processes can do both. A change that makes the
-// input side's CPU use `input_after` cores changes the step's wait for a
-// core in proportion to the CPU competing with it (the input's and other
-// processes'); the step's own CPU and its time off the CPU stay.
+// the cores can do both. The step keeps its CPU time and its time off the
+// CPU; its wait for a core follows the machine's contention as the change
+// leaves it, a fair share: when runnable, each thread gets
+// min(1, cores / runnable threads) of a core. The run measured the step's
+// share (its CPU over its CPU plus its wait for a core); other processes'
+// runnable threads are estimated as their CPU over that share, the input's
+// as its CPU over it (at most its threads); a change that makes the input
+// side use other cores changes the step's share in proportion to the fair
+// share (so that no change predicts the run as it was), and, where other
+// processes' runnable threads were sampled, at most the fair share itself
+// (a step thread that slept while the loop waited got more than its share
+// on waking; a step that becomes the bottleneck no longer sleeps).
 struct StepModel {
   double loader_time = 0;  // the loop's time per sample now (input-bound: the input side's)
   double step = 0;         // the step's time per sample (wall, as measured)
@@ -114,10 +126,13 @@ struct StepModel {
   // The step's split (runq < 0: not measured: the step stays as measured,
   // and counts as CPU work, an upper bound of its CPU).
   double step_cpu = -1, step_runq = -1;
-  double input_cores = 0;     // the input pipeline's CPU now, cores
-  double input_cpu = 0;       // and per sample
-  double other_cores = 0;     // other processes' CPU now, cores
-  double command_cores = 0;   // the command's CPU now, cores (what it got beside the other processes)
+  double input_cores = 0;   // the input pipeline's CPU now, cores
+  double input_cpu = 0;     // and per sample
+  int input_threads = 0;    // its threads or processes (0: not known)
+  double other_cores = 0;   // other processes' CPU now, cores
+  double other_threads = -1;  // and their runnable threads, as sampled (-1: not sampled)
+  // The step's share of a core while runnable, now (1 when not measured).
+  double share_now() const;
   // The step per sample when the input pipeline uses `input_after` cores.
   double step_after(double input_after) const;
   // The loop's rate after a change that multiplies the input side's time

@@ -57,45 +57,44 @@ def _trace_path():
 # spent runnable but not running, waiting for a core (the second field of /proc/thread-self/schedstat): the step's
 # wall time splits into its CPU, its wait for a core (contention: the input pipeline's workers and other processes
 # taking the cores) and the rest (sleeping: a GPU, I/O). stoker doctor predicts the step after a change from this
-# split. About 3 us per batch.
+# split. The step before every 4th batch and that batch's wait are split (three readings, ~2 us each), their
+# shares applied to all steps and waits.
 
-_runq_fds = {}  # (pid, thread id) -> an fd of that thread's /proc/thread-self/schedstat (-1: unreadable)
+_runq_local = threading.local()  # .fd: this thread's /proc/thread-self/schedstat (-1: unreadable)
+
+
+def _runq_reset_after_fork():
+    global _runq_local, _collate_slot
+    _runq_local = threading.local()  # the parent's fds name the parent's threads
+    _collate_slot = None  # a DataLoader worker: its slot is known once its worker info is set
+
+
+os.register_at_fork(after_in_child=_runq_reset_after_fork)
 
 
 def _runq_ns():
     """The calling thread's time waiting on a run queue so far, in ns; -1 when the kernel does not say."""
-    key = (os.getpid(), threading.get_native_id())
-    fd = _runq_fds.get(key)
+    fd = getattr(_runq_local, "fd", None)
     if fd is None:
-        if len(_runq_fds) >= 16:  # loops iterated from many threads: keep a few fds, not one per thread ever seen
-            for f in _runq_fds.values():
-                if f >= 0:
-                    try:
-                        os.close(f)
-                    except OSError:
-                        pass
-            _runq_fds.clear()
         try:
             fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             fd = -1
-        _runq_fds[key] = fd
+        _runq_local.fd = fd
     if fd < 0:
         return -1
     try:
         return int(os.pread(fd, 96, 0).split()[1])
     except (OSError, IndexError, ValueError):
-        _runq_fds.pop(key, None)  # a thread id reused after its thread exited: open it again next time
-        try:
-            os.close(fd)
-        except OSError:
-            pass
         return -1
 
 
 def _sched_now():
     """(the calling thread's CPU time, its run-queue wait so far or -1), in ns."""
     return time.thread_time_ns(), _runq_ns()
+
+
+_SCHED_EVERY = 4  # the step before every 4th batch and that batch's wait are split: 3 readings per 4 batches
 
 
 def register_loader(loader):
@@ -277,9 +276,11 @@ class _Recorder:
         self._between_ns = 0
         self._iterations = 0
         self._ended_ns = None  # when the last iteration ended (its StopIteration, or its last batch's handover)
-        # The consuming thread's CPU and run-queue wait in the steps and in the waits (see _sched_now); runq
-        # stays known while every reading had it.
-        self._step_cpu_ns = self._step_runq_ns = self._wait_cpu_ns = self._wait_runq_ns = 0
+        # The consuming thread's wall time, CPU time and run-queue wait (see _sched_now) in the sampled steps and
+        # waits (the step before every _SCHED_EVERY-th batch and that batch's wait); runq stays known while every
+        # reading had it.
+        self._sched_step = [0, 0, 0]
+        self._sched_wait = [0, 0, 0]
         self._sched_batches = 0
         self._runq_known = True
         self._collate = None  # the shared counters of a DataLoader's timed collate_fn (_TimedCollate)
@@ -321,39 +322,23 @@ class _Recorder:
         if self._channel and t1 - self._published_ns >= _PUBLISH_NS:
             self._publish(False, t1)
 
-    def _sched(self, s_last, s0, s1, s_setup=None):
-        """The consuming thread's CPU and run-queue wait (each a _sched_now() reading) for a batch: the step from
-        the last batch's handover (s_last; None for an iteration's first batch) to the call for this one (s0), the
-        wait from that call (or from its iter(), s_setup) to its arrival (s1)."""
-        if s_last is not None:
-            self._step_cpu_ns += s0[0] - s_last[0]
-            if s0[1] >= 0 and s_last[1] >= 0:
-                self._step_runq_ns += s0[1] - s_last[1]
-            else:
-                self._runq_known = False
-        w = s_setup if s_last is None and s_setup is not None else s0
-        self._wait_cpu_ns += s1[0] - w[0]
-        if s1[1] >= 0 and w[1] >= 0:
-            self._wait_runq_ns += s1[1] - w[1]
+    def _sample(self, acc, wall, a, b):
+        """A sampled step or wait of `wall` ns, from the _sched_now() reading a to b."""
+        acc[0] += wall
+        acc[1] += b[0] - a[0]
+        if a[1] >= 0 and b[1] >= 0:
+            acc[2] += b[1] - a[1]
         else:
             self._runq_known = False
-        self._sched_batches += 1
 
-    def _end(self, last, t0, s_last=None, s0=None):
-        """The iteration ended: next() raised StopIteration at t0 (the last step ran from `last` to t0; s_last
-        and s0: _sched_now() at those moments)."""
+    def _end(self, last, t0):
+        """The iteration ended: next() raised StopIteration at t0 (the last step ran from `last` to t0)."""
         if self._start_ns is None:
             self._start_ns = t0
         if last is not None:
             self._step_ns += t0 - last
             if self._spans is not None and len(self._spans) < _MAX_SPANS:
                 self._spans.append(("step", last, t0 - last))
-            if s_last is not None and s0 is not None:
-                self._step_cpu_ns += s0[0] - s_last[0]
-                if s0[1] >= 0 and s_last[1] >= 0:
-                    self._step_runq_ns += s0[1] - s_last[1]
-                else:
-                    self._runq_known = False
         self._ended_ns = t0
 
     def _abandoned(self, last):
@@ -367,12 +352,19 @@ class _Recorder:
 
     def _sched_stats(self):
         """The snapshot's "sched": the consuming thread's CPU time and its wait for a core (runnable, not running)
-        in the steps and in the waits, over `batches` batches; the run-queue waits are null where the kernel gave
-        none (no /proc/thread-self/schedstat)."""
+        in the steps and in the waits, as shares of step_s and wait_s measured on `batches` sampled batches
+        (the step before every _SCHED_EVERY-th batch and its wait); the run-queue waits are null where the
+        kernel gave none (no /proc/thread-self/schedstat)."""
         known = self._runq_known and self._sched_batches > 0
-        return {"batches": self._sched_batches, "step_cpu_s": self._step_cpu_ns * 1e-9,
-                "step_runq_s": self._step_runq_ns * 1e-9 if known else None,
-                "wait_cpu_s": self._wait_cpu_ns * 1e-9, "wait_runq_s": self._wait_runq_ns * 1e-9 if known else None}
+        step, wait = self._step_ns * 1e-9, self._wait_ns * 1e-9
+        sw, ww = self._sched_step, self._sched_wait
+
+        def part(total, acc, k):
+            return total * acc[k] / acc[0] if acc[0] > 0 else 0.0
+
+        return {"batches": self._sched_batches, "step_cpu_s": part(step, sw, 1),
+                "step_runq_s": part(step, sw, 2) if known else None,
+                "wait_cpu_s": part(wait, ww, 1), "wait_runq_s": part(wait, ww, 2) if known else None}
 
     def stats(self):
         wait, step = self._wait_ns * 1e-9, self._step_ns * 1e-9
@@ -468,7 +460,6 @@ class profile(_Recorder):
         try:
             mono = time.monotonic_ns
             setup = mono()
-            s_setup = _sched_now()
             self._begin(setup)
             it = iter(self.iterable)  # its set-up (starting workers, an epoch) is counted as the first batch's wait
             if self._info is None:
@@ -479,18 +470,22 @@ class profile(_Recorder):
             try:
                 while True:
                     t0 = mono()
-                    s0 = _sched_now()
+                    s0 = _sched_now() if s_last is not None else None
                     try:
                         item = next(it)
                     except StopIteration:
-                        self._end(last, t0, s_last, s0)
+                        if s0 is not None:
+                            self._sample(self._sched_step, t0 - last, s_last, s0)
+                        self._end(last, t0)
                         return
                     t1 = mono()
-                    s1 = _sched_now()
+                    if s0 is not None:  # a sampled step and wait
+                        self._sample(self._sched_step, t0 - last, s_last, s0)
+                        self._sample(self._sched_wait, t1 - t0, s0, _sched_now())
+                        self._sched_batches += 1
                     self._batch(last, t0, t1, item, setup if last is None else None)
-                    self._sched(s_last, s0, s1, s_setup)
                     last = mono()
-                    s_last = _sched_now()  # the handover, after our own bookkeeping (a publish can be preempted)
+                    s_last = _sched_now() if self._batches % _SCHED_EVERY == 0 else None
                     yield item
             finally:
                 self._abandoned(last)
@@ -556,15 +551,14 @@ def _auto_failed(e):
 class _AutoIteration:
     """One iteration (epoch) of a DataLoader or stoker.Loader iterator: its recorder, when its iter() was called
     (`setup`: counted as its first batch's wait), and when its last batch was handed over."""
-    __slots__ = ("rec", "last", "fresh", "setup", "s_last", "s_setup")
+    __slots__ = ("rec", "last", "fresh", "setup", "s_last")
 
-    def __init__(self, rec, setup, s_setup=None):
+    def __init__(self, rec, setup):
         self.rec = rec
         self.last = None
         self.fresh = True
         self.setup = setup
-        self.s_last = None  # _sched_now() at the last batch's handover
-        self.s_setup = s_setup  # and at iter()
+        self.s_last = None  # _sched_now() at the last batch's handover, when the next step is sampled
 
 
 _SKIP_MODULES = ("torch", "stoker", "_stoker", "tqdm", "contextlib", "itertools")
@@ -625,14 +619,14 @@ def patch_dataloader(module):
         return
     mono = time.monotonic_ns
 
-    def begin(self, args, kwargs, t, s, first):
+    def begin(self, args, kwargs, t, first):
         try:
             # A plain attribute (touching self.__dict__ would make every attribute access of torch's code slower).
             self._stoker_auto = None
             loader = args[0] if args else kwargs.get("loader")
             if loader is not None:
                 rec = _auto_recorder(loader)
-                self._stoker_auto = _AutoIteration(rec, t, s)
+                self._stoker_auto = _AutoIteration(rec, t)
                 if first:  # before the subclass's __init__ hands the collate_fn to its workers
                     _time_collate(self, loader, rec)
         except Exception as e:  # noqa: BLE001
@@ -641,18 +635,16 @@ def patch_dataloader(module):
     @functools.wraps(orig_init)
     def __init__(self, *args, **kwargs):
         t = mono()  # iter(loader): the worker processes start in the subclass's __init__, around this one
-        s = _sched_now()
         self._stoker_auto = False  # in __init__: its own _reset(first_iter=True) is this iteration's start
         orig_init(self, *args, **kwargs)
-        begin(self, args, kwargs, t, s, True)
+        begin(self, args, kwargs, t, True)
 
     @functools.wraps(orig_reset)
     def _reset(self, *args, **kwargs):
         t = mono()
-        s = _sched_now()
         out = orig_reset(self, *args, **kwargs)
         if getattr(self, "_stoker_auto", None) is not False:  # a persistent-workers iterator's next epoch
-            begin(self, args, kwargs, t, s, False)
+            begin(self, args, kwargs, t, False)
         return out
 
     __next__ = _timed_next(orig_next, mono)
@@ -692,12 +684,14 @@ def _timed_next(orig_next, mono):
                 _auto_failed(e)
                 return orig_next(self)
         t0 = mono()
-        s0 = _sched_now()
+        s0 = _sched_now() if st.s_last is not None else None
         try:
             item = orig_next(self)
         except StopIteration:
             try:
-                st.rec._end(st.last, t0, st.s_last, s0)
+                if s0 is not None:
+                    st.rec._sample(st.rec._sched_step, t0 - st.last, st.s_last, s0)
+                st.rec._end(st.last, t0)
                 st.last = st.s_last = None
                 if st.rec._channel:
                     st.rec._publish(True, mono())
@@ -710,14 +704,15 @@ def _timed_next(orig_next, mono):
             raise
         try:
             t1 = mono()
-            s1 = _sched_now()
-            first = st.last is None
-            setup, st.setup = (st.setup if first else None), None
-            st.rec._batch(st.last, t0, t1, item, setup)
-            st.rec._sched(st.s_last, s0, s1, st.s_setup if first else None)
-            st.s_setup = None
+            rec = st.rec
+            if s0 is not None:  # a sampled step and wait
+                rec._sample(rec._sched_step, t0 - st.last, st.s_last, s0)
+                rec._sample(rec._sched_wait, t1 - t0, s0, _sched_now())
+                rec._sched_batches += 1
+            setup, st.setup = (st.setup if st.last is None else None), None
+            rec._batch(st.last, t0, t1, item, setup)
             st.last = mono()
-            st.s_last = _sched_now()  # the handover, after our own bookkeeping (a publish can be preempted)
+            st.s_last = _sched_now() if rec._batches % _SCHED_EVERY == 0 else None
         except Exception as e:  # noqa: BLE001
             self._stoker_auto = None
             _auto_failed(e)
@@ -735,13 +730,19 @@ _COLLATE_SLOTS = 64  # slot 0: the loop's own process; worker k: slot k + 1 (the
 _COLLATE_SLOT = struct.Struct("qqq")  # CPU ns, calls, samples
 
 
+_collate_slot = None  # this process's slot (reset in a forked child: a worker finds its own)
+
+
 def _worker_slot():
-    try:
-        import torch.utils.data
-        w = torch.utils.data.get_worker_info()
-    except Exception:  # noqa: BLE001
-        w = None
-    return 0 if w is None else min(_COLLATE_SLOTS - 1, 1 + int(w.id))
+    global _collate_slot
+    if _collate_slot is None:
+        try:
+            import torch.utils.data
+            w = torch.utils.data.get_worker_info()
+        except Exception:  # noqa: BLE001
+            w = None
+        _collate_slot = 0 if w is None else min(_COLLATE_SLOTS - 1, 1 + int(w.id))
+    return _collate_slot
 
 
 class _CollateCounters:
@@ -826,11 +827,10 @@ def patch_stoker_iterator(module):
     @functools.wraps(orig_init)
     def __init__(self, loader, *args, **kwargs):
         t = mono()
-        s = _sched_now()
         self._stoker_auto = None
         orig_init(self, loader, *args, **kwargs)  # starts the epoch (and, with device=, fetches its first batch)
         try:
-            self._stoker_auto = _AutoIteration(_auto_recorder(loader), t, s)
+            self._stoker_auto = _AutoIteration(_auto_recorder(loader), t)
         except Exception as e:  # noqa: BLE001
             _auto_failed(e)
 

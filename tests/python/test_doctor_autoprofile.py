@@ -490,7 +490,8 @@ def fake_runq():  # installed once torch is imported (the hook's module exists t
 def test_the_step_splits_into_cpu_wait_for_a_core_and_the_rest(tmp_path):
     """A DataLoader (num_workers=0) whose samples take 2 ms of CPU to load and whose collate_fn takes 4 ms of CPU
     per batch; each step 30 ms of CPU, 15 ms waiting for a core and 5 ms asleep (a GPU); 0.7 s between epochs.
-    The snapshot's "sched" splits the step and the wait, "collate" times the collate_fn."""
+    The snapshot's "sched" splits the step and the wait (their shares, measured on a sample of the batches,
+    applied to step_s and wait_s), "collate" times the collate_fn."""
     p = child(FAKE_SCHED + """
 import torch
 from torch.utils.data import DataLoader, TensorDataset, default_collate
@@ -518,7 +519,7 @@ for epoch in range(3):
     assert (s["stats"]["batches"], s["stats"]["samples"]) == (30, 120)
     assert s["stats"]["step_s"] == pytest.approx(30 * 0.05, abs=1e-6)
     sched = s["sched"]
-    assert sched["batches"] == 30
+    assert 0 < sched["batches"] < 30  # a sample of the batches (the step before every 4th and its wait)
     assert sched["step_cpu_s"] == pytest.approx(30 * 0.03, abs=1e-6)
     assert sched["step_runq_s"] == pytest.approx(30 * 0.015, abs=1e-6)
     assert sched["wait_cpu_s"] == pytest.approx(120 * 0.002 + 30 * 0.004, abs=1e-6)
@@ -558,7 +559,7 @@ for x, y in DataLoader(data, batch_size=10, num_workers=2, multiprocessing_conte
     assert default["collate"]["fn"] == "torch.utils.data._utils.collate.default_collate"
     assert "collate" not in spawned and spawned["stats"]["batches"] == 6
     for s in (custom, default, spawned):
-        assert s["sched"]["batches"] == s["stats"]["batches"]
+        assert 0 < s["sched"]["batches"] <= s["stats"]["batches"]
         if os.path.exists("/proc/thread-self/schedstat"):
             assert s["sched"]["step_runq_s"] is not None and s["sched"]["wait_runq_s"] is not None
 

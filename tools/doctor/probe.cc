@@ -9,8 +9,10 @@
 #include <cmath>
 #include <thread>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 
@@ -230,8 +232,16 @@ std::vector<Cost> interleave(std::vector<std::unique_ptr<Arm>>& arms, std::vecto
     return true;
   };
   const auto t0 = Clock::now();
+  double runnable = 0;
+  int runnable_n = 0;
   for (int r = 0; r < kProbeMaxRounds; ++r) {
-    for (std::size_t i : live) arms[i]->round(kProbeRoundSeconds);
+    for (std::size_t i : live) {
+      arms[i]->round(kProbeRoundSeconds);
+      if (const double x = others_runnable_now(); x >= 0) {
+        runnable += x;
+        ++runnable_n;
+      }
+    }
     if (since(t0) >= kProbeMaxSeconds) break;
     if (r + 1 >= kProbeMinRounds && since(t0) >= kProbeMinSeconds && settled()) break;
   }
@@ -239,6 +249,7 @@ std::vector<Cost> interleave(std::vector<std::unique_ptr<Arm>>& arms, std::vecto
     const double seconds = out[i].seconds;
     out[i] = arms[i]->cost();
     out[i].seconds = seconds + since(t0);
+    out[i].others_runnable = runnable_n > 0 ? runnable / runnable_n : -1;
     const std::vector<double> q = ratios(i);
     if (!q.empty()) {
       out[i].ratio = quantile(q, 0.5);
@@ -270,6 +281,27 @@ std::vector<std::string> pack_sample(const Source& all, const SubsetSource& subs
 }
 
 }  // namespace
+
+double others_runnable_now() {
+  std::ifstream stat("/proc/stat");
+  int running = -1;
+  for (std::string line; std::getline(stat, line);) {
+    if (line.rfind("procs_running ", 0) == 0) {
+      running = std::atoi(line.c_str() + 14);
+      break;
+    }
+  }
+  if (running < 0) return -1;
+  int ours = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream f(e.path() / "stat");
+    std::string st((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto c = st.rfind(')');
+    if (c != std::string::npos && c + 2 < st.size() && st[c + 2] == 'R') ++ours;
+  }
+  return std::max(0, running - ours);
+}
 
 double relative_se(double median, double q1, double q3, int rounds) {
   if (median <= 0 || rounds <= 0) return 1.0;

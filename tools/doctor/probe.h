@@ -52,7 +52,15 @@ struct Cost {
   double ratio = 0, ratio_lo = 0, ratio_hi = 0;
   int rounds = 0;
   double seconds = 0;  // wall time: its preparation (packing), then the interleaved rounds
+  // Other processes' runnable threads while the rounds ran (the machine's,
+  // less the doctor's own), sampled after each; -1: not sampled.
+  double others_runnable = -1;
 };
+
+// Runnable threads now (running or waiting for a core) of processes other
+// than this one: /proc/stat's procs_running less this process's threads in
+// state R; -1 when /proc/stat does not say.
+double others_runnable_now();
 
 // What a probe changes from the loader as configured.
 enum class Change { kNone, kDecoded, kUInt8, kPacked256, kLossless };

@@ -185,6 +185,31 @@ double run_half_width(const Series& s, const Steady& w) {
   return half_width(q(0.5), q(0.25), q(0.75), static_cast<int>(rates.size()));
 }
 
+// A probe's own rate carried to the run's machine load: with other
+// processes' runnable threads sampled in both (R), and `ours` threads of the
+// loop (the loader's and the step's), each runnable thread gets a fair share
+// min(1, cores / (R + ours)) of a core, and a loop on the CPU runs in
+// proportion to it. 1 when either was not sampled, or a GPU was (the step
+// waits on it, not on the cores).
+struct LoadScale {
+  double scale = 1, run = -1, probe = -1;
+  std::string text() const {
+    if (run < 0 || probe < 0 || std::abs(scale - 1) < 0.005) return "";
+    return fmt("; the probe's rate scaled by %.2f to the run's load: other processes had %.1f runnable threads on "
+               "average in the run, %.1f in the probe (a fair share of the cores, cores / runnable threads)",
+               scale, run, probe);
+  }
+};
+LoadScale load_scale(const Means& m, const Cost& c, int cores, int ours) {
+  LoadScale l;
+  l.run = m.other_runnable;
+  l.probe = c.others_runnable;
+  if (l.run < 0 || l.probe < 0 || m.gpu_util >= 0) return l;
+  auto share = [&](double r) { return std::min(1.0, cores / (r + ours)); };
+  l.scale = std::clamp(share(l.run) / share(l.probe), 0.5, 2.0);
+  return l;
+}
+
 void add(Verdict* v, std::string action, double predicted, std::string basis) {
   Suggestion s;
   s.action = std::move(action);
@@ -750,8 +775,11 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   auto add_measured = [&](std::string action, const Cost& c, double fit, std::string basis) {
     if (c.ratio <= 0 || c.rate <= 0 || v->rate <= 0) return;
     const double now_t = 1 / v->rate;
-    const double changed_t = storage ? 1 / c.rate : 0.5 * (now_t / c.ratio + 1 / c.rate);
-    add(v, std::move(action), 1 / (fit * changed_t + (1 - fit) * now_t), std::move(basis));
+    // The changed probe's own rate, at the run's machine load.
+    const LoadScale load = load_scale(m, c, f.cores, pt + 1);
+    const double own_t = 1 / (c.rate * load.scale);
+    const double changed_t = storage ? own_t : 0.5 * (now_t / c.ratio + own_t);
+    add(v, std::move(action), 1 / (fit * changed_t + (1 - fit) * now_t), std::move(basis) + load.text());
     Suggestion& s = v->suggestions.back();
     const double hw = std::max(half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds),
                                storage ? 0.0 : half_width(c.ratio, c.ratio_lo, c.ratio_hi, c.rounds));
@@ -946,16 +974,17 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   // threads on the script's pipeline with the step replayed, on this machine
   // as loaded now.
   auto port_suggestion = [&](const Cost& c, const std::string& tail) {
+    const LoadScale load = load_scale(m, c, f.cores, port_threads + 1);
     add(v, (!port_action.empty() ? port_action
                                  : fmt("stoker.Loader(%s, ...) instead of the DataLoader",
                                        info.contains("root") ? ("'" + info.value("root", std::string()) + "'").c_str()
                                                              : "files")) +
                tail,
-        c.rate,
+        c.rate * load.scale,
         fmt("stoker measured here at %.0f samples/s (quartiles %.0f-%.0f) on %zu of the same files (%s, %d thread%s, "
-            "batches of %zu), %s; its threads used %.2f ms of CPU per sample",
+            "batches of %zu), %s; its threads used %.2f ms of CPU per sample%s",
             c.rate, c.rate_lo, c.rate_hi, c.records, pipeline.c_str(), port_threads, port_threads == 1 ? "" : "s",
-            batch_size > 0 ? batch_size : 64, replayed.c_str(), 1e3 * c.per_sample_s));
+            batch_size > 0 ? batch_size : 64, replayed.c_str(), 1e3 * c.per_sample_s, load.text().c_str()));
     const double hw = half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds);
     v->suggestions.back().predicted_lo = v->suggestions.back().predicted_rate * (1 - hw);
     v->suggestions.back().predicted_hi = v->suggestions.back().predicted_rate * (1 + hw);

@@ -91,7 +91,10 @@ def _runq_ns():
 
 def _sched_now():
     """(the calling thread's CPU time, its run-queue wait so far or -1), in ns."""
-    return time.thread_time_ns(), _runq_ns()
+    # NOTE: the run-queue wait first. Read after the thread's CPU clock, it lagged by the wait for a core on
+    # waking (Linux 6.18): a step that ran on the CPU throughout was credited milliseconds of it.
+    runq = _runq_ns()
+    return time.thread_time_ns(), runq
 
 
 _SCHED_EVERY = 4  # the step before every 4th batch and that batch's wait are split: 3 readings per 4 batches

@@ -333,24 +333,31 @@ void loop_evidence(Verdict* v, const nlohmann::json& snap, const std::string& se
 }
 
 // The share of the loop's time it spent inside next() runnable but not
-// running (waiting for a core: the machine's contention, not the input), from
-// the snapshot's "sched" (the whole loop's share of its wait, applied to the
-// steady window's wait); 0 when not measured.
-double wait_runq_share(const nlohmann::json& snap, double wait, double active) {
+// running because other processes held the cores (the machine's contention,
+// not the input), from the snapshot's "sched" (the whole loop's share of its
+// wait, applied to the steady window's wait), the part of it other
+// processes' CPU is of the CPU that competed (theirs and the input
+// pipeline's: a loader that keeps the cores busy delays its consumer's
+// wake-ups too, and that is the input's); 0 when not measured.
+double wait_runq_share(const nlohmann::json& snap, double wait, double active, double input_cores,
+                       double other_cores) {
   const auto sc = snap.find("sched");
   const auto st = snap.find("stats");
   if (sc == snap.end() || !sc->is_object() || st == snap.end() || !st->is_object() || active <= 0) return 0;
   const auto rq = sc->find("wait_runq_s");
   const double all_wait = number(*st, "wait_s");
   if (rq == sc->end() || !rq->is_number() || all_wait <= 0) return 0;
-  return std::clamp(wait * std::clamp(rq->get<double>() / all_wait, 0.0, 1.0) / active, 0.0, 1.0);
+  const double others = std::max(0.0, other_cores), competing = others + std::max(0.0, input_cores);
+  if (competing <= 0) return 0;
+  return std::clamp(wait * std::clamp(rq->get<double>() / all_wait, 0.0, 1.0) / active * others / competing, 0.0, 1.0);
 }
 
 // The wait line's tail when the loop waited for a core inside next().
 std::string wait_runq_text(double share) {
   if (share < 0.005) return "";
-  return fmt("; %.0f%% of its time it was inside next() runnable but not running, waiting for a core (the "
-             "machine's contention, not the input), which the verdict does not count as waiting for data",
+  return fmt("; %.0f%% of its time it was inside next() runnable but not running, waiting for a core that other "
+             "processes held (the machine's contention, not the input), which the verdict does not count as "
+             "waiting for data",
              100 * share);
 }
 
@@ -576,7 +583,10 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   n = w.samples, active = w.active_s, wait = w.wait_s;
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? std::clamp(wait / active, 0.0, 1.0) : 0;
-  v->wait_runq_share = wrapped ? std::min(v->wait_share, wait_runq_share(ps->last, wait, active)) : 0;
+  v->wait_runq_share = wrapped ? std::min(v->wait_share, wait_runq_share(ps->last, wait, active,
+                                                                         std::max(0.0, m.root_cpu - m.main_cpu),
+                                                                         std::max(0.0, m.cores_busy - m.tree_cpu)))
+                                : 0;
   v->step_per_sample_s = n > 0 ? std::max(0.0, active - wait) / n : 0;
   const double cpu = loader_samples > 0 ? busy / loader_samples : 0;  // workers' CPU per sample now
   Model model;
@@ -892,7 +902,9 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   if (info.contains("dataset")) v->consumer += " over " + info.value("dataset", std::string("?"));
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? wait / active : 0;
-  v->wait_runq_share = std::min(v->wait_share, wait_runq_share(ps.last, wait, active));
+  v->wait_runq_share = std::min(v->wait_share, wait_runq_share(ps.last, wait, active,
+                                                                 nw > 0 ? std::max(0.0, m.tree_cpu - m.root_cpu) : 0,
+                                                                 std::max(0.0, m.cores_busy - m.tree_cpu)));
   v->step_per_sample_s = n > 0 ? step / n : 0;
   const std::string workers = nw < 0 ? "" : nw == 0 ? "num_workers=0: loading on the loop's thread"
                                                     : fmt("%d worker%s", nw, nw == 1 ? "" : "s");
@@ -1163,25 +1175,26 @@ double StepModel::share_now() const {
   return std::clamp(step_cpu / (step_cpu + step_runq), 0.05, 1.0);
 }
 
+double StepModel::others_runnable() const {
+  return other_threads >= 0 ? other_threads : std::min(64.0, std::max(0.0, other_cores) / share_now());
+}
+
+double StepModel::input_runnable(double input_used) const {
+  const double n = std::max(0.0, std::min<double>(input_used, cores)) / share_now();
+  return input_threads > 0 ? std::min<double>(input_threads, n) : n;
+}
+
 double StepModel::step_after(double input_after) const {
   if (step_runq < 0 || step_cpu < 0) return step;
   const double s = share_now();
-  // Runnable threads beside the step: other processes' (as sampled, else
-  // their CPU over the share each got) and the input's (likewise, at most
-  // its threads).
-  const double others = other_threads >= 0 ? other_threads : std::min(64.0, std::max(0.0, other_cores) / s);
-  auto input_threads_at = [&](double used) {
-    const double n = std::max(0.0, used) / s;
-    return input_threads > 0 ? std::min<double>(input_threads, n) : n;
-  };
-  auto fair = [&](double input) { return std::min(1.0, cores / (others + 1 + input)); };
-  const double after = std::min<double>(input_after, cores);
-  const double fair_after = fair(input_threads_at(after));
+  // Runnable threads beside the step: other processes' and the input's.
+  auto fair = [&](double input) { return std::min(1.0, cores / (others_runnable() + 1 + input)); };
+  const double fair_after = fair(input_runnable(input_after));
   // The measured share, moved as the fair share moves (no change: the run's);
   // at most the fair share itself when other processes' threads were sampled:
   // a step thread that slept while the loop waited for data got more than its
   // share on waking, which a step that becomes the bottleneck no longer does.
-  double share = std::min(1.0, s * fair_after / fair(input_threads_at(input_cores)));
+  double share = std::min(1.0, s * fair_after / fair(input_runnable(input_cores)));
   if (other_threads >= 0) share = std::min(share, fair_after);
   const double off_cpu = std::max(0.0, step - step_cpu - step_runq);
   return step_cpu / share + off_cpu;
@@ -1190,19 +1203,29 @@ double StepModel::step_after(double input_after) const {
 double StepModel::rate(double ratio, double cpu_per_sample) const {
   const double in_time = loader_time * ratio;
   const bool split = step_runq >= 0 && step_cpu >= 0;
-  // All the cores can do: the input's CPU, the step's and taking the batch.
-  const double budget = (cpu_per_sample + (split ? step_cpu : step) + fetch) / cores;
   // The input side's CPU (cores) at a loop time of t per sample.
   auto input_at = [&](double t) {
     if (t <= 0) return static_cast<double>(cores);
     return input_cpu > 0 && loader_time > 0 ? input_cores * (cpu_per_sample / input_cpu) * (loader_time / t)
                                             : cpu_per_sample / t;
   };
-  auto f = [&](double t) { return std::max({in_time, step_after(input_at(t)) + fetch, budget}); };
+  // All the cores the loop can have: every core on a quiet machine; with
+  // other processes' threads runnable, the loop's threads' fair share of
+  // them (the step's thread and the input's runnable ones).
+  auto budget = [&](double t) {
+    double capacity = cores;
+    if (split) {
+      const double ours = 1 + input_runnable(input_at(t));
+      capacity = std::min<double>(cores, cores * ours / (others_runnable() + ours));
+    }
+    return (cpu_per_sample + (split ? step_cpu : step) + fetch) / std::max(0.05, capacity);
+  };
+  auto f = [&](double t) { return std::max({in_time, step_after(input_at(t)) + fetch, budget(t)}); };
   // f never increases with t (a slower loop leaves the step more of the
   // cores): its fixed point by bisection.
-  double lo = std::max({in_time, budget, (split ? step_after(0) : step) + fetch});
-  double hi = std::max(lo, step_after(cores) + fetch);
+  double lo = std::max({in_time, (cpu_per_sample + (split ? step_cpu : step) + fetch) / cores,
+                        (split ? step_after(0) : step) + fetch});
+  double hi = std::max({lo, step_after(cores) + fetch, budget(1e-9)});
   if (lo <= 0 && hi <= 0) return 0;
   if (f(lo) <= lo) return lo > 0 ? 1.0 / lo : 0;
   for (int i = 0; i < 60; ++i) {

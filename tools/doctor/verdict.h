@@ -117,7 +117,9 @@ bool step_split(const nlohmann::json& snap, double step_per_sample_s, double* cp
 // share (so that no change predicts the run as it was), and, where other
 // processes' runnable threads were sampled, at most the fair share itself
 // (a step thread that slept while the loop waited got more than its share
-// on waking; a step that becomes the bottleneck no longer sleeps).
+// on waking; a step that becomes the bottleneck no longer sleeps). The cores
+// the loop can use at all are its threads' fair share of them (the step's and
+// the input's runnable threads against other processes').
 struct StepModel {
   double loader_time = 0;  // the loop's time per sample now (input-bound: the input side's)
   double step = 0;         // the step's time per sample (wall, as measured)
@@ -133,6 +135,11 @@ struct StepModel {
   double other_threads = -1;  // and their runnable threads, as sampled (-1: not sampled)
   // The step's share of a core while runnable, now (1 when not measured).
   double share_now() const;
+  // Other processes' runnable threads (as sampled, else their CPU over that
+  // share), and the input's at `input_used` cores (over that share, at most
+  // its threads).
+  double others_runnable() const;
+  double input_runnable(double input_used) const;
   // The step per sample when the input pipeline uses `input_after` cores.
   double step_after(double input_after) const;
   // The loop's rate after a change that multiplies the input side's time

@@ -1027,9 +1027,7 @@ TEST(DoctorTest, TheStepIsSplitAndThePortReplaysItBesideStokersThreads) {
   EXPECT_NEAR(find(i, "stoker.DataLoader and stoker.datasets")->predicted_rate, 150, 1e-6);
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_TRUE(seen[1].split);
-  // Other processes' runnable threads sampled: 6 in the run, 2 while the probe ran. The loop's 3 threads (the
-  // port's 2 and the step) get cores / (6 + 3) of a core each in the run's load, cores / (2 + 3) in the probe's:
-  // the probe's rate is carried to the run's load, 5/9 of it.
+  // Other processes' runnable threads sampled: 6 in the run, 2 while the probe ran. Said, not scaled by.
   RunFacts loaded = split_profile(1, 9, sched, kPortInfo);
   for (Sample& x : loaded.samples) x.procs_running = 7;  // 6 others and the sampler
   Probes lp = p;
@@ -1042,11 +1040,12 @@ TEST(DoctorTest, TheStepIsSplitAndThePortReplaysItBesideStokersThreads) {
   const Verdict l = diagnose(loaded, lp);
   const Suggestion* lport = find(l, "stoker.DataLoader and stoker.datasets");
   ASSERT_NE(lport, nullptr);
-  EXPECT_NEAR(lport->predicted_rate, 150 * 5.0 / 9.0, 1e-6);
-  EXPECT_NE(lport->basis.find("the probe's rate scaled by 0.56 to the run's load: other processes had 6.0 runnable "
-                              "threads on average in the run, 2.0 in the probe"),
+  EXPECT_NEAR(lport->predicted_rate, 150, 1e-6);
+  EXPECT_NE(lport->basis.find("the probe ran while other processes had 2.0 runnable threads on average (the run: "
+                              "6.0)"),
             std::string::npos)
       << lport->basis;
+  EXPECT_TRUE(any_has(l.evidence, "other processes 0.30 (6.0 threads runnable on average)"));
   seen.pop_back();
   // No wait for a core from the kernel (no schedstat): said so, and the step replayed whole, as CPU work.
   json no_runq = sched;

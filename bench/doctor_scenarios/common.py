@@ -116,6 +116,7 @@ class Clock:
         self.samples = 0
         self.train_s = 0.0
         self.between_s = 0.0
+        self._pending = 0.0
         self._t = None
 
     def running(self):
@@ -123,6 +124,8 @@ class Clock:
 
     def epoch_start(self):
         self._t = time.monotonic()
+        self.between_s += self._pending
+        self._pending = 0.0
 
     def epoch_end(self, samples):
         t = time.monotonic()
@@ -133,8 +136,9 @@ class Clock:
         return t
 
     def between(self, t0):
-        """The time since the epoch ended at t0: between epochs (evaluation), never training."""
-        self.between_s += time.monotonic() - t0
+        """The time since the epoch ended at t0: between epochs (evaluation), never training; counted once
+        another epoch starts (an evaluation after the last epoch is after training, not between epochs)."""
+        self._pending += time.monotonic() - t0
 
     def report(self, scenario, fix, **extra):
         rate = self.samples / self.train_s if self.train_s > 0 else 0.0

@@ -131,9 +131,12 @@ fuzz: deps build
 fuzz-smoke: deps build
 	$(call fuzz_run,$(FUZZ_SMOKE_SECONDS))
 
-# Are the doctor's predictions right? Each suggestion applied and measured, 5 runs per scenario.
+# Is the doctor right? The known-truth scenarios of bench/doctor_scenarios/ (storage, decode, transforms, collate,
+# host-to-device copy, the model step, a between-epochs evaluation) under the doctor: each verdict against the
+# truth, each predicted suggestion applied and measured by the script's own clock (median of 3). ~10 min on 2 cores.
+DOCTOR_DATA ?= /tmp/stoker-doctor-scenarios
 bench-doctor: build
-	$(PYTHON) bench/doctor_bench.py --build $(BUILD)
+	$(PYTHON) bench/doctor_bench.py --build $(BUILD) --data $(DOCTOR_DATA)
 
 # What offline preparation buys (issue: pack).
 # The augmentation recipes (ImageNet's TrivialAugment + MixUp/CutMix, SimCLR's views) against the DataLoader.

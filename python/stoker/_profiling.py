@@ -26,7 +26,9 @@ import atexit
 import functools
 import itertools
 import json
+import mmap
 import os
+import struct
 import sys
 import threading
 import time
@@ -47,6 +49,55 @@ _iterating = 0  # stoker.profile iterations in progress (the DataLoader timing s
 def _trace_path():
     p = os.environ.get("STOKER_TRACE")
     return p.replace("%p", str(os.getpid())) if p else None
+
+
+# --- the consumer thread's CPU and its wait for a core ---------------------------
+#
+# Every batch boundary of a timed loop also reads the consuming thread's CPU time (time.thread_time_ns) and its time
+# spent runnable but not running, waiting for a core (the second field of /proc/thread-self/schedstat): the step's
+# wall time splits into its CPU, its wait for a core (contention: the input pipeline's workers and other processes
+# taking the cores) and the rest (sleeping: a GPU, I/O). stoker doctor predicts the step after a change from this
+# split. The step before every 4th batch and that batch's wait are split (three readings, ~2 us each), their
+# shares applied to all steps and waits.
+
+_runq_local = threading.local()  # .fd: this thread's /proc/thread-self/schedstat (-1: unreadable)
+
+
+def _runq_reset_after_fork():
+    global _runq_local, _collate_slot
+    _runq_local = threading.local()  # the parent's fds name the parent's threads
+    _collate_slot = None  # a DataLoader worker: its slot is known once its worker info is set
+
+
+os.register_at_fork(after_in_child=_runq_reset_after_fork)
+
+
+def _runq_ns():
+    """The calling thread's time waiting on a run queue so far, in ns; -1 when the kernel does not say."""
+    fd = getattr(_runq_local, "fd", None)
+    if fd is None:
+        try:
+            fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            fd = -1
+        _runq_local.fd = fd
+    if fd < 0:
+        return -1
+    try:
+        return int(os.pread(fd, 96, 0).split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _sched_now():
+    """(the calling thread's CPU time, its run-queue wait so far or -1), in ns."""
+    # NOTE: the run-queue wait first. Read after the thread's CPU clock, it lagged by the wait for a core on
+    # waking (Linux 6.18): a step that ran on the CPU throughout was credited milliseconds of it.
+    runq = _runq_ns()
+    return time.thread_time_ns(), runq
+
+
+_SCHED_EVERY = 4  # the step before every 4th batch and that batch's wait are split: 3 readings per 4 batches
 
 
 def register_loader(loader):
@@ -228,6 +279,14 @@ class _Recorder:
         self._between_ns = 0
         self._iterations = 0
         self._ended_ns = None  # when the last iteration ended (its StopIteration, or its last batch's handover)
+        # The consuming thread's wall time, CPU time and run-queue wait (see _sched_now) in the sampled steps and
+        # waits (the step before every _SCHED_EVERY-th batch and that batch's wait); runq stays known while every
+        # reading had it.
+        self._sched_step = [0, 0, 0]
+        self._sched_wait = [0, 0, 0]
+        self._sched_batches = 0
+        self._runq_known = True
+        self._collate = None  # the shared counters of a DataLoader's timed collate_fn (_TimedCollate)
         self._published_ns = 0
         self._published_batches = -1
         self._published_final = False
@@ -266,6 +325,15 @@ class _Recorder:
         if self._channel and t1 - self._published_ns >= _PUBLISH_NS:
             self._publish(False, t1)
 
+    def _sample(self, acc, wall, a, b):
+        """A sampled step or wait of `wall` ns, from the _sched_now() reading a to b."""
+        acc[0] += wall
+        acc[1] += b[0] - a[0]
+        if a[1] >= 0 and b[1] >= 0:
+            acc[2] += b[1] - a[1]
+        else:
+            self._runq_known = False
+
     def _end(self, last, t0):
         """The iteration ended: next() raised StopIteration at t0 (the last step ran from `last` to t0)."""
         if self._start_ns is None:
@@ -285,18 +353,45 @@ class _Recorder:
         """The snapshot's "loop": iterations, their set-up (inside wait_s) and the time between them."""
         return {"iterations": self._iterations, "setup_s": self._setup_ns * 1e-9, "between_s": self._between_ns * 1e-9}
 
+    def _sched_stats(self):
+        """The snapshot's "sched": the consuming thread's CPU time and its wait for a core (runnable, not running)
+        in the steps and in the waits, as shares of step_s and wait_s measured on `batches` sampled batches
+        (the step before every _SCHED_EVERY-th batch and its wait); the run-queue waits are null where the
+        kernel gave none (no /proc/thread-self/schedstat)."""
+        known = self._runq_known and self._sched_batches > 0
+        step, wait = self._step_ns * 1e-9, self._wait_ns * 1e-9
+        sw, ww = self._sched_step, self._sched_wait
+
+        def part(total, acc, k):
+            return total * acc[k] / acc[0] if acc[0] > 0 else 0.0
+
+        return {"batches": self._sched_batches, "step_cpu_s": part(step, sw, 1),
+                "step_runq_s": part(step, sw, 2) if known else None,
+                "wait_cpu_s": part(wait, ww, 1), "wait_runq_s": part(wait, ww, 2) if known else None}
+
     def stats(self):
         wait, step = self._wait_ns * 1e-9, self._step_ns * 1e-9
         wall = 0.0 if self._start_ns is None else (time.monotonic_ns() - self._start_ns) * 1e-9
-        return {"name": self.name, "batches": self._batches, "samples": self._samples, "wait_s": wait,
-                "step_s": step, "wall_s": wall, "wait_share": wait / (wait + step) if wait + step > 0 else 0.0}
+        out = {"name": self.name, "batches": self._batches, "samples": self._samples, "wait_s": wait,
+               "step_s": step, "wall_s": wall, "wait_share": wait / (wait + step) if wait + step > 0 else 0.0}
+        # A stoker.Loader timed by the doctor, with device= or pin_memory=: its host-to-device time (as
+        # stoker.profile's stats() gives it).
+        owner = getattr(self, "_owner", None)
+        loader = owner() if owner is not None else None
+        h2d = getattr(loader, "_h2d_ns", None)
+        if h2d:
+            out["h2d_s"] = h2d * 1e-9
+            out["h2d_bytes"] = getattr(loader, "_h2d_bytes", 0)
+        return out
 
     def _publish(self, final, now):
         self._published_ns = now
         self._published_batches = self._batches
         self._published_final = final
         snap = {"kind": "profile", "pid": os.getpid(), "id": self._id, "time_ns": now, "final": final,
-                "info": self._info or {}, "stats": self.stats(), "loop": self._loop()}
+                "info": self._info or {}, "stats": self.stats(), "loop": self._loop(), "sched": self._sched_stats()}
+        if self._collate is not None:
+            snap["collate"] = self._collate.totals()
         path = os.path.join(self._channel, f"profile-{os.getpid()}-{self._id}.json")
         try:
             with open(path + ".tmp", "w") as f:
@@ -374,17 +469,26 @@ class profile(_Recorder):
                 t = mono()
                 self._info = _describe(self.iterable)
                 setup += mono() - t  # our own description is no wait of the loop
-            last = None
+            last = s_last = None
             try:
                 while True:
                     t0 = mono()
+                    s0 = _sched_now() if s_last is not None else None
                     try:
                         item = next(it)
                     except StopIteration:
+                        if s0 is not None:
+                            self._sample(self._sched_step, t0 - last, s_last, s0)
                         self._end(last, t0)
                         return
-                    self._batch(last, t0, mono(), item, setup if last is None else None)
+                    t1 = mono()
+                    if s0 is not None:  # a sampled step and wait
+                        self._sample(self._sched_step, t0 - last, s_last, s0)
+                        self._sample(self._sched_wait, t1 - t0, s0, _sched_now())
+                        self._sched_batches += 1
+                    self._batch(last, t0, t1, item, setup if last is None else None)
                     last = mono()
+                    s_last = _sched_now() if self._batches % _SCHED_EVERY == 0 else None
                     yield item
             finally:
                 self._abandoned(last)
@@ -450,13 +554,14 @@ def _auto_failed(e):
 class _AutoIteration:
     """One iteration (epoch) of a DataLoader or stoker.Loader iterator: its recorder, when its iter() was called
     (`setup`: counted as its first batch's wait), and when its last batch was handed over."""
-    __slots__ = ("rec", "last", "fresh", "setup")
+    __slots__ = ("rec", "last", "fresh", "setup", "s_last")
 
     def __init__(self, rec, setup):
         self.rec = rec
         self.last = None
         self.fresh = True
         self.setup = setup
+        self.s_last = None  # _sched_now() at the last batch's handover, when the next step is sampled
 
 
 _SKIP_MODULES = ("torch", "stoker", "_stoker", "tqdm", "contextlib", "itertools")
@@ -517,13 +622,16 @@ def patch_dataloader(module):
         return
     mono = time.monotonic_ns
 
-    def begin(self, args, kwargs, t):
+    def begin(self, args, kwargs, t, first):
         try:
             # A plain attribute (touching self.__dict__ would make every attribute access of torch's code slower).
             self._stoker_auto = None
             loader = args[0] if args else kwargs.get("loader")
             if loader is not None:
-                self._stoker_auto = _AutoIteration(_auto_recorder(loader), t)
+                rec = _auto_recorder(loader)
+                self._stoker_auto = _AutoIteration(rec, t)
+                if first:  # before the subclass's __init__ hands the collate_fn to its workers
+                    _time_collate(self, loader, rec)
         except Exception as e:  # noqa: BLE001
             _auto_failed(e)
 
@@ -532,14 +640,14 @@ def patch_dataloader(module):
         t = mono()  # iter(loader): the worker processes start in the subclass's __init__, around this one
         self._stoker_auto = False  # in __init__: its own _reset(first_iter=True) is this iteration's start
         orig_init(self, *args, **kwargs)
-        begin(self, args, kwargs, t)
+        begin(self, args, kwargs, t, True)
 
     @functools.wraps(orig_reset)
     def _reset(self, *args, **kwargs):
         t = mono()
         out = orig_reset(self, *args, **kwargs)
         if getattr(self, "_stoker_auto", None) is not False:  # a persistent-workers iterator's next epoch
-            begin(self, args, kwargs, t)
+            begin(self, args, kwargs, t, False)
         return out
 
     __next__ = _timed_next(orig_next, mono)
@@ -579,12 +687,15 @@ def _timed_next(orig_next, mono):
                 _auto_failed(e)
                 return orig_next(self)
         t0 = mono()
+        s0 = _sched_now() if st.s_last is not None else None
         try:
             item = orig_next(self)
         except StopIteration:
             try:
+                if s0 is not None:
+                    st.rec._sample(st.rec._sched_step, t0 - st.last, st.s_last, s0)
                 st.rec._end(st.last, t0)
-                st.last = None
+                st.last = st.s_last = None
                 if st.rec._channel:
                     st.rec._publish(True, mono())
             except Exception as e:  # noqa: BLE001
@@ -592,12 +703,19 @@ def _timed_next(orig_next, mono):
                 _auto_failed(e)
             raise
         except BaseException:
-            st.last = None  # a worker's error: whatever the program does next is no step
+            st.last = st.s_last = None  # a worker's error: whatever the program does next is no step
             raise
         try:
+            t1 = mono()
+            rec = st.rec
+            if s0 is not None:  # a sampled step and wait
+                rec._sample(rec._sched_step, t0 - st.last, st.s_last, s0)
+                rec._sample(rec._sched_wait, t1 - t0, s0, _sched_now())
+                rec._sched_batches += 1
             setup, st.setup = (st.setup if st.last is None else None), None
-            st.rec._batch(st.last, t0, mono(), item, setup)
+            rec._batch(st.last, t0, t1, item, setup)
             st.last = mono()
+            st.s_last = _sched_now() if rec._batches % _SCHED_EVERY == 0 else None
         except Exception as e:  # noqa: BLE001
             self._stoker_auto = None
             _auto_failed(e)
@@ -605,6 +723,93 @@ def _timed_next(orig_next, mono):
 
     __next__._stoker_auto = True
     return __next__
+
+
+# A DataLoader's collate_fn, timed where it runs (its worker processes, or the loop's thread with num_workers=0):
+# the CPU time of each call, summed per worker in memory shared with the workers (an anonymous shared mapping
+# made before they fork), read by the recorder's snapshot ("collate"). Only for workers started by fork: a spawned
+# worker would have to unpickle the counters.
+_COLLATE_SLOTS = 64  # slot 0: the loop's own process; worker k: slot k + 1 (the last shared beyond)
+_COLLATE_SLOT = struct.Struct("qqq")  # CPU ns, calls, samples
+
+
+_collate_slot = None  # this process's slot (reset in a forked child: a worker finds its own)
+
+
+def _worker_slot():
+    global _collate_slot
+    if _collate_slot is None:
+        try:
+            import torch.utils.data
+            w = torch.utils.data.get_worker_info()
+        except Exception:  # noqa: BLE001
+            w = None
+        _collate_slot = 0 if w is None else min(_COLLATE_SLOTS - 1, 1 + int(w.id))
+    return _collate_slot
+
+
+class _CollateCounters:
+    """The counters of one DataLoader's timed collate_fn, shared with its workers."""
+
+    def __init__(self, fn):
+        self.shm = mmap.mmap(-1, _COLLATE_SLOTS * _COLLATE_SLOT.size)  # MAP_SHARED: the forked workers write here
+        self.name = getattr(fn, "__module__", "?") + "." + getattr(fn, "__qualname__", type(fn).__name__)
+        self.default = self.name in ("torch.utils.data._utils.collate.default_collate",
+                                     "torch.utils.data._utils.collate.default_convert")
+
+    def totals(self):
+        cpu = calls = samples = 0
+        for k in range(_COLLATE_SLOTS):
+            c, n, m = _COLLATE_SLOT.unpack_from(self.shm, k * _COLLATE_SLOT.size)
+            cpu, calls, samples = cpu + c, calls + n, samples + m
+        return {"fn": self.name, "default": self.default, "cpu_s": cpu * 1e-9, "calls": calls, "samples": samples}
+
+
+class _TimedCollate:
+    """A collate_fn that adds its CPU time (the calling thread's) to its worker's slot of the shared counters."""
+    __slots__ = ("fn", "counters")
+
+    def __init__(self, fn, counters):
+        self.fn = fn
+        self.counters = counters
+
+    def __call__(self, batch):
+        t = time.thread_time_ns()
+        try:
+            return self.fn(batch)
+        finally:
+            try:
+                dt = time.thread_time_ns() - t
+                off = _worker_slot() * _COLLATE_SLOT.size
+                c, n, m = _COLLATE_SLOT.unpack_from(self.counters.shm, off)
+                _COLLATE_SLOT.pack_into(self.counters.shm, off, c + dt, n + 1,
+                                         m + (len(batch) if isinstance(batch, list) else 1))
+            except Exception:  # noqa: BLE001 (our timing, never the program's error)
+                pass
+
+
+def _forks(loader):
+    """Whether the loader's workers (if any) start by fork, so that they share the collate counters."""
+    if not getattr(loader, "num_workers", 0):
+        return True
+    ctx = getattr(loader, "multiprocessing_context", None)
+    if ctx is not None:
+        method = ctx.get_start_method() if hasattr(ctx, "get_start_method") else str(ctx)
+    else:
+        import multiprocessing
+        # NOTE: get_start_method() without allow_none would fix the program's default context as a side effect.
+        method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+    return method == "fork"
+
+
+def _time_collate(it, loader, rec):
+    """Times the collate_fn a new DataLoader iterator `it` will hand its workers (or call itself)."""
+    fn = getattr(it, "_collate_fn", None)
+    if fn is None or isinstance(fn, _TimedCollate) or not _forks(loader):
+        return
+    if rec._collate is None:
+        rec._collate = _CollateCounters(fn)
+    it._collate_fn = _TimedCollate(fn, rec._collate)
 
 
 _stoker_patched = False

@@ -147,7 +147,8 @@ def test_same_snapshot_as_stoker_profile_and_no_loop_counted_twice(tmp_path):
     assert (w["stats"]["batches"], w["stats"]["samples"]) == (3, 12)
     assert wrapped["enumerate"]["stats"]["batches"] == 3
     assert a["id"] != w["id"]
-    assert set(a) == set(w) and set(a["stats"]) == set(w["stats"]) == PROFILE_STATS
+    # The hook also times the DataLoader's collate_fn where it runs (its workers): "collate".
+    assert set(a) == set(w) | {"collate"} and set(a["stats"]) == set(w["stats"]) == PROFILE_STATS
     info = dict(a["info"])
     assert info.pop("auto") is True
     assert info.pop("where").startswith("<string>:") and "caller" not in info  # the loop's line in the program
@@ -465,3 +466,141 @@ def test_the_probed_pipeline_is_the_scripts(tmp_path):
     assert partly["probed_pipeline"] == partly["script_pipeline"][:1] and partly["python"].startswith("Lambda")
     assert "probe" in partly
     assert "probe" not in none and none["python"].startswith("Lambda")
+
+
+# The fake clock, plus the loop thread's CPU clock and its run-queue wait, advanced only by cpu() and queued():
+# the step's split is attributed exactly, whatever the machine's load.
+FAKE_SCHED = FAKE_CLOCK + """
+class _Cpu:
+    cpu = 0
+    runq = 0
+time.thread_time_ns = lambda: _Cpu.cpu
+def cpu(s):  # CPU work: the thread's CPU clock and the wall clock advance together
+    _Cpu.cpu += int(round(s * 1e9))
+    sleep(s)
+def queued(s):  # runnable, waiting for a core: only the wall clock and the run-queue wait advance
+    _Cpu.runq += int(round(s * 1e9))
+    sleep(s)
+def fake_runq():  # installed once torch is imported (the hook's module exists then)
+    import sys
+    sys.modules["_stoker_autoprofile"]._runq_ns = lambda: _Cpu.runq
+"""
+
+
+def test_the_step_splits_into_cpu_wait_for_a_core_and_the_rest(tmp_path):
+    """A DataLoader (num_workers=0) whose samples take 2 ms of CPU to load and whose collate_fn takes 4 ms of CPU
+    per batch; each step 30 ms of CPU, 15 ms waiting for a core and 5 ms asleep (a GPU); 0.7 s between epochs.
+    The snapshot's "sched" splits the step and the wait (their shares, measured on a sample of the batches,
+    applied to step_s and wait_s), "collate" times the collate_fn."""
+    p = child(FAKE_SCHED + """
+import torch
+from torch.utils.data import DataLoader, TensorDataset, default_collate
+fake_runq()
+
+class Data(TensorDataset):
+    def __getitem__(self, i):
+        cpu(0.002)  # loading a sample
+        return super().__getitem__(i)
+
+def collate(samples):
+    cpu(0.004)
+    return default_collate(samples)
+
+loader = DataLoader(Data(torch.zeros(40, 1), torch.zeros(40)), batch_size=4, collate_fn=collate)
+for epoch in range(3):
+    for x, y in loader:
+        cpu(0.03)
+        queued(0.015)
+        sleep(0.005)
+    sleep(0.7)  # evaluation: neither the step nor the wait
+""", tmp_path)
+    assert "stoker doctor" not in p.stderr, p.stderr
+    (s,) = snapshots(tmp_path / "channel").values()
+    assert (s["stats"]["batches"], s["stats"]["samples"]) == (30, 120)
+    assert s["stats"]["step_s"] == pytest.approx(30 * 0.05, abs=1e-6)
+    sched = s["sched"]
+    assert 0 < sched["batches"] < 30  # a sample of the batches (the step before every 4th and its wait)
+    assert sched["step_cpu_s"] == pytest.approx(30 * 0.03, abs=1e-6)
+    assert sched["step_runq_s"] == pytest.approx(30 * 0.015, abs=1e-6)
+    assert sched["wait_cpu_s"] == pytest.approx(120 * 0.002 + 30 * 0.004, abs=1e-6)
+    assert sched["wait_runq_s"] == pytest.approx(0, abs=1e-9)
+    c = s["collate"]
+    assert (c["calls"], c["samples"], c["default"]) == (30, 120, False)
+    assert c["fn"] == "__main__.collate"
+    assert c["cpu_s"] == pytest.approx(30 * 0.004, abs=1e-6)
+    assert set(s["stats"]) == PROFILE_STATS  # stoker.profile's stats() keys unchanged
+
+
+def test_the_collate_fn_is_timed_in_forked_workers_only(tmp_path):
+    """With worker processes started by fork, each worker's collate_fn calls are counted in memory shared with
+    the loop's process; with spawn the collate_fn is left as it is (its counters could not be pickled)."""
+    p = child("""
+import torch
+from torch.utils.data import DataLoader, TensorDataset, default_collate
+
+def collate(samples):
+    return default_collate(samples)
+
+data = TensorDataset(torch.zeros(60, 1), torch.zeros(60))
+for x, y in DataLoader(data, batch_size=5, num_workers=2, collate_fn=collate):
+    pass
+for x, y in DataLoader(data, batch_size=6, num_workers=2):
+    pass
+for x, y in DataLoader(data, batch_size=10, num_workers=2, multiprocessing_context="spawn"):
+    pass
+""", tmp_path)
+    assert "stoker doctor" not in p.stderr, p.stderr
+    loops = by_batch_size(snapshots(tmp_path / "channel"))
+    custom, default, spawned = loops[5], loops[6], loops[10]
+    assert (custom["collate"]["calls"], custom["collate"]["samples"]) == (12, 60)
+    assert custom["collate"]["default"] is False and custom["collate"]["cpu_s"] > 0
+    assert (default["collate"]["calls"], default["collate"]["samples"]) == (10, 60)
+    assert default["collate"]["default"] is True
+    assert default["collate"]["fn"] == "torch.utils.data._utils.collate.default_collate"
+    assert "collate" not in spawned and spawned["stats"]["batches"] == 6
+    for s in (custom, default, spawned):
+        assert 0 < s["sched"]["batches"] <= s["stats"]["batches"]
+        if os.path.exists("/proc/thread-self/schedstat"):
+            assert s["sched"]["step_runq_s"] is not None and s["sched"]["wait_runq_s"] is not None
+
+
+COLLATE_BOUND = """
+import sys, time
+import torch
+from torch.utils.data import DataLoader, TensorDataset, default_collate
+
+def collate(samples):  # per-sample work in Python: ~2 ms of CPU per sample
+    for _ in samples:
+        t = time.thread_time()
+        while time.thread_time() - t < 0.002:
+            pass
+    return default_collate(samples)
+
+loader = DataLoader(TensorDataset(torch.zeros(64, 3, 8, 8), torch.zeros(64)), batch_size=8, num_workers=2,
+                    persistent_workers=True, collate_fn=collate)
+start = time.monotonic()
+while time.monotonic() - start < float(sys.argv[1]):
+    for x, y in loader:
+        time.sleep(0.001)
+"""
+
+
+def test_doctor_names_a_collate_bound_loop(tmp_path):
+    """A DataLoader whose workers spend their time in a Python collate_fn: input-bound on collate, the
+    collate_fn named with its share, nothing predicted for it."""
+    script = tmp_path / "collate_bound.py"
+    script.write_text(COLLATE_BOUND)
+    js = tmp_path / "r.json"
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    env.pop("STOKER_DOCTOR", None)
+    p = subprocess.run([CLI, "doctor", "-q", "--report", "", "--json", str(js), "--", sys.executable, str(script),
+                        "4"], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(js.read_text())
+    assert r["verdict"] == "input-bound on collate", p.stdout
+    assert any(e.startswith("collate: __main__.collate took ") for e in r["evidence"]), r["evidence"]
+    s = [x for x in r["suggestions"] if x["action"].startswith("Speed up the collate_fn (__main__.collate)")]
+    assert s and s[0]["predicted_rate"] == 0
+    if os.path.exists("/proc/thread-self/schedstat"):
+        assert r["step"]["runq_s"] is not None
+        assert any(e.startswith("the step, ") and "waiting for a core" in e for e in r["evidence"]), r["evidence"]

@@ -247,7 +247,11 @@ TEST(DoctorTest, HostToDeviceCopyDominatingTheWait) {
   EXPECT_EQ(v.kind, Bottleneck::kHostToDevice);
   ASSERT_NE(find(v, "uint8"), nullptr);
   // 10 ms per sample, of which 4.5 ms copying; uint8 saves three quarters of it.
-  EXPECT_NEAR(find(v, "uint8")->predicted_rate, 1 / (10e-3 - 0.75 * 4.5e-3), 1e-6);
+  const Suggestion* u = find(v, "uint8");
+  EXPECT_NEAR(u->predicted_rate, 1 / (10e-3 - 0.75 * 4.5e-3), 1e-6);
+  // No probe ran: the range is the model's error and the run's own noise (too few snapshots here to measure it).
+  EXPECT_NEAR(u->predicted_lo, u->predicted_rate * (1 - 0.25), 1e-6);
+  EXPECT_NEAR(u->predicted_hi, u->predicted_rate * (1 + 0.25), 1e-6);
 }
 
 // Sampled runs without any report: 20 samples of the given means.
@@ -763,7 +767,7 @@ TEST(DoctorTest, AFailedCommandGetsNoVerdict) {
   f.stderr_tail = "epoch 0\nTraceback (most recent call last):\n  File \"train.py\", line 3\nKeyError: 'label'\n";
   bool probed = false;
   Probes p;
-  p.measure_files = [&](const std::vector<std::string>&, int, const std::string&) {
+  p.measure_files = [&](const std::vector<std::string>&, int, const std::string&, const Consumer&, std::size_t) {
     probed = true;
     return Cost{};
   };
@@ -789,7 +793,7 @@ TEST(DoctorTest, NoWorkersMeansNoWorkersInTheEvidence) {
   // num_workers=0, the loop's thread busy loading: input-bound, attributed to the main thread, no worker processes;
   // another process on the machine used a core.
   Probes none;
-  none.measure_files = [](const std::vector<std::string>&, int, const std::string&) {
+  none.measure_files = [](const std::vector<std::string>&, int, const std::string&, const Consumer&, std::size_t) {
     Cost c;
     c.error = "not in this test";
     return c;
@@ -860,7 +864,7 @@ TEST(DoctorTest, TheProbeRunsTheScriptsPipelineAndNamesIt) {
                      {"pipeline", "the script's transforms: CenterCrop(size=(8, 8)) + ToTensor()"}};
   std::string seen;
   Probes p;
-  p.measure_files = [&](const std::vector<std::string>& files, int, const std::string& t) {
+  p.measure_files = [&](const std::vector<std::string>& files, int, const std::string& t, const Consumer&, std::size_t) {
     seen = t;
     Cost c = fixed(1e-3, 1e-3);
     c.records = files.size();
@@ -918,6 +922,204 @@ TEST(DoctorTest, ADataLoadersFilesBecomeALoaderSetupForTheSweep) {
   EXPECT_EQ(s.options.dtype, DType::kFloat32);
   EXPECT_EQ(files_setup({"/data/a.jpg"}, "", dir).options.transforms.size(), 3u);  // unknown: the default pipeline
   EXPECT_THROW(files_setup({}, "", dir), std::runtime_error);
+}
+
+
+// The case: a loop whose step waited for a core half of its time
+// while the input pipeline's workers used 1.5 cores. A change that makes the
+// input 4x cheaper frees those cores: the step gets a larger share of a core
+// (a fair share: cores / runnable threads), and the loop runs faster even
+// though it was as much step-bound as input-bound. Keeping the step as
+// measured (the old model) predicts no gain at all.
+TEST(DoctorTest, TheStepModelFreesTheCoresTheInputTook) {
+  StepModel m;
+  m.cores = 2;
+  m.loader_time = 4e-3;  // 250 samples/s now
+  m.step = 4e-3;
+  m.input_cpu = 6e-3;    // 1.5 cores at 250 samples/s
+  m.input_cores = 1.5;
+  const double kept = m.rate(0.25, 1.5e-3);
+  EXPECT_NEAR(kept, 250, 1e-9);  // the step's wait for a core not measured: the step stays 4 ms
+  m.step_cpu = 2e-3;
+  m.step_runq = 2e-3;
+  EXPECT_NEAR(m.share_now(), 0.5, 1e-12);
+  EXPECT_NEAR(m.step_after(1.5), 4e-3, 1e-15);  // the same competition: the same step
+  EXPECT_NEAR(m.step_after(0), 2e-3, 1e-15);    // nothing competing: its CPU (and nothing off the CPU)
+  EXPECT_NEAR(m.rate(1.0, 6e-3), 250, 1e-6);    // the run as it was
+  // After: the input uses 1.5e-3 / t cores, 3e-3 / t threads at the share of 0.5 they had, so the step's share
+  // is 2 / (1 + 3e-3 / t) and the step 1e-3 + 3e-6 / t; the loop runs at that fixed point (above the input's
+  // 1 ms and the cores' 1.75 ms).
+  const double t = (1e-3 + std::sqrt(1e-6 + 12e-6)) / 2;
+  EXPECT_NEAR(m.rate(0.25, 1.5e-3), 1 / t, 1e-6);
+  // Other processes' load stays: 1.5 cores at a share of 0.5 are 3 runnable threads, so without the input the
+  // step's fair share goes from 2 / 7 to 2 / 4 of a core: its share from 0.5 to 0.875.
+  m.other_cores = 1.5;
+  EXPECT_NEAR(m.step_after(0), 2e-3 / 0.875, 1e-12);
+  EXPECT_NEAR(m.step_after(1.5), 4e-3, 1e-15);
+  // Other processes' runnable threads sampled (3): the share is at most the fair share, 2 / (3 + 1) without the
+  // input. A step thread that slept while the loop waited got more than that on waking; a step that is the
+  // bottleneck does not.
+  m.other_threads = 3;
+  EXPECT_NEAR(m.step_after(0), 2e-3 / 0.5, 1e-12);
+}
+
+// A DataLoader profile with the consuming thread's step split ("sched"):
+// 9 s of step over 1000 samples, 4 s of it on the CPU and 3 s waiting for a
+// core.
+RunFacts split_profile(double wait, double step, json sched, json info_extra = json::object()) {
+  RunFacts f = profiled(1000, wait, step, 2, info_extra, 0.9, 0.95, 1.6, 1.9, 3);
+  f.series.begin()->second.last["sched"] = sched;
+  return f;
+}
+
+const json kPortInfo = {{"port", {{"diff", "--- a/train.py\n+++ b/train.py\n@@ -1 +1 @@\n-from torch.utils.data import "
+                                           "DataLoader\n+from stoker import DataLoader\n"},
+                                  {"probe", {{"transforms", json::array()}, {"dtype", "uint8"}}},
+                                  {"pipeline", "the script's dataset has no transform (decode only)"}}}};
+
+TEST(DoctorTest, TheStepIsSplitAndThePortReplaysItBesideStokersThreads) {
+  const json sched = {{"batches", 125}, {"step_cpu_s", 4.0}, {"step_runq_s", 3.0}, {"wait_cpu_s", 0.5},
+                      {"wait_runq_s", 0.1}};
+  std::vector<Consumer> seen;
+  std::vector<int> threads;
+  std::vector<std::size_t> batch;
+  Probes p;
+  p.measure_files = [&](const std::vector<std::string>&, int t, const std::string&, const Consumer& c,
+                        std::size_t b) {
+    seen.push_back(c);
+    threads.push_back(t);
+    batch.push_back(b);
+    Cost cost = fixed(1 / 150.0, 1 / 150.0);
+    cost.decode_s = 0.7 * cost.per_sample_s;
+    cost.transform_s = 0.3 * cost.per_sample_s;
+    return cost;
+  };
+  // Compute-bound (10% waiting), the workers using 0.65 cores: the port is predicted at the probe's own rate.
+  const Verdict c = diagnose(split_profile(1, 9, sched, kPortInfo), p);
+  EXPECT_EQ(c.kind, Bottleneck::kCompute);
+  EXPECT_NEAR(c.step_cpu_s, 4e-3, 1e-12);
+  EXPECT_NEAR(c.step_runq_s, 3e-3, 1e-12);
+  EXPECT_NEAR(c.step_other_s, 2e-3, 1e-12);
+  EXPECT_NEAR(c.input_cores, 0.65, 1e-9);
+  EXPECT_TRUE(any_has(c.evidence, "the step, 9.00 ms per sample: 4.00 ms on the CPU, 3.00 ms (33%) waiting for a "
+                                  "core (runnable, not running), 2.00 ms off the CPU otherwise (a GPU, I/O, sleeps); "
+                                  "competing for the cores: the DataLoader's workers 0.65 cores, other processes 0.30"));
+  const Suggestion* port = find(c, "stoker.DataLoader and stoker.datasets");
+  ASSERT_NE(port, nullptr);
+  EXPECT_NEAR(port->predicted_rate, 150, 1e-6);
+  EXPECT_NEAR(port->predicted_lo, 150 * (1 - kHalfWidth), 1e-6);
+  EXPECT_NE(port->basis.find("the loop's step replayed after each batch: its 4.00 ms of CPU per sample as CPU work "
+                             "and 2.00 ms off the CPU as a sleep"),
+            std::string::npos)
+      << port->basis;
+  // The probe replayed the step as measured (its CPU as CPU work, the rest off the CPU as a sleep, its wait for
+  // a core left out), with the port's threads (num_workers=2) and the script's batch size.
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(seen[0].split);
+  EXPECT_NEAR(seen[0].cpu_per_sample_s, 4e-3, 1e-12);
+  EXPECT_NEAR(seen[0].sleep_per_sample_s, 2e-3, 1e-12);
+  EXPECT_EQ(threads[0], 2);
+  EXPECT_EQ(batch[0], 8u);
+  // Input-bound: the same probe, the same prediction.
+  const Verdict i = diagnose(split_profile(6, 4, sched, kPortInfo), p);
+  EXPECT_EQ(i.kind, Bottleneck::kDecode);
+  ASSERT_NE(find(i, "stoker.DataLoader and stoker.datasets"), nullptr);
+  EXPECT_NEAR(find(i, "stoker.DataLoader and stoker.datasets")->predicted_rate, 150, 1e-6);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[1].split);
+  // Other processes' runnable threads sampled: 6 in the run, 2 while the probe ran. Said, not scaled by.
+  RunFacts loaded = split_profile(1, 9, sched, kPortInfo);
+  for (Sample& x : loaded.samples) x.procs_running = 7;  // 6 others and the sampler
+  Probes lp = p;
+  lp.measure_files = [&](const std::vector<std::string>& fl, int t, const std::string& x, const Consumer& co,
+                         std::size_t b) {
+    Cost cost = p.measure_files(fl, t, x, co, b);
+    cost.others_runnable = 2;
+    return cost;
+  };
+  const Verdict l = diagnose(loaded, lp);
+  const Suggestion* lport = find(l, "stoker.DataLoader and stoker.datasets");
+  ASSERT_NE(lport, nullptr);
+  EXPECT_NEAR(lport->predicted_rate, 150, 1e-6);
+  EXPECT_NE(lport->basis.find("the probe ran while other processes had 2.0 runnable threads on average (the run: "
+                              "6.0)"),
+            std::string::npos)
+      << lport->basis;
+  EXPECT_TRUE(any_has(l.evidence, "other processes 0.30 (6.0 threads runnable on average)"));
+  seen.pop_back();
+  // No wait for a core from the kernel (no schedstat): said so, and the step replayed whole, as CPU work.
+  json no_runq = sched;
+  no_runq["step_runq_s"] = nullptr;
+  const Verdict n = diagnose(split_profile(6, 4, no_runq, kPortInfo), p);
+  EXPECT_LT(n.step_runq_s, 0);
+  EXPECT_TRUE(any_has(n.notes, "the step's wait for a core was not measured"));
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_FALSE(seen[2].split);
+  EXPECT_TRUE(seen[2].busy);
+  EXPECT_NEAR(seen[2].step_per_sample_s, 4e-3, 1e-12);
+}
+
+// Time inside next() runnable but not running while other processes held
+// the cores is the machine's contention, not waiting for data: 2 s of wait in
+// a 10 s loop, 1.2 s of it in the run queue, while other processes used 0.95
+// cores and the workers 0.05: 95% of that 1.2 s is left out, 0.86 s of wait
+// remain: compute-bound. Where the workers held the cores, it is theirs.
+TEST(DoctorTest, WaitingForACoreOtherProcessesHeldIsNotWaitingForData) {
+  const json sched = {{"batches", 125}, {"step_cpu_s", 7.0}, {"step_runq_s", 1.0}, {"wait_cpu_s", 0.2},
+                      {"wait_runq_s", 1.2}};
+  RunFacts f = profiled(1000, 2, 8, 2, json::object(), 0.9, 0.95, 1.0, 1.95, 3);
+  f.series.begin()->second.last["sched"] = sched;
+  const Verdict v = diagnose(f, Probes{}, false);
+  EXPECT_NEAR(v.wait_share, 0.2, 1e-9);
+  EXPECT_NEAR(v.wait_runq_share, 0.12 * 0.95, 1e-9);
+  EXPECT_EQ(v.kind, Bottleneck::kCompute);
+  EXPECT_TRUE(any_has(v.evidence, "the training loop waited for data 9% of its 10.0 s"));
+  EXPECT_TRUE(any_has(v.evidence, "11% of its time it was inside next() runnable but not running, waiting for a "
+                                  "core that other processes held"));
+  // The workers used 0.65 cores, other processes 0.3: most of the run-queue wait is the input's.
+  const Verdict w = diagnose(split_profile(2, 8, sched), Probes{}, false);
+  EXPECT_NEAR(w.wait_runq_share, 0.12 * 0.3 / 0.95, 1e-9);
+  EXPECT_NE(w.kind, Bottleneck::kCompute);
+  json none = sched;
+  none["wait_runq_s"] = 0.0;
+  const Verdict i = diagnose(split_profile(2, 8, none), Probes{}, false);
+  EXPECT_EQ(i.wait_runq_share, 0);
+  EXPECT_NE(i.kind, Bottleneck::kCompute);
+}
+
+TEST(DoctorTest, ACollateFnTakingMostOfTheWorkersIsCollateBound) {
+  const json sched = {{"batches", 125}, {"step_cpu_s", 3.0}, {"step_runq_s", 0.5}, {"wait_cpu_s", 0.5},
+                      {"wait_runq_s", 0.1}};
+  bool probed = false;
+  Probes p;
+  p.measure_files = [&](const std::vector<std::string>&, int, const std::string&, const Consumer&, std::size_t) {
+    probed = true;
+    return fixed(1e-3, 1e-3);
+  };
+  // The workers used 0.65 cores at 100 samples/s: 6.5 ms of CPU per sample, 4 ms of it in the collate_fn.
+  RunFacts f = split_profile(6, 4, sched, kPortInfo);
+  f.series.begin()->second.last["collate"] = {{"fn", "train.my_collate"}, {"default", false}, {"cpu_s", 4.0},
+                                              {"calls", 125}, {"samples", 1000}};
+  const Verdict v = diagnose(f, p);
+  EXPECT_EQ(v.kind, Bottleneck::kCollate);
+  EXPECT_STREQ(bottleneck_name(v.kind), "input-bound on collate");
+  EXPECT_TRUE(any_has(v.evidence, "collate: train.my_collate took 32.00 ms of CPU per batch of 8 (4.000 ms per "
+                                  "sample), 62% of the loading's CPU (the workers' 6.50 ms per sample)"));
+  const Suggestion* s = find(v, "Speed up the collate_fn (train.my_collate)");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->predicted_rate, 0);
+  // The port would run the collate_fn as Python on stoker's threads: not probed, not predicted, and why.
+  EXPECT_FALSE(probed);
+  const Suggestion* port = find(v, "stoker.DataLoader and stoker.datasets");
+  ASSERT_NE(port, nullptr);
+  EXPECT_EQ(port->predicted_rate, 0);
+  EXPECT_NE(port->basis.find("would run as Python on stoker's threads"), std::string::npos);
+  // The default collate taking a small share: decode-bound as before, the port probed.
+  f.series.begin()->second.last["collate"] = {{"fn", "torch.utils.data._utils.collate.default_collate"},
+                                              {"default", true}, {"cpu_s", 0.5}, {"calls", 125}, {"samples", 1000}};
+  const Verdict d = diagnose(f, p);
+  EXPECT_NE(d.kind, Bottleneck::kCollate);
+  EXPECT_TRUE(probed);
 }
 
 }  // namespace

@@ -222,6 +222,12 @@ std::string terminal_report(const DoctorArgs& a, const RunFacts& f, const Verdic
                   v.probe_s);
     r += b;
   }
+  if (v.step_runq_s >= 0 && std::any_of(v.suggestions.begin(), v.suggestions.end(),
+                                        [](const Suggestion& s) { return s.predicted_rate > 0; })) {
+    r += "  (the step in each prediction: its CPU and its time off the CPU as measured; its wait for a core as the "
+         "change leaves it: replayed beside stoker's threads in a probe, or scaled with the CPU that competes with "
+         "it, the input's and other processes')\n";
+  }
   if (!sweep_md.empty()) r += "\nthroughput by threads and cache mode (sample of the loader's records):\n" + sweep_md;
   if (!a.report.empty()) r += "\nreport: " + a.report + "\n";
   return r;
@@ -370,6 +376,7 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   j["consumer"] = v.consumer;
   j["rate"] = v.rate;
   j["wait_share"] = v.wait_share;
+  j["wait_runq_share"] = v.wait_runq_share;  // of wait_share: runnable inside next(), waiting for a core
   j["step_per_sample_s"] = v.step_per_sample_s;
   // The window rate, wait_share and step describe: the loop after its start-up.
   j["steady"] = {{"samples", v.steady.samples}, {"active_s", v.steady.active_s}, {"wait_s", v.steady.wait_s},
@@ -380,6 +387,11 @@ nlohmann::json json_report(const DoctorArgs& a, const RunFacts& f, const Verdict
   // Who used the CPU (cores on average), as sampled.
   j["cpu"] = {{"main_process", v.cpu_main_process}, {"main_thread", v.cpu_main_thread},
               {"child_processes", v.cpu_children}, {"other_processes", v.cpu_others}};
+  // The step per sample on the loop's thread: its CPU, its wait for a core, the rest (null: not measured); the
+  // input pipeline's cores that competed with it.
+  auto or_null = [](double x) { return x >= 0 ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  j["step"] = {{"cpu_s", or_null(v.step_cpu_s)}, {"runq_s", or_null(v.step_runq_s)},
+               {"other_s", or_null(v.step_other_s)}, {"input_cores", v.input_cores}};
   j["evidence"] = v.evidence;
   j["notes"] = v.notes;
   j["port_diff"] = v.port_diff;

@@ -1,6 +1,7 @@
 #include "doctor/probe.h"
 
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,8 +9,10 @@
 #include <cmath>
 #include <thread>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 
@@ -57,6 +60,13 @@ double quantile(std::vector<double> v, double q) {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The calling thread's CPU time, in seconds.
+double thread_cpu_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // One loader of a probe: the records and options to time, with the run's
 // consumer replayed after every batch.
@@ -154,8 +164,20 @@ class Arm {
   }
 
  private:
-  // The consumer's step after a batch: a busy wait (CPU work) or a sleep.
+  // The consumer's step after a batch: a busy wait (CPU work) or a sleep;
+  // or, split, its CPU work on the thread's CPU clock and then its sleep.
   void step(std::size_t n) const {
+    if (consumer_.split) {
+      const double cpu = consumer_.cpu_per_sample_s * static_cast<double>(n);
+      if (cpu > 0) {
+        const double c0 = thread_cpu_s();
+        while (thread_cpu_s() - c0 < cpu) {
+        }
+      }
+      const double sleep = consumer_.sleep_per_sample_s * static_cast<double>(n);
+      if (sleep > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
+      return;
+    }
     const double s = consumer_.step_per_sample_s * static_cast<double>(n);
     if (s <= 0) return;
     const auto t = Clock::now();
@@ -210,8 +232,16 @@ std::vector<Cost> interleave(std::vector<std::unique_ptr<Arm>>& arms, std::vecto
     return true;
   };
   const auto t0 = Clock::now();
+  double runnable = 0;
+  int runnable_n = 0;
   for (int r = 0; r < kProbeMaxRounds; ++r) {
-    for (std::size_t i : live) arms[i]->round(kProbeRoundSeconds);
+    for (std::size_t i : live) {
+      arms[i]->round(kProbeRoundSeconds);
+      if (const double x = others_runnable_now(); x >= 0) {
+        runnable += x;
+        ++runnable_n;
+      }
+    }
     if (since(t0) >= kProbeMaxSeconds) break;
     if (r + 1 >= kProbeMinRounds && since(t0) >= kProbeMinSeconds && settled()) break;
   }
@@ -219,6 +249,7 @@ std::vector<Cost> interleave(std::vector<std::unique_ptr<Arm>>& arms, std::vecto
     const double seconds = out[i].seconds;
     out[i] = arms[i]->cost();
     out[i].seconds = seconds + since(t0);
+    out[i].others_runnable = runnable_n > 0 ? runnable / runnable_n : -1;
     const std::vector<double> q = ratios(i);
     if (!q.empty()) {
       out[i].ratio = quantile(q, 0.5);
@@ -250,6 +281,27 @@ std::vector<std::string> pack_sample(const Source& all, const SubsetSource& subs
 }
 
 }  // namespace
+
+double others_runnable_now() {
+  std::ifstream stat("/proc/stat");
+  int running = -1;
+  for (std::string line; std::getline(stat, line);) {
+    if (line.rfind("procs_running ", 0) == 0) {
+      running = std::atoi(line.c_str() + 14);
+      break;
+    }
+  }
+  if (running < 0) return -1;
+  int ours = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream f(e.path() / "stat");
+    std::string st((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto c = st.rfind(')');
+    if (c != std::string::npos && c + 2 < st.size() && st[c + 2] == 'R') ++ours;
+  }
+  return std::max(0, running - ours);
+}
 
 double relative_se(double median, double q1, double q3, int rounds) {
   if (median <= 0 || rounds <= 0) return 1.0;
@@ -365,14 +417,16 @@ LoaderSetup files_setup(const std::vector<std::string>& files, const std::string
   return s;
 }
 
-Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms) {
+Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms,
+                   const Consumer& consumer, std::size_t batch_size) {
   Cost c;
   try {
     TempDir tmp("stoker-probe");
-    const LoaderSetup s = files_setup(files, transforms, tmp.path());
+    LoaderSetup s = files_setup(files, transforms, tmp.path());
+    if (batch_size > 0) s.options.batch_size = batch_size;
     std::vector<std::unique_ptr<Arm>> arms;
     arms.push_back(std::make_unique<Arm>(std::shared_ptr<const Source>(open_list_file(s.sources.at(0))), s.options,
-                                         threads, Consumer{}));
+                                         threads, consumer));
     return interleave(arms, std::vector<Cost>(1))[0];
   } catch (const std::exception& e) {
     c.error = e.what();

@@ -52,7 +52,15 @@ struct Cost {
   double ratio = 0, ratio_lo = 0, ratio_hi = 0;
   int rounds = 0;
   double seconds = 0;  // wall time: its preparation (packing), then the interleaved rounds
+  // Other processes' runnable threads while the rounds ran (the machine's,
+  // less the doctor's own), sampled after each; -1: not sampled.
+  double others_runnable = -1;
 };
+
+// Runnable threads now (running or waiting for a core) of processes other
+// than this one: /proc/stat's procs_running less this process's threads in
+// state R; -1 when /proc/stat does not say.
+double others_runnable_now();
 
 // What a probe changes from the loader as configured.
 enum class Change { kNone, kDecoded, kUInt8, kPacked256, kLossless };
@@ -68,6 +76,16 @@ struct Consumer {
   // The run's epoch, in samples: rates are given for epochs of this length
   // (0: the probe's own).
   double epoch_samples = 0;
+  // The step as the run measured it on the consuming thread, when it did
+  // (`split`; then step_per_sample_s and busy are not used): its CPU time per
+  // sample, replayed as CPU work (spinning until the thread's CPU clock has
+  // advanced by it, so that the probe's loader threads and the machine's
+  // other processes lengthen it as they would the real step), and its time
+  // off the CPU other than waiting for a core (a GPU, I/O, sleeps), replayed
+  // as a sleep. The run's wait for a core is not replayed: the probe's own
+  // contention takes its place.
+  bool split = false;
+  double cpu_per_sample_s = 0, sleep_per_sample_s = 0;
 };
 
 struct LoaderSetup {
@@ -103,7 +121,10 @@ Cost measure(const LoaderSetup& setup, std::size_t max_records, int threads);
 // `transforms`: the script's own pipeline as stoker runs it (a JSON array of
 // the options codec's transforms, and "dtype" beside them: {"transforms":
 // [...], "dtype": "float32"}); "" for RandomResizedCrop(224) + flip + Normalize.
-Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms = "");
+// `consumer`: the run's loop replayed after every batch (none by default);
+// `batch_size`: the script's (0: 64).
+Cost measure_files(const std::vector<std::string>& files, int threads, const std::string& transforms = "",
+                   const Consumer& consumer = {}, std::size_t batch_size = 0);
 // The same files as a loader setup (for the sweep): a list file of them
 // written into `dir` (which must outlive the setup's use), with the script's
 // pipeline `transforms` (as above) or RandomResizedCrop(224) + flip +

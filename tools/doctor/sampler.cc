@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -119,6 +120,10 @@ Sample Sampler::take(double t) {
     std::string line;
     std::vector<std::vector<std::uint64_t>> cur;
     while (std::getline(in, line)) {
+      if (line.compare(0, 14, "procs_running ") == 0) {
+        s.procs_running = std::atoi(line.c_str() + 14);
+        continue;
+      }
       if (line.compare(0, 3, "cpu") != 0 || line.size() < 4 || !isdigit(static_cast<unsigned char>(line[3]))) continue;
       std::istringstream ls(line.substr(line.find(' ')));
       std::vector<std::uint64_t> f;
@@ -237,6 +242,16 @@ Sample Sampler::take(double t) {
     delta.rchar += pt.rchar - std::min(pt.rchar, last.rchar);
     cur[p] = pt;
     ++s.processes;
+    // Its threads runnable now (running or waiting for a core).
+    if (DIR* d = ::opendir((base + "/task").c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string ts = slurp(base + "/task/" + e->d_name + "/stat");
+        const auto c = ts.rfind(')');
+        if (c != std::string::npos && c + 2 < ts.size() && ts[c + 2] == 'R') ++s.tree_running;
+      }
+      ::closedir(d);
+    }
   }
   if (rates) {
     s.tree_user = static_cast<double>(delta.utime) / static_cast<double>(ticks_) / dt;

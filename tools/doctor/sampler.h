@@ -37,6 +37,10 @@ struct Sample {
   double mem_available_mib = 0;
   double major_faults_per_s = 0;   // the tree's
   int processes = 0;
+  // Runnable threads (running or waiting for a core) at the sample: the
+  // machine's (/proc/stat procs_running, the sampler's own thread included)
+  // and the command's tree's (threads in state R).
+  int procs_running = 0, tree_running = 0;
   std::vector<GpuSample> gpus;
 };
 

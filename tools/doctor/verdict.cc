@@ -26,12 +26,15 @@ struct Means {
   double cores_busy = 0, iowait = 0, tree_cpu = 0, root_cpu = 0, disk_mbs = 0, disk_iops = 0, tree_read_mbs = 0, rchar_mbs = 0, majflt = 0;
   double peak_pss = 0, page_cache = 0, gpu_util = -1;
   double children = 0;  // the command's child processes, on average
+  // Other processes' runnable threads on average (the machine's less the
+  // command's and the sampler's own); -1 when not sampled.
+  double other_runnable = -1;
 };
 
 Means means(const std::vector<Sample>& samples) {
   Means m;
-  int n = 0, g = 0;
-  double gpu = 0;
+  int n = 0, g = 0, r = 0;
+  double gpu = 0, runnable = 0;
   for (std::size_t i = 1; i < samples.size(); ++i) {  // the first sample only primes the counters
     const Sample& s = samples[i];
     for (double b : s.core_busy) m.cores_busy += b;
@@ -47,6 +50,10 @@ Means means(const std::vector<Sample>& samples) {
     m.rchar_mbs += s.tree_rchar_mbs;
     m.majflt += s.major_faults_per_s;
     m.children += std::max(0, s.processes - 1);
+    if (s.procs_running > 0) {
+      runnable += std::max(0, s.procs_running - 1 - s.tree_running);
+      ++r;
+    }
     for (const auto& x : s.gpus) {
       gpu += x.util;
       ++g;
@@ -69,6 +76,7 @@ Means means(const std::vector<Sample>& samples) {
     m.children /= n;
   }
   if (g) m.gpu_util = gpu / g;
+  if (r) m.other_runnable = runnable / r;
   for (const Sample& s : samples) {
     m.peak_pss = std::max(m.peak_pss, s.pss_mib);
     m.page_cache = s.page_cache_mib;
@@ -137,22 +145,9 @@ std::string window_text(const Steady& w) {
              w.after_epoch ? "epoch" : "fifth of the loop", w.skipped_s);
 }
 
-// The loop's rate after a change that multiplies the input side's time per
-// sample by `ratio` and makes its CPU work per sample (summed over workers)
-// `cpu_per_sample`. The loop overlaps input and step, so it runs at the
-// slower of the two, and no faster than the cores can do both (the step is
-// counted as CPU work: an upper bound on its CPU share, exact when it
-// trains on the CPU).
-struct Model {
-  double loader_time = 0;  // the loop's time per sample now (input-bound: the input side's)
-  double step = 0;         // the step's time per sample
-  int cores = 1;
-  double fetch = 0;        // the consumer's own cost of taking a batch (Python), per sample
-  double rate(double ratio, double cpu_per_sample) const {
-    const double t = std::max({loader_time * ratio, step + fetch, (cpu_per_sample + step + fetch) / cores});
-    return t > 0 ? 1.0 / t : 0;
-  }
-};
+// The loop's rate after a change: StepModel (verdict.h). Model is its old
+// name here.
+using Model = StepModel;
 
 // A prediction's range, as a share of it on either side: the statistical
 // uncertainty of the probe's median (its rounds' IQR / 1.35 = sigma, over
@@ -164,6 +159,55 @@ constexpr double kModelError = 0.15;
 double half_width(double mid, double lo, double hi, int rounds) {
   if (mid <= 0 || rounds <= 0) return 0.9;
   return std::min(0.9, kModelError + 2 * relative_se(mid, lo, hi, rounds));
+}
+
+// A prediction's range from the run alone, where no probe measured it: the
+// model's error plus two standard errors of the loop's own rate, from its
+// rate between consecutive snapshots in the steady window (IQR / 1.35 /
+// sqrt(intervals)). The model error and 10% when the window has too few.
+double run_half_width(const Series& s, const Steady& w) {
+  std::vector<double> rates;
+  const double start = s.points.empty() ? 0 : s.points.back().active_s - (w.active_s > 0 ? w.active_s : 0);
+  for (std::size_t i = 1; i < s.points.size(); ++i) {
+    const auto& a = s.points[i - 1];
+    const auto& b = s.points[i];
+    const double da = b.active_s - a.active_s;
+    if (a.active_s + 1e-9 < start || da < 0.1 || b.samples < a.samples) continue;
+    rates.push_back((b.samples - a.samples) / da);
+  }
+  if (rates.size() < 4) return kModelError + 0.10;
+  std::sort(rates.begin(), rates.end());
+  auto q = [&](double x) {
+    const double p = x * static_cast<double>(rates.size() - 1);
+    const std::size_t i = static_cast<std::size_t>(p);
+    return i + 1 < rates.size() ? rates[i] + (p - static_cast<double>(i)) * (rates[i + 1] - rates[i]) : rates.back();
+  };
+  return half_width(q(0.5), q(0.25), q(0.75), static_cast<int>(rates.size()));
+}
+
+// The machine's load while a probe ran, against the run's: other
+// processes' runnable threads on average in each, for the basis.
+// NOTE: not used to scale the probe's rate to the run's load. Scaled by a
+// fair share per runnable thread (cores / (others + the loop's threads)),
+// the DataLoader port's prediction moved away from what the changed script
+// then measured in both of two `make bench-doctor` runs (x1.38: 181
+// predicted, 124 measured; x0.77: 100 predicted, 126 measured), where the
+// probe's own rate had been within 6%: this machine shares its cores between
+// sessions first (sched_autogroup_enabled=1), not between threads, and its
+// load drifts between minutes, so the probe's minute is the better guess.
+struct LoadScale {
+  double run = -1, probe = -1;
+  std::string text() const {
+    if (run < 0 || probe < 0) return "";
+    return fmt("; the probe ran while other processes had %.1f runnable threads on average (the run: %.1f)", probe,
+               run);
+  }
+};
+LoadScale load_scale(const Means& m, const Cost& c) {
+  LoadScale l;
+  l.run = m.other_runnable;
+  l.probe = c.others_runnable;
+  return l;
 }
 
 void add(Verdict* v, std::string action, double predicted, std::string basis) {
@@ -286,6 +330,62 @@ void loop_evidence(Verdict* v, const nlohmann::json& snap, const std::string& se
   v->evidence.push_back(fmt("between epochs: %.1f s outside the loop (evaluation, checkpoints, other loops), kept out "
                             "of the step; %s: %.2f s over %d iteration%s, counted as waiting for data",
                             v->between_s, setup_what.c_str(), v->setup_s, v->iterations, v->iterations == 1 ? "" : "s"));
+}
+
+// The share of the loop's time it spent inside next() runnable but not
+// running because other processes held the cores (the machine's contention,
+// not the input), from the snapshot's "sched" (the whole loop's share of its
+// wait, applied to the steady window's wait), the part of it other
+// processes' CPU is of the CPU that competed (theirs and the input
+// pipeline's: a loader that keeps the cores busy delays its consumer's
+// wake-ups too, and that is the input's); 0 when not measured.
+double wait_runq_share(const nlohmann::json& snap, double wait, double active, double input_cores,
+                       double other_cores) {
+  const auto sc = snap.find("sched");
+  const auto st = snap.find("stats");
+  if (sc == snap.end() || !sc->is_object() || st == snap.end() || !st->is_object() || active <= 0) return 0;
+  const auto rq = sc->find("wait_runq_s");
+  const double all_wait = number(*st, "wait_s");
+  if (rq == sc->end() || !rq->is_number() || all_wait <= 0) return 0;
+  const double others = std::max(0.0, other_cores), competing = others + std::max(0.0, input_cores);
+  if (competing <= 0) return 0;
+  return std::clamp(wait * std::clamp(rq->get<double>() / all_wait, 0.0, 1.0) / active * others / competing, 0.0, 1.0);
+}
+
+// The wait line's tail when the loop waited for a core inside next().
+std::string wait_runq_text(double share) {
+  if (share < 0.005) return "";
+  return fmt("; %.0f%% of its time it was inside next() runnable but not running, waiting for a core that other "
+             "processes held (the machine's contention, not the input), which the verdict does not count as "
+             "waiting for data",
+             100 * share);
+}
+
+// The step's split on the consuming thread (the snapshot's "sched"): its CPU,
+// its wait for a core and the rest, and what competed with it for the
+// cores; into the verdict's fields and the evidence.
+void step_evidence(Verdict* v, const nlohmann::json& snap, double input_cores, double others, double others_runnable,
+                   const char* input_what) {
+  double cpu = 0, runq = 0, other = 0;
+  v->input_cores = input_cores;
+  if (!step_split(snap, v->step_per_sample_s, &cpu, &runq, &other)) {
+    if (snap.contains("sched")) {
+      v->notes.push_back("the step's wait for a core was not measured (no /proc/thread-self/schedstat): predictions "
+                         "keep the step as measured, the cores the input pipeline took from it included");
+    }
+    return;
+  }
+  v->step_cpu_s = cpu;
+  v->step_runq_s = runq;
+  v->step_other_s = other;
+  const double step = v->step_per_sample_s;
+  v->evidence.push_back(fmt("the step, %.2f ms per sample: %.2f ms on the CPU, %.2f ms (%.0f%%) waiting for a core "
+                            "(runnable, not running), %.2f ms off the CPU otherwise (a GPU, I/O, sleeps); competing "
+                            "for the cores: %s %.2f cores, other processes %.2f%s",
+                            1e3 * step, 1e3 * cpu, 1e3 * runq, step > 0 ? 100 * runq / step : 0, 1e3 * other,
+                            input_what, input_cores, others,
+                            others_runnable >= 0 ? fmt(" (%.1f threads runnable on average)", others_runnable).c_str()
+                                                 : ""));
 }
 
 // A remote-bound loader's suggestions. `fr`: the share of the workers' time
@@ -464,6 +564,13 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     if (n > 0 && pb > 0 && cb > 0) {
       fetch = std::max(0.0, (pst.value("wait_s", 0.0) - h2d) / pb - wait / cb) * pb / n;
     }
+    // Measured on the loop's thread: its CPU in next() is the cost of taking
+    // a batch (the difference above also holds its waits for a core).
+    const nlohmann::json sc = ps->last.contains("sched") && ps->last["sched"].is_object() ? ps->last["sched"]
+                                                                                          : nlohmann::json::object();
+    if (n > 0 && number(sc, "batches") > 0 && sc.contains("wait_runq_s") && sc["wait_runq_s"].is_number()) {
+      fetch = number(sc, "wait_cpu_s") / n;
+    }
     wait = pst.value("wait_s", 0.0);
     active = wait + pst.value("step_s", 0.0);
   }
@@ -476,18 +583,37 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   n = w.samples, active = w.active_s, wait = w.wait_s;
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? std::clamp(wait / active, 0.0, 1.0) : 0;
+  v->wait_runq_share = wrapped ? std::min(v->wait_share, wait_runq_share(ps->last, wait, active,
+                                                                         std::max(0.0, m.root_cpu - m.main_cpu),
+                                                                         std::max(0.0, m.cores_busy - m.tree_cpu)))
+                                : 0;
   v->step_per_sample_s = n > 0 ? std::max(0.0, active - wait) / n : 0;
-  Model model{n > 0 ? active / n : 0, v->step_per_sample_s, f.cores, fetch};
   const double cpu = loader_samples > 0 ? busy / loader_samples : 0;  // workers' CPU per sample now
+  Model model;
+  model.loader_time = n > 0 ? active / n : 0;
+  model.step = v->step_per_sample_s;
+  model.cores = f.cores;
+  model.fetch = fetch;
+  model.input_cpu = cpu;
+  // The loader's threads are the process's other threads (the loop's is its main one).
+  model.input_cores = std::max(0.0, m.root_cpu - m.main_cpu);
+  model.input_threads = st.value("threads", 0);
+  model.other_cores = std::max(0.0, m.cores_busy - m.tree_cpu);
+  model.other_threads = m.other_runnable;
   const double rs = busy > 0 ? busy_read / busy : 0, ds = busy > 0 ? busy_decode / busy : 0,
                xs = busy > 0 ? busy_transform / busy : 0, pys = busy > 0 ? busy_python / busy : 0;
 
   v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s; %.0f samples at %.0f samples/s; "
-                            "step %.2f ms per sample)",
-                            100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(), n, v->rate,
-                            1e3 * v->step_per_sample_s));
+                            "step %.2f ms per sample)%s",
+                            100 * (v->wait_share - v->wait_runq_share), window_text(w).c_str(), v->consumer.c_str(), n,
+                            v->rate, 1e3 * v->step_per_sample_s, wait_runq_text(v->wait_runq_share).c_str()));
   if (wrapped) {
     loop_evidence(v, ps->last, "starting each epoch (iter(): the epoch's set-up)");
+    step_evidence(v, ps->last, model.input_cores, model.other_cores, m.other_runnable, "the loader's threads");
+    if (v->step_runq_s >= 0) {
+      model.step_cpu = v->step_cpu_s;
+      model.step_runq = v->step_runq_s;
+    }
   } else {
     v->notes.push_back("the loop was not timed in Python (not run under the doctor's sitecustomize, or not from "
                        "Python): the loader's own clock runs from its first next() to its last batch, so time between "
@@ -513,7 +639,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   if (vf.active) volume_evidence(v, vf);
   machine_evidence(v, f, m);
 
-  if (v->wait_share < kInputBoundShare) {
+  if (v->wait_share - v->wait_runq_share < kInputBoundShare) {
     v->kind = Bottleneck::kCompute;
     add(v, "Speed up the model step (" + fmt("%.1f", 1e3 * v->step_per_sample_s * opts.value("batch_size", 1.0)) +
                " ms per batch): mixed precision, a faster device, a smaller or compiled model",
@@ -606,6 +732,11 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   const int pt = std::max(1, threads);
   setup.consumer.step_per_sample_s = v->step_per_sample_s + fetch;
   setup.consumer.busy = m.gpu_util < 0;
+  if (v->step_runq_s >= 0) {  // the step as measured: its CPU (and taking the batch) as CPU work, the rest asleep
+    setup.consumer.split = true;
+    setup.consumer.cpu_per_sample_s = v->step_cpu_s + fetch;
+    setup.consumer.sleep_per_sample_s = v->step_other_s;
+  }
   setup.consumer.epoch_samples = snap.value("dataset_size", 0.0) / std::max(1, setup.options.world_size);
   const auto t_probe = std::chrono::steady_clock::now();
   auto probe_done = [&] {
@@ -654,8 +785,10 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   auto add_measured = [&](std::string action, const Cost& c, double fit, std::string basis) {
     if (c.ratio <= 0 || c.rate <= 0 || v->rate <= 0) return;
     const double now_t = 1 / v->rate;
-    const double changed_t = storage ? 1 / c.rate : 0.5 * (now_t / c.ratio + 1 / c.rate);
-    add(v, std::move(action), 1 / (fit * changed_t + (1 - fit) * now_t), std::move(basis));
+    const LoadScale load = load_scale(m, c);
+    const double own_t = 1 / c.rate;
+    const double changed_t = storage ? own_t : 0.5 * (now_t / c.ratio + own_t);
+    add(v, std::move(action), 1 / (fit * changed_t + (1 - fit) * now_t), std::move(basis) + load.text());
     Suggestion& s = v->suggestions.back();
     const double hw = std::max(half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds),
                                storage ? 0.0 : half_width(c.ratio, c.ratio_lo, c.ratio_hi, c.rounds));
@@ -751,16 +884,14 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
                                "stoker.DataLoader reads, or stoker could not be imported into the script)"
                              : "none of the script's transforms maps to stoker's (" + unported +
                                    " would run as Python): no pipeline of stoker's to time";
-  auto measure_files = [&]() {
-    if (!unprobed.empty()) {
-      Cost c;
-      c.error = unprobed;
-      return c;
-    }
-    return probes.measure_files(files, f.cores, port_probe);
-  };
+  // The DataLoader's worker processes, as configured (-1: not a DataLoader,
+  // or not known): the CPU is attributed to workers only when there are some.
+  const int nw = info.contains("num_workers") && info["num_workers"].is_number_integer() ? info["num_workers"].get<int>() : -1;
   v->port_diff = port.value("diff", std::string());
   const std::string port_action = v->port_diff.empty() ? "" : "stoker.DataLoader and stoker.datasets in place of torch's and torchvision's (the two import lines below)";
+  // The port keeps num_workers: stoker.DataLoader runs max(1, num_workers) threads; stoker.Loader's autotuner up to
+  // every core.
+  const int port_threads = !port_action.empty() && nw >= 0 ? std::max(1, nw) : f.cores;
   const Steady w = steady_window(ps, info.value("dataset_size", 0.0), st.value("samples", 0.0),
                                  st.value("wait_s", 0.0) + st.value("step_s", 0.0), st.value("wait_s", 0.0));
   v->steady = w;
@@ -770,24 +901,107 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   if (info.contains("dataset")) v->consumer += " over " + info.value("dataset", std::string("?"));
   v->rate = active > 0 ? n / active : 0;
   v->wait_share = active > 0 ? wait / active : 0;
+  v->wait_runq_share = std::min(v->wait_share, wait_runq_share(ps.last, wait, active,
+                                                                 nw > 0 ? std::max(0.0, m.tree_cpu - m.root_cpu) : 0,
+                                                                 std::max(0.0, m.cores_busy - m.tree_cpu)));
   v->step_per_sample_s = n > 0 ? step / n : 0;
-  // The DataLoader's worker processes, as configured (-1: not a DataLoader,
-  // or not known): the CPU is attributed to workers only when there are some.
-  const int nw = info.contains("num_workers") && info["num_workers"].is_number_integer() ? info["num_workers"].get<int>() : -1;
   const std::string workers = nw < 0 ? "" : nw == 0 ? "num_workers=0: loading on the loop's thread"
                                                     : fmt("%d worker%s", nw, nw == 1 ? "" : "s");
   v->evidence.push_back(fmt("the training loop waited for data %.0f%% of %s (%s%s%s; %.0f samples at %.0f "
-                            "samples/s; step %.2f ms per sample)",
-                            100 * v->wait_share, window_text(w).c_str(), v->consumer.c_str(),
+                            "samples/s; step %.2f ms per sample)%s",
+                            100 * (v->wait_share - v->wait_runq_share), window_text(w).c_str(), v->consumer.c_str(),
                             workers.empty() ? "" : ", ",
-                            workers.c_str(), n, v->rate, 1e3 * v->step_per_sample_s));
+                            workers.c_str(), n, v->rate, 1e3 * v->step_per_sample_s,
+                            wait_runq_text(v->wait_runq_share).c_str()));
   loop_evidence(v, ps.last,
                 nw > 0    ? fmt("creating its iterator each epoch (the DataLoader starting its %d worker%s)", nw,
                                 nw == 1 ? "" : "s").c_str()
                 : nw == 0 ? "creating its iterator each epoch (num_workers=0: no workers to start)"
                           : "starting each iteration (iter())");
   machine_evidence(v, f, m);
-  if (v->wait_share < kInputBoundShare) {
+  // What competed with the step for the cores: the worker processes (with
+  // num_workers=0 the loading runs on the step's own thread, never beside it).
+  const double workers_cpu = nw > 0 ? std::max(0.0, m.tree_cpu - m.root_cpu) : 0;
+  step_evidence(v, ps.last, workers_cpu, std::max(0.0, m.cores_busy - m.tree_cpu), m.other_runnable,
+                nw > 0 ? "the DataLoader's workers" : "the input pipeline");
+  // The loading's CPU per sample: the workers', or with num_workers=0 the
+  // loop's thread's while it waited (its "sched"); and the collate_fn's part.
+  const double loading_cpu = nw > 0 ? (v->rate > 0 ? workers_cpu / v->rate : 0)
+                             : nw == 0 && ps.last.contains("sched") && ps.last["sched"].is_object() &&
+                                       st.value("samples", 0.0) > 0
+                                 ? number(ps.last["sched"], "wait_cpu_s") / st.value("samples", 0.0)
+                                 : 0;
+  const nlohmann::json collate = ps.last.contains("collate") && ps.last["collate"].is_object() ? ps.last["collate"]
+                                                                                               : nlohmann::json::object();
+  const double collate_samples = number(collate, "samples");
+  const double collate_cpu = collate_samples > 0 ? number(collate, "cpu_s") / collate_samples : 0;  // per sample
+  const double collate_share = loading_cpu > 0 ? std::min(1.0, collate_cpu / loading_cpu) : 0;
+  const bool collate_custom = !collate.empty() && !collate.value("default", true);
+  const std::string collate_fn = collate.value("fn", std::string("collate_fn"));
+  if (collate_samples > 0) {
+    const double per_batch = number(collate, "calls") > 0 ? collate_samples / number(collate, "calls") : 0;
+    v->evidence.push_back(fmt("collate: %s took %.2f ms of CPU per batch of %.0f (%.3f ms per sample), %.0f%% of the "
+                              "loading's CPU (%s %.2f ms per sample)",
+                              collate_fn.c_str(), 1e3 * collate_cpu * per_batch, per_batch, 1e3 * collate_cpu,
+                              100 * collate_share, nw > 0 ? "the workers'" : "the loop's thread's", 1e3 * loading_cpu));
+  }
+  // A custom collate_fn would run as Python on stoker's threads (holding the
+  // GIL), which the probe does not time: the port is predicted only where it
+  // is a small part of the loading.
+  const bool collate_unprobed = collate_custom && collate_share >= 0.1;
+  // The loop's step as the probe replays it: as measured on the loop's
+  // thread (its CPU as CPU work, its other time off the CPU as a sleep; its
+  // wait for a core left to the probe's own contention), else the whole
+  // step, busy without a GPU.
+  Consumer consumer;
+  consumer.epoch_samples = info.value("dataset_size", 0.0);
+  consumer.step_per_sample_s = v->step_per_sample_s;
+  consumer.busy = m.gpu_util < 0;
+  if (v->step_runq_s >= 0) {
+    consumer.split = true;
+    consumer.cpu_per_sample_s = v->step_cpu_s;
+    consumer.sleep_per_sample_s = v->step_other_s;
+  }
+  const std::size_t batch_size = info.contains("batch_size") && info["batch_size"].is_number_integer()
+                                     ? static_cast<std::size_t>(std::max(1, info["batch_size"].get<int>()))
+                                     : 0;
+  auto measure_files = [&]() {
+    if (!unprobed.empty()) {
+      Cost c;
+      c.error = unprobed;
+      return c;
+    }
+    return probes.measure_files(files, port_threads, port_probe, consumer, batch_size);
+  };
+  const std::string replayed =
+      consumer.split ? fmt("the loop's step replayed after each batch: its %.2f ms of CPU per sample as CPU work and "
+                           "%.2f ms off the CPU as a sleep, beside stoker's threads (the run's %.2f ms waiting for a "
+                           "core left to the probe's own contention: the cores the workers took are free for it)",
+                           1e3 * consumer.cpu_per_sample_s, 1e3 * consumer.sleep_per_sample_s, 1e3 * v->step_runq_s)
+                     : fmt("the loop's step replayed after each batch: %.2f ms per sample %s (its wait for a core not "
+                           "measured: the cores the workers took from it are not in the prediction)",
+                           1e3 * consumer.step_per_sample_s, consumer.busy ? "as CPU work" : "as a sleep");
+  // The port (or stoker.Loader), predicted at the probe's own rate: stoker's
+  // threads on the script's pipeline with the step replayed, on this machine
+  // as loaded now.
+  auto port_suggestion = [&](const Cost& c, const std::string& tail) {
+    const LoadScale load = load_scale(m, c);
+    add(v, (!port_action.empty() ? port_action
+                                 : fmt("stoker.Loader(%s, ...) instead of the DataLoader",
+                                       info.contains("root") ? ("'" + info.value("root", std::string()) + "'").c_str()
+                                                             : "files")) +
+               tail,
+        c.rate,
+        fmt("stoker measured here at %.0f samples/s (quartiles %.0f-%.0f) on %zu of the same files (%s, %d thread%s, "
+            "batches of %zu), %s; its threads used %.2f ms of CPU per sample%s",
+            c.rate, c.rate_lo, c.rate_hi, c.records, pipeline.c_str(), port_threads, port_threads == 1 ? "" : "s",
+            batch_size > 0 ? batch_size : 64, replayed.c_str(), 1e3 * c.per_sample_s, load.text().c_str()));
+    const double hw = half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds);
+    v->suggestions.back().predicted_lo = v->suggestions.back().predicted_rate * (1 - hw);
+    v->suggestions.back().predicted_hi = v->suggestions.back().predicted_rate * (1 + hw);
+    v->probe_s = c.seconds;
+  };
+  if (v->wait_share - v->wait_runq_share < kInputBoundShare) {
     v->kind = Bottleneck::kCompute;
     add(v, "Speed up the model step: mixed precision, a faster device, a smaller or compiled model", 0,
         fmt("the step is %.0f%% of the loop's time; no input-side change can gain more than %.2fx (all of the wait)",
@@ -795,19 +1009,25 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
     // On a CPU-bound step, the DataLoader's worker processes take cores from it.
     // NOTE: only workers that exist (num_workers > 0): child processes of a
     // num_workers=0 loop are something else of the program's.
-    const double workers_cpu = m.tree_cpu - m.root_cpu;
-    if (m.gpu_util < 0 && nw > 0 && workers_cpu >= 0.25 && v->rate > 0) {
+    // NOTE: a share of the command's CPU too, not cores alone: on a machine
+    // other processes load, the whole command gets few cores.
+    if (m.gpu_util < 0 && nw > 0 && (workers_cpu >= 0.25 || (workers_cpu >= 0.05 && workers_cpu >= 0.15 * m.tree_cpu)) &&
+        v->rate > 0) {
       v->evidence.push_back(fmt("the DataLoader's %d worker process%s used %.2f cores (%.2f ms of CPU per sample), cores "
                                 "the step (on the CPU: no GPU sampled) competes for",
                                 nw, nw == 1 ? "" : "es", workers_cpu, 1e3 * workers_cpu / v->rate));
-      const Cost c = probe && !files.empty() ? measure_files() : Cost{};
-      add(v, port_action.empty() ? "stoker.Loader instead of the DataLoader: less CPU per sample for the input, more for the step"
-                                 : port_action + ": less CPU per sample for the input, more for the step", 0,
-          c.ok ? fmt("stoker measured here at %.2f ms of CPU per sample on %zu of the same files (%s) against the "
-                     "workers' %.2f ms",
-                     1e3 * c.per_sample_s, c.records, pipeline.c_str(), 1e3 * workers_cpu / v->rate)
-               : fmt("the workers' %.2f ms of CPU per sample; not measured with stoker (%s)", 1e3 * workers_cpu / v->rate,
-                     files.empty() ? "no file list from the dataset" : !probe ? "--no-probe" : c.error.c_str()));
+      const std::string tail = ": less CPU per sample for the input, more for the step";
+      const Cost c = probe && !files.empty() && !collate_unprobed ? measure_files() : Cost{};
+      if (c.ok) {
+        port_suggestion(c, tail);
+      } else {
+        add(v, (port_action.empty() ? "stoker.Loader instead of the DataLoader" : port_action) + tail, 0,
+            fmt("the workers' %.2f ms of CPU per sample; not measured with stoker (%s)", 1e3 * workers_cpu / v->rate,
+                files.empty()       ? "no file list from the dataset"
+                : !probe            ? "--no-probe"
+                : collate_unprobed  ? ("the collate_fn " + collate_fn + " would run as Python").c_str()
+                                    : c.error.c_str()));
+      }
     }
     return;
   }
@@ -837,10 +1057,27 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
     }
     v->evidence.push_back(line);
   }
+  if (!storage && collate_share >= kCollateShare) {
+    v->kind = Bottleneck::kCollate;
+    add(v, "Speed up the collate_fn (" + collate_fn + "): " +
+               (collate_custom ? "vectorise it (one torch.stack or torch.cat over the batch rather than work per "
+                                 "sample), or move per-sample work into the dataset's transform"
+                               : "smaller samples (uint8 rather than float32: a quarter of the bytes to stack)"),
+        0,
+        fmt("not predicted: it took %.0f%% of the loading's CPU (%.3f of %.3f ms per sample)", 100 * collate_share,
+            1e3 * collate_cpu, 1e3 * loading_cpu));
+  }
   if (!probe) return;
   if (files.empty()) {
     v->notes.push_back("no measured prediction for stoker: the profiled iterable exposes no file list "
                        "(a torchvision ImageFolder/DatasetFolder dataset does)");
+    return;
+  }
+  if (collate_unprobed) {
+    add(v, port_action.empty() ? "stoker.Loader instead of the DataLoader" : port_action, 0,
+        fmt("not predicted: the collate_fn %s (%.0f%% of the loading's CPU) would run as Python on stoker's threads, "
+            "holding the GIL; the probe does not run it",
+            collate_fn.c_str(), 100 * collate_share));
     return;
   }
   const Cost c = measure_files();
@@ -850,32 +1087,16 @@ void diagnose_profile(const RunFacts& f, const Means& m, const Series& ps, const
   }
   v->evidence.push_back(fmt("the doctor's probe ran %zu of the same files through stoker with %s", c.records,
                             pipeline.c_str()));
-  if (!storage && c.per_sample_s > 0) {
+  if (!storage && c.per_sample_s > 0 && v->kind != Bottleneck::kCollate) {
     v->kind = c.transform_s > c.decode_s ? Bottleneck::kTransform : Bottleneck::kDecode;
     v->evidence.push_back(fmt("the same files through stoker: decode %.0f%%, transform %.0f%% of the work per sample",
                               100 * c.decode_s / c.per_sample_s, 100 * c.transform_s / c.per_sample_s));
   }
-  const Model model{0, v->step_per_sample_s, f.cores};
-  auto at = [&](double rate) {
-    Model mm = model;
-    mm.loader_time = rate > 0 ? 1.0 / rate : 0;
-    return mm.rate(1.0, f.cores / std::max(rate, 1e-9));
-  };
-  add(v, !port_action.empty() ? port_action
-                               : fmt("stoker.Loader(%s, ...) instead of the DataLoader",
-                                     info.contains("root") ? ("'" + info.value("root", std::string()) + "'").c_str() : "files"),
-      at(c.rate),
-      fmt("stoker measured here at %.0f samples/s (quartiles %.0f-%.0f) on %zu of the same files (%s, %d threads); the "
-          "loop's step is %.2f ms per sample",
-          c.rate, c.rate_lo, c.rate_hi, c.records, pipeline.c_str(), f.cores, 1e3 * v->step_per_sample_s));
+  port_suggestion(c, "");
   if (!unported.empty()) {
     v->notes.push_back("not in the prediction: " + unported + " would run as Python on stoker's threads (stoker has "
                        "no exact kernel for it); the probe timed stoker's part of the pipeline only");
   }
-  const double hw = half_width(c.rate, c.rate_lo, c.rate_hi, c.rounds);
-  v->suggestions.back().predicted_lo = v->suggestions.back().predicted_rate * (1 - hw);
-  v->suggestions.back().predicted_hi = v->suggestions.back().predicted_rate * (1 + hw);
-  v->probe_s = c.seconds;
 }
 
 // Nothing reported a wait: infer from the samples. The main thread of the
@@ -924,10 +1145,93 @@ const char* bottleneck_name(Bottleneck b) {
     case Bottleneck::kDecode: return "input-bound on decode";
     case Bottleneck::kDecompression: return "input-bound on decompression (.nii.gz)";
     case Bottleneck::kTransform: return "input-bound on transforms";
+    case Bottleneck::kCollate: return "input-bound on collate";
     case Bottleneck::kHostToDevice: return "input-bound on host-to-device copy";
     case Bottleneck::kNoData: return "no data";
   }
   return "?";
+}
+
+bool step_split(const nlohmann::json& snap, double step_per_sample_s, double* cpu, double* runq, double* other) {
+  const auto sc = snap.find("sched");
+  const auto st = snap.find("stats");
+  if (sc == snap.end() || !sc->is_object() || st == snap.end() || !st->is_object()) return false;
+  const auto rq = sc->find("step_runq_s");
+  if (rq == sc->end() || !rq->is_number() || number(*sc, "batches") <= 0) return false;
+  const double step = number(*st, "step_s");
+  if (step <= 0) return false;
+  // Shares of the loop's whole step time, applied to the steady window's step.
+  const double c = std::clamp(number(*sc, "step_cpu_s") / step, 0.0, 1.0);
+  const double r = std::clamp(rq->get<double>() / step, 0.0, 1.0 - c);
+  *cpu = c * step_per_sample_s;
+  *runq = r * step_per_sample_s;
+  *other = std::max(0.0, step_per_sample_s - *cpu - *runq);
+  return true;
+}
+
+double StepModel::share_now() const {
+  if (step_runq < 0 || step_cpu <= 0) return 1.0;
+  return std::clamp(step_cpu / (step_cpu + step_runq), 0.05, 1.0);
+}
+
+double StepModel::others_runnable() const {
+  return other_threads >= 0 ? other_threads : std::min(64.0, std::max(0.0, other_cores) / share_now());
+}
+
+double StepModel::input_runnable(double input_used) const {
+  const double n = std::max(0.0, std::min<double>(input_used, cores)) / share_now();
+  return input_threads > 0 ? std::min<double>(input_threads, n) : n;
+}
+
+double StepModel::step_after(double input_after) const {
+  if (step_runq < 0 || step_cpu < 0) return step;
+  const double s = share_now();
+  // Runnable threads beside the step: other processes' and the input's.
+  auto fair = [&](double input) { return std::min(1.0, cores / (others_runnable() + 1 + input)); };
+  const double fair_after = fair(input_runnable(input_after));
+  // The measured share, moved as the fair share moves (no change: the run's);
+  // at most the fair share itself when other processes' threads were sampled:
+  // a step thread that slept while the loop waited for data got more than its
+  // share on waking, which a step that becomes the bottleneck no longer does.
+  double share = std::min(1.0, s * fair_after / fair(input_runnable(input_cores)));
+  if (other_threads >= 0) share = std::min(share, fair_after);
+  const double off_cpu = std::max(0.0, step - step_cpu - step_runq);
+  return step_cpu / share + off_cpu;
+}
+
+double StepModel::rate(double ratio, double cpu_per_sample) const {
+  const double in_time = loader_time * ratio;
+  const bool split = step_runq >= 0 && step_cpu >= 0;
+  // The input side's CPU (cores) at a loop time of t per sample.
+  auto input_at = [&](double t) {
+    if (t <= 0) return static_cast<double>(cores);
+    return input_cpu > 0 && loader_time > 0 ? input_cores * (cpu_per_sample / input_cpu) * (loader_time / t)
+                                            : cpu_per_sample / t;
+  };
+  // All the cores the loop can have: every core on a quiet machine; with
+  // other processes' threads runnable, the loop's threads' fair share of
+  // them (the step's thread and the input's runnable ones).
+  auto budget = [&](double t) {
+    double capacity = cores;
+    if (split) {
+      const double ours = 1 + input_runnable(input_at(t));
+      capacity = std::min<double>(cores, cores * ours / (others_runnable() + ours));
+    }
+    return (cpu_per_sample + (split ? step_cpu : step) + fetch) / std::max(0.05, capacity);
+  };
+  auto f = [&](double t) { return std::max({in_time, step_after(input_at(t)) + fetch, budget(t)}); };
+  // f never increases with t (a slower loop leaves the step more of the
+  // cores): its fixed point by bisection.
+  double lo = std::max({in_time, (cpu_per_sample + (split ? step_cpu : step) + fetch) / cores,
+                        (split ? step_after(0) : step) + fetch});
+  double hi = std::max({lo, step_after(cores) + fetch, budget(1e-9)});
+  if (lo <= 0 && hi <= 0) return 0;
+  if (f(lo) <= lo) return lo > 0 ? 1.0 / lo : 0;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (f(mid) > mid ? lo : hi) = mid;
+  }
+  return hi > 0 ? 1.0 / hi : 0;
 }
 
 RemoteFacts remote_facts(const nlohmann::json& stats) {
@@ -1047,9 +1351,10 @@ Verdict diagnose(const RunFacts& f, const Probes& probes_in, bool probe) {
     probe_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
-  probes.measure_files = [&](const std::vector<std::string>& files, int t, const std::string& x) {
+  probes.measure_files = [&](const std::vector<std::string>& files, int t, const std::string& x, const Consumer& c,
+                             std::size_t b) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = probes_in.measure_files(files, t, x);
+    auto r = probes_in.measure_files(files, t, x, c, b);
     probe_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
@@ -1057,13 +1362,25 @@ Verdict diagnose(const RunFacts& f, const Probes& probes_in, bool probe) {
   const Series* ls = busiest(f.series, "loader");
   const Series* ps = busiest(f.series, "profile");
   const bool profile_is_stoker = ps && ps->last["info"].value("stoker_loader", false);
+  const Series* timed = nullptr;  // the series the verdict's rate is from
   if (ps && !profile_is_stoker && (!ls || ps->samples() >= ls->samples())) {
     diagnose_profile(f, m, *ps, probes, probe, &v);
+    timed = ps;
   } else if (ls) {
     diagnose_loader(f, m, *ls, ps, probes, probe, &v);
+    timed = profile_is_stoker ? ps : ls;
   } else {
     diagnose_inferred(f, m, &v);
     return v;
+  }
+  // Predictions no probe gave a range (no probe ran: pipes, --no-probe, the
+  // host-to-device rule): the model's error and the run's own noise.
+  for (Suggestion& s : v.suggestions) {
+    if (s.predicted_rate > 0 && s.predicted_lo <= 0) {
+      const double hw = run_half_width(*timed, v.steady);
+      s.predicted_lo = s.predicted_rate * (1 - hw);
+      s.predicted_hi = s.predicted_rate * (1 + hw);
+    }
   }
   v.probe_s = std::max(v.probe_s, probe_s);
   std::stable_sort(v.suggestions.begin(), v.suggestions.end(),

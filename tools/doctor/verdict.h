@@ -19,6 +19,9 @@ namespace stoker::doctor {
 // fetched.
 // kDecompression: decode-bound, and the decoding was mostly inflating
 // gzipped volumes (.nii.gz; stats "volume": Stats::Volume).
+// kCollate: a DataLoader's workers (or, with num_workers=0, the loop's
+// thread) spent at least kCollateShare of their CPU in its collate_fn
+// (timed by the doctor's sitecustomize: the snapshot's "collate").
 enum class Bottleneck {
   kCompute,
   kStorage,
@@ -26,6 +29,7 @@ enum class Bottleneck {
   kDecode,
   kDecompression,
   kTransform,
+  kCollate,
   kHostToDevice,
   kNoData
 };
@@ -55,6 +59,10 @@ struct Verdict {
   std::string consumer;        // which loader / profiled iterable the verdict is about
   double rate = 0;             // samples/s the training loop consumed
   double wait_share = 0;       // of the loop's time, waiting for the next batch
+  // Of the loop's time, inside next() but runnable and not running (waiting
+  // for a core: contention, not the input; part of wait_share). The verdict
+  // counts wait_share - wait_runq_share as waiting for data.
+  double wait_runq_share = 0;
   double step_per_sample_s = 0;
   Steady steady;               // rate, wait_share and step are this window's
   std::vector<std::string> evidence;
@@ -80,7 +88,68 @@ struct Verdict {
   // process and its main thread, its child processes, the rest of the
   // machine.
   double cpu_main_process = 0, cpu_main_thread = 0, cpu_children = 0, cpu_others = 0;
+  // The step per sample split as the consuming thread measured it (the
+  // snapshot's "sched"): its CPU time, its wait for a core (runnable, not
+  // running: the cores taken by the input pipeline and other processes), and
+  // the rest (off the CPU: a GPU, I/O, sleeps). Negative: not measured.
+  double step_cpu_s = -1, step_runq_s = -1, step_other_s = -1;
+  // The input pipeline's CPU that competed with the step (cores: a
+  // DataLoader's worker processes, a stoker loader's threads).
+  double input_cores = 0;
 };
+
+// The step split (Verdict::step_cpu_s...) from a profile snapshot's "sched",
+// applied to `step_per_sample_s` (the steady window's step) by the shares
+// of the whole loop's step time. False when the snapshot has no CPU time
+// or no run-queue wait (a kernel without /proc/thread-self/schedstat).
+bool step_split(const nlohmann::json& snap, double step_per_sample_s, double* cpu, double* runq, double* other);
+
+// The model behind every modelled prediction. The loop overlaps the input
+// side and the step, so it runs at the slower of the two, and no faster than
+// the cores can do both. The step keeps its CPU time and its time off the
+// CPU; its wait for a core follows the machine's contention as the change
+// leaves it, a fair share: when runnable, each thread gets
+// min(1, cores / runnable threads) of a core. The run measured the step's
+// share (its CPU over its CPU plus its wait for a core); other processes'
+// runnable threads are estimated as their CPU over that share, the input's
+// as its CPU over it (at most its threads); a change that makes the input
+// side use other cores changes the step's share in proportion to the fair
+// share (so that no change predicts the run as it was), and, where other
+// processes' runnable threads were sampled, at most the fair share itself
+// (a step thread that slept while the loop waited got more than its share
+// on waking; a step that becomes the bottleneck no longer sleeps). The cores
+// the loop can use at all are its threads' fair share of them (the step's and
+// the input's runnable threads against other processes').
+struct StepModel {
+  double loader_time = 0;  // the loop's time per sample now (input-bound: the input side's)
+  double step = 0;         // the step's time per sample (wall, as measured)
+  int cores = 1;
+  double fetch = 0;        // the consumer's own cost of taking a batch (Python), per sample
+  // The step's split (runq < 0: not measured: the step stays as measured,
+  // and counts as CPU work, an upper bound of its CPU).
+  double step_cpu = -1, step_runq = -1;
+  double input_cores = 0;   // the input pipeline's CPU now, cores
+  double input_cpu = 0;     // and per sample
+  int input_threads = 0;    // its threads or processes (0: not known)
+  double other_cores = 0;   // other processes' CPU now, cores
+  double other_threads = -1;  // and their runnable threads, as sampled (-1: not sampled)
+  // The step's share of a core while runnable, now (1 when not measured).
+  double share_now() const;
+  // Other processes' runnable threads (as sampled, else their CPU over that
+  // share), and the input's at `input_used` cores (over that share, at most
+  // its threads).
+  double others_runnable() const;
+  double input_runnable(double input_used) const;
+  // The step per sample when the input pipeline uses `input_after` cores.
+  double step_after(double input_after) const;
+  // The loop's rate after a change that multiplies the input side's time
+  // per sample by `ratio` and makes its CPU per sample `cpu_per_sample`.
+  double rate(double ratio, double cpu_per_sample) const;
+};
+
+// A share of a DataLoader's loading CPU in its collate_fn that makes the
+// verdict "input-bound on collate".
+constexpr double kCollateShare = 0.5;
 
 // A series' name for charts and the report: which loop it is ("DataLoader in
 // train_one_epoch (train.py:40)", "stoker loader over ...").
@@ -93,7 +162,9 @@ struct Probes {
   // The loader as configured (result 0) and with each change, interleaved.
   std::function<std::vector<Cost>(const LoaderSetup&, const std::vector<Change>&, std::size_t, int)> measure =
       [](const LoaderSetup& s, const std::vector<Change>& c, std::size_t n, int t) { return doctor::measure(s, c, n, t); };
-  std::function<Cost(const std::vector<std::string>&, int, const std::string&)> measure_files = doctor::measure_files;
+  std::function<Cost(const std::vector<std::string>&, int, const std::string&, const Consumer&, std::size_t)>
+      measure_files = [](const std::vector<std::string>& f, int t, const std::string& x, const Consumer& c,
+                         std::size_t b) { return doctor::measure_files(f, t, x, c, b); };
 };
 
 struct RunFacts {

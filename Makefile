@@ -46,8 +46,9 @@ test-cpp:
 test-python:
 	STOKER_BUILD=$(abspath $(BUILD)) PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
 
-# A wheel that stands alone (libjpeg-turbo, libpng, zlib linked in, built
-# PIC from Debian's source packages into build-deps/) in dist/.
+# A wheel that stands alone (libjpeg-turbo, libpng, zlib, libtiff, libwebp,
+# giflib linked in, built PIC from Debian's source packages into build-deps/)
+# in dist/.
 wheel: deps
 	scripts/build_static_deps.sh build-deps
 	rm -rf dist build-wheel/lib.*  # the staged package; build-wheel/temp.*/cmake stays for an incremental build

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Seed corpora for the fuzz targets, one folder per target (fuzz/<name>_fuzz.cc
 reads OUT_DIR/<name>): small tars (stoker, GNU, pax, ustar layouts), index
-sidecars, small JPEG/PNG/.npy images, masks and boxes, volumes (.npy,
+sidecars, small JPEG/PNG/.npy images, BMP/GIF/TIFF/WebP files in their modes
+and layouts, masks and boxes, volumes (.npy,
 NIfTI-1/2, gzipped), COCO instances files, S3 listings, loader states and
 mixtures.
 
@@ -14,6 +15,7 @@ import os
 import struct
 import sys
 import tarfile
+import zlib
 
 import numpy as np
 from PIL import Image
@@ -90,6 +92,85 @@ def volumes(rng):
     v["nii2_f64"] = nifti(rng.standard_normal((2, 3, 4)), version=2)
     v["nii2_u16"] = nifti(rng.integers(0, 60000, (5, 2, 3)).astype(np.uint16), version=2)
     return v
+
+
+def tiled_tiff(arr, tile, deflate):
+    """A tiled RGB TIFF (Pillow writes strips only): uncompressed or Deflate tiles."""
+    h, w, _ = arr.shape
+    tiles = []
+    for y in range(0, h, tile):
+        for x in range(0, w, tile):
+            t = np.zeros((tile, tile, 3), np.uint8)
+            t[:min(tile, h - y), :min(tile, w - x)] = arr[y:y + tile, x:x + tile]
+            tiles.append(zlib.compress(t.tobytes()) if deflate else t.tobytes())
+    data = bytearray(b"II*\0\0\0\0\0")
+    offsets = []
+    for t in tiles:
+        offsets.append(len(data))
+        data += t
+    tags = {256: (4, [w]), 257: (4, [h]), 258: (3, [8, 8, 8]), 259: (3, [8 if deflate else 1]), 262: (3, [2]),
+            277: (3, [3]), 284: (3, [1]), 322: (4, [tile]), 323: (4, [tile]), 324: (4, offsets),
+            325: (4, [len(t) for t in tiles])}
+    ifd_at = len(data)
+    tail_at = ifd_at + 2 + 12 * len(tags) + 4
+    ifd, tail = struct.pack("<H", len(tags)), b""
+    for tag in sorted(tags):
+        typ, values = tags[tag]
+        payload = struct.pack("<" + {3: "H", 4: "I"}[typ] * len(values), *values)
+        if len(payload) <= 4:
+            ifd += struct.pack("<HHI", tag, typ, len(values)) + payload.ljust(4, b"\0")
+        else:
+            ifd += struct.pack("<HHII", tag, typ, len(values), tail_at + len(tail))
+            tail += payload
+    data[4:8] = struct.pack("<I", ifd_at)
+    return bytes(data) + ifd + b"\0\0\0\0" + tail
+
+
+def format_seeds(rng):
+    """Seeds of the per-format image targets: {target: {name: bytes}}."""
+    arr = rng.integers(0, 256, (19, 27, 4), dtype=np.uint8)
+    rgba = Image.fromarray(arr, "RGBA")
+    modes = {"RGB": rgba.convert("RGB"), "RGBA": rgba, "L": rgba.convert("L"), "LA": rgba.convert("LA"),
+             "P": rgba.convert("RGB").quantize(20), "1": rgba.convert("1"),
+             "I16": Image.fromarray(arr[..., 0].astype(np.uint16) * 300, "I;16")}
+
+    def enc(im, fmt, **kw):
+        b = io.BytesIO()
+        im.save(b, fmt, **kw)
+        return b.getvalue()
+
+    seeds = {"bmp": {}, "gif": {}, "tiff": {}, "webp": {}}
+    for m in ("RGB", "RGBA", "L", "P", "1"):
+        seeds["bmp"][m] = enc(modes[m], "BMP")
+    # 16-bit 5-6-5 with a V5 header, top-down; an OS/2 1.x header.
+    px = arr[..., :2].tobytes()
+    rows = b"".join(px[y * 54:(y + 1) * 54].ljust(56, b"\0") for y in range(19))
+    v5 = struct.pack("<iiHHIIiiII", 27, -19, 1, 16, 3, 0, 0, 0, 0, 0) + struct.pack("<IIII", 0xF800, 0x7E0, 0x1F, 0)
+    v5 = v5.ljust(120, b"\0")
+    seeds["bmp"]["v5_565_top_down"] = b"BM" + struct.pack("<IHHI", 138 + len(rows), 0, 0, 138) + \
+        struct.pack("<I", 124) + v5 + rows
+    core = struct.pack("<HHHH", 27, 19, 1, 24)
+    rows24 = b"".join(arr[y, :, :3].tobytes().ljust(84, b"\0") for y in range(19))
+    seeds["bmp"]["os2_24"] = b"BM" + struct.pack("<IHHI", 26 + len(rows24), 0, 0, 26) + struct.pack("<I", 12) + \
+        core + rows24
+    for m in ("P", "L", "RGBA"):
+        seeds["gif"][m] = enc(modes[m], "GIF")
+    seeds["gif"]["animated"] = enc(modes["P"], "GIF", save_all=True, append_images=[modes["L"]], duration=30)
+    seeds["gif"]["transparent"] = enc(modes["P"], "GIF", transparency=2, interlace=False)
+    for m in ("RGB", "RGBA", "L", "LA", "P", "1", "I16"):
+        seeds["tiff"][m] = enc(modes[m], "TIFF")
+    for c in ("tiff_lzw", "tiff_adobe_deflate", "packbits"):
+        seeds["tiff"][c] = enc(modes["RGB"], "TIFF", compression=c, strip_size=400)
+    seeds["tiff"]["jpeg"] = enc(modes["RGB"], "TIFF", compression="jpeg")
+    seeds["tiff"]["cmyk"] = enc(modes["RGB"].convert("CMYK"), "TIFF")
+    seeds["tiff"]["multipage"] = enc(modes["RGB"], "TIFF", save_all=True, append_images=[modes["L"]])
+    seeds["tiff"]["tiled"] = tiled_tiff(arr[..., :3], 16, False)
+    seeds["tiff"]["tiled_deflate"] = tiled_tiff(arr[..., :3], 16, True)
+    for m in ("RGB", "RGBA"):
+        seeds["webp"][f"{m}_lossless"] = enc(modes[m], "WEBP", lossless=True)
+        seeds["webp"][f"{m}_lossy"] = enc(modes[m], "WEBP", quality=70)
+    seeds["webp"]["animated"] = enc(modes["RGB"], "WEBP", save_all=True, append_images=[modes["L"]], duration=30)
+    return seeds
 
 
 def main(out):
@@ -276,6 +357,10 @@ def main(out):
                           samples_per_epoch=2**32 - 1, label_offset={"a": -2**63, "b": 2**63 - 13})._json(),
     }
     write_all(os.path.join(out, "mixture"), seeds)
+
+    # bmp_fuzz, gif_fuzz, tiff_fuzz, webp_fuzz: each format in its modes and layouts (image_format_fuzz.h).
+    for target, seeds in format_seeds(rng).items():
+        write_all(os.path.join(out, target), seeds)
 
     missing = [t for t in targets() if not os.listdir(os.path.join(out, t))]
     if missing:

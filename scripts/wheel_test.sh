@@ -6,7 +6,8 @@
 #      pixels with PIL's, run `stoker --version`, `python -m stoker --version`,
 #      `stoker inspect`, `stoker verify` and `stoker doctor` (its
 #      sitecustomize found in the installed package) from the venv's bin/;
-#   2. `ldd` on the installed extension and CLI: no libjpeg, libpng or libz;
+#   2. `ldd` on the installed extension and CLI: no libjpeg, libpng, libz,
+#      libtiff, libwebp or libgif;
 #   3. a venv where torch cannot be imported: the output="numpy" path;
 #   4. the stubs and py.typed are in the installed package.
 #   scripts/wheel_test.sh WHEEL
@@ -35,7 +36,9 @@ site=$(venv-torch/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["
 echo "wheel_test: no codec libraries in the installed binaries"
 for bin in "$site"/stoker/_stoker*.so "$site/stoker/_bin/stoker"; do
   ldd "$bin" > ldd.txt
-  if grep -E "libjpeg|libpng|libz\.so" ldd.txt; then fail "$(basename "$bin") links a shared codec library"; fi
+  if grep -E "libjpeg|libpng|libz\.so|libtiff|libwebp|libgif" ldd.txt; then
+    fail "$(basename "$bin") links a shared codec library"
+  fi
   if grep -q "not found" ldd.txt; then cat ldd.txt; fail "$(basename "$bin") has a missing library"; fi
 done
 

@@ -1,0 +1,48 @@
+// BMP: a small reader of the uncompressed variants, converted as PIL's
+// Image.open(path).convert("RGB") (Pillow 9.4's BmpImagePlugin).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "decode/image.h"
+#include "decode/pil_convert.h"
+#include "stoker/status.h"
+
+namespace stoker::detail {
+
+// Reads what PIL reads, no more: the OS/2 1.x (12-byte), BITMAPINFOHEADER
+// (40), OS/2 2.x (64), V4 (108) and V5 (124) headers; 1, 4 and 8-bit palette
+// images and 16, 24 and 32-bit ones, uncompressed (BI_RGB) or with one of the
+// bit-field layouts PIL knows (BI_BITFIELDS: 5-5-5 and 5-6-5 at 16 bits,
+// B-G-R at 24, BGRX/XBGR/RGBA and their alpha variants at 32); bottom-up and
+// top-down. Alpha is dropped; 5 and 6-bit fields scale as v * 255 / max.
+// Refused with the reason (kUnsupported): RLE4/RLE8, JPEG and PNG
+// compression, 2 and 64-bit pixels, other headers and bit fields, palettes
+// of more than 256 colours. The pixel data must be all there (PIL raises
+// "image file is truncated" otherwise): checked at open(), before decode.
+// NOTE: as PIL, a palette of two entries, black then white, makes the image
+// 1-bit whatever its depth (PIL's mode "1"), and pixels whose index lies past
+// the palette take PIL's gray ramp.
+class BmpDecoder {
+ public:
+  // Parses the headers and the palette; the size is capped (max_pixels)
+  // before anything else is looked at. `data` is kept until the next open().
+  Status open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height);
+  // Converts only the rows and columns of `region` into buf; *view is the
+  // region. REQUIRES: open() ok.
+  Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+
+ private:
+  const std::uint8_t* pixels_ = nullptr;  // the first stored row
+  int width_ = 0, height_ = 0;
+  bool top_down_ = false;
+  std::size_t stride_ = 0;
+  int bits_ = 0;  // bits per pixel as unpacked (1, 4, 8, 16, 24 or 32)
+  // 16-bit: the 5-6-5 layout (else 5-5-5). 24/32-bit: the byte of R, G, B.
+  bool rgb565_ = false;
+  int r_byte_ = 2, g_byte_ = 1, b_byte_ = 0;
+  PilPalette palette_;
+};
+
+}  // namespace stoker::detail

@@ -260,8 +260,10 @@ as torchvision's default loader does: grayscale replicated to 3 channels,
 palettes applied, alpha and transparency dropped (not composited), CMYK and
 YCCK converted with PIL's formula, 16-bit colour reduced to the high byte of
 each value and 16-bit gray clipped at 255 (as PIL converts each), the first
-frame of an animated GIF or WebP and the first page of a TIFF, EXIF and TIFF
-orientation not applied. The GIL is released while decoding.
+frame of an animated GIF or WebP and the first page of a TIFF; EXIF
+orientation not applied (torchvision's loader does not call exif_transpose),
+a TIFF's Orientation tag applied (PIL's TIFF plugin applies it on load). The
+GIL is released while decoding.
 
 Args:
     source (str, os.PathLike or bytes): the encoded image: bytes, or a path

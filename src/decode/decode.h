@@ -27,8 +27,10 @@ class GifDecoder;
 // replicated, palettes applied, CMYK/YCCK via PIL's formula, alpha and
 // transparency dropped (never composited), 16-bit colour reduced to its high
 // byte and 16-bit gray clipped at 255, as PIL converts each; the first frame
-// or page of animations and multi-page files; EXIF and TIFF orientation not
-// applied (torchvision's loader does not call exif_transpose). The formats:
+// or page of animations and multi-page files; EXIF orientation not applied
+// (torchvision's loader does not call exif_transpose), but a TIFF's
+// Orientation tag applied, as PIL's TIFF plugin applies it when it loads
+// (width() and height() are then the oriented size). The formats:
 // formats.h; each decoder's header states its variants.
 // Reuses its buffers and codec state. Thread-compatible: one per worker.
 class ImageDecoder {

@@ -153,6 +153,14 @@ def format_seeds(rng):
     rows24 = b"".join(arr[y, :, :3].tobytes().ljust(84, b"\0") for y in range(19))
     seeds["bmp"]["os2_24"] = b"BM" + struct.pack("<IHHI", 26 + len(rows24), 0, 0, 26) + struct.pack("<I", 12) + \
         core + rows24
+    # RLE8 and RLE4 (encoded and absolute runs, a delta, end of line, end of bitmap), 8-bit palette.
+    pal = b"".join(bytes([i, (i * 7) % 256, 255 - i, 0]) for i in range(256))
+    for name, comp, row in (("rle8", 1, bytes([5, 3, 0, 3, 7, 8, 9, 0, 0, 2, 2, 0, 3, 1, 0, 0])),
+                            ("rle4", 2, bytes([5, 0x3a, 0, 5, 0x12, 0x34, 0x50, 0, 0, 0]))):
+        data = row * 6 + bytes([0, 1])
+        info = struct.pack("<iiHHIIiiII", 11, 6, 1, 8, comp, len(data), 0, 0, 0, 0)
+        seeds["bmp"][name] = b"BM" + struct.pack("<IHHI", 54 + 1024 + len(data), 0, 0, 54 + 1024) + \
+            struct.pack("<I", 40) + info + pal + data
     for m in ("P", "L", "RGBA"):
         seeds["gif"][m] = enc(modes[m], "GIF")
     seeds["gif"]["animated"] = enc(modes["P"], "GIF", save_all=True, append_images=[modes["L"]], duration=30)

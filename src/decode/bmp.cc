@@ -68,11 +68,13 @@ Status BmpDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_
   if (bits != 1 && bits != 4 && bits != 8 && bits != 16 && bits != 24 && bits != 32) {
     return Status::Unsupported("BMP: " + std::to_string(bits) + " bits per pixel (readable: 1, 4, 8, 16, 24, 32)");
   }
-  if (compression == kRle8 || compression == kRle4) {
-    return Status::Unsupported(std::string("BMP: ") + (compression == kRle8 ? "RLE8" : "RLE4") +
-                               " compression is not supported");
+  rle_ = compression == kRle8 ? 8 : compression == kRle4 ? 4 : 0;
+  if (rle_ && bits > 8) {
+    // NOTE: as PIL, which has no unpacker from RLE's indices to RGB.
+    return Status::Unsupported("BMP: RLE" + std::to_string(rle_) + " compression of " + std::to_string(bits) +
+                               "-bit pixels (readable: RLE of 1, 4 or 8-bit palette images)");
   }
-  if (compression != kRaw && compression != kBitfields) {
+  if (!rle_ && compression != kRaw && compression != kBitfields) {
     return Status::Unsupported("BMP: compression " + std::to_string(compression) +
                                (compression == 4 ? " (JPEG)" : compression == 5 ? " (PNG)" : "") +
                                " is not supported");
@@ -137,9 +139,28 @@ Status BmpDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_
       gray = i * padding + 3 <= n_bytes && p[i * padding] == v && p[i * padding + 1] == v && p[i * padding + 2] == v;
     }
     if (gray) bits_ = n_colors == 2 ? 1 : 8;
+    if (rle_ && bits_ == 1) {
+      // NOTE: as PIL: its mode "1" has no unpacker from RLE's indices.
+      return Status::Unsupported("BMP: RLE" + std::to_string(rle_) + " with a black-and-white palette");
+    }
     pos += n_bytes;
   }
   if (offset == 0) offset = pos;
+  data_ = data;
+  size_ = size;
+  if (rle_) {
+    // RLE: every pixel an index (PIL reads the expanded data as 8-bit "P"
+    // or "L"); how far the data reaches is known only once it is expanded.
+    if (offset >= size) {
+      return Status::Corrupt("BMP: truncated: the RLE data starts at byte " + std::to_string(offset) +
+                             ", past the end of the file (" + std::to_string(size) + " bytes)");
+    }
+    bits_ = 8;
+    pixels_ = data + offset;
+    *width = width_ = static_cast<int>(w);
+    *height = height_ = static_cast<int>(ht);
+    return Status::Ok();
+  }
   stride_ = static_cast<std::size_t>(((w * bits + 31) >> 3) & ~std::uint64_t{3});
   const std::uint64_t row_bytes = (w * static_cast<std::uint64_t>(bits_) + 7) / 8;
   if (row_bytes > stride_) {
@@ -161,12 +182,83 @@ Status BmpDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_
   return Status::Ok();
 }
 
+// PIL's BmpRleDecoder (Pillow 9.4), byte for byte: a flat run of indices
+// (`n` long) grows by encoded runs (clipped at the row's end), absolute runs
+// (not clipped; RLE4 reads n / 2 bytes of two pixels each, so an odd run
+// loses its last pixel), end-of-line (zeros to the next row), delta (right +
+// up rows of zeros, (right, up) read from the two bytes after the delta's
+// own, as Pillow reads them) until it holds width x height indices; end-of-bitmap or
+// the end of the data before that is "not enough image data" in PIL.
+// Indices past the image are dropped, as PIL's raw decoder ignores them.
+Status BmpDecoder::expand_rle() {
+  const std::uint64_t w = static_cast<std::uint64_t>(width_), total = w * static_cast<std::uint64_t>(height_);
+  indices_.assign(static_cast<std::size_t>(total), 0);
+  std::uint64_t n = 0, x = 0;
+  std::size_t pos = static_cast<std::size_t>(pixels_ - data_);
+  auto put = [&](std::uint8_t v) {
+    if (n < total) indices_[static_cast<std::size_t>(n)] = v;
+    ++n;
+  };
+  while (n < total) {
+    if (size_ - pos < 2) break;
+    unsigned count = data_[pos], b = data_[pos + 1];
+    pos += 2;
+    if (count) {  // an encoded run
+      if (x + count > w) count = static_cast<unsigned>(x < w ? w - x : 0);
+      for (unsigned i = 0; i < count; ++i) {
+        put(static_cast<std::uint8_t>(rle_ == 8 ? b : (i % 2 == 0 ? b >> 4 : b & 15)));
+      }
+      x += count;
+    } else if (b == 0) {  // end of line
+      n = (n + w - 1) / w * w;
+      x = 0;
+    } else if (b == 1) {  // end of bitmap
+      break;
+    } else if (b == 2) {  // delta
+      // NOTE: as Pillow 9.4, which reads the delta's two bytes, drops them
+      // and takes the next two as (right, up) (BmpRleDecoder reads twice).
+      if (size_ - pos < 4) break;
+      const std::uint64_t right = data_[pos + 2], up = data_[pos + 3];
+      pos += 4;
+      n += right + up * w;
+      x = n % w;
+    } else {  // an absolute run of b pixels
+      const std::size_t want = rle_ == 8 ? b : b / 2;
+      const std::size_t got = std::min(want, size_ - pos);
+      for (std::size_t i = 0; i < got; ++i) {
+        const std::uint8_t v = data_[pos + i];
+        if (rle_ == 8) {
+          put(v);
+        } else {
+          put(static_cast<std::uint8_t>(v >> 4));
+          put(static_cast<std::uint8_t>(v & 15));
+        }
+      }
+      pos += got;
+      if (got < want) break;
+      x += b;
+      if (pos % 2 != 0) ++pos;  // NOTE: as PIL: aligned by the offset in the file, which may pass its end
+      if (pos > size_) pos = size_;
+    }
+  }
+  if (n < total) {
+    return Status::Corrupt("BMP: the RLE" + std::to_string(rle_) + " data ends after " + std::to_string(n) +
+                           " of the image's " + std::to_string(total) + " pixels (not enough image data)");
+  }
+  return Status::Ok();
+}
+
 Status BmpDecoder::decode(const Box& r, ImageBuffer* buf, ImageView* view) {
+  if (rle_) {
+    if (Status st = expand_rle(); !st.ok()) return st;
+  }
   buf->reset(r.width, r.height);
   const int bytes = bits_ / 8;
+  const std::size_t stride = rle_ ? static_cast<std::size_t>(width_) : stride_;
+  const std::uint8_t* first = rle_ ? indices_.data() : pixels_;
   for (int oy = 0; oy < r.height; ++oy) {
     const int y = r.y + oy;
-    const std::uint8_t* row = pixels_ + stride_ * static_cast<std::size_t>(top_down_ ? y : height_ - 1 - y);
+    const std::uint8_t* row = first + stride * static_cast<std::size_t>(top_down_ ? y : height_ - 1 - y);
     std::uint8_t* out = buf->row(oy);
     for (int x = r.x; x < r.x + r.width; ++x, out += 3) {
       switch (bits_) {

@@ -523,6 +523,43 @@ TEST(BmpTest, SixteenBitFieldsScaleAsPil) {
   EXPECT_EQ(b.rgb, (Bytes{255 / 31, 255, 30 * 255 / 31}));
 }
 
+// RLE8 and RLE4 expand to the indices they code (bottom-up rows; PIL's
+// reading of each code is checked against Pillow in test_formats.py).
+TEST(BmpTest, RunLengthEncodedPalettesExpand) {
+  Bytes palette;
+  for (int i = 0; i < 256; ++i) palette.insert(palette.end(), {static_cast<std::uint8_t>(i), 0, 0, 0});  // B = i
+  // bmp() pads each stored row to its stride: the RLE data goes in as rows of exactly that many bytes.
+  auto rows_of = [](Bytes data, std::size_t stride) {
+    data.resize((data.size() + stride - 1) / stride * stride, 0);
+    std::vector<Bytes> rows;
+    for (std::size_t i = 0; i < data.size(); i += stride) {
+      rows.emplace_back(data.begin() + i, data.begin() + i + stride);
+    }
+    return rows;
+  };
+  // 5x2: stored row 0 (the image's bottom): run of 2 of index 9, absolute [4, 5, 6] (padded to a word), end of
+  // line; stored row 1: run of 5 of index 200, end of bitmap.
+  const Bytes rle8 = {2, 9, 0, 3, 4, 5, 6, 0, 0, 0, 5, 200, 0, 1};
+  Rgb img = decode_ok(bmp(5, 2, 8, rows_of(rle8, 8), 1, palette));
+  ASSERT_EQ(img.width, 5);
+  const int want8[2][5] = {{200, 200, 200, 200, 200}, {9, 9, 4, 5, 6}};
+  for (int y = 0; y < 2; ++y) {
+    for (int x = 0; x < 5; ++x) {
+      EXPECT_EQ(img.rgb[static_cast<std::size_t>((y * 5 + x) * 3 + 2)], want8[y][x]) << x << "," << y;
+    }
+  }
+  // RLE4: a run alternates the byte's two nibbles; absolute [1, 2, 3, 4]; end of line; run of 5 of 0xF0.
+  const Bytes rle4 = {5, 0xAB, 0, 0, 0, 4, 0x12, 0x34, 0, 0, 5, 0xF0, 0, 1};
+  Bytes pal16(palette.begin(), palette.begin() + 64);
+  img = decode_ok(bmp(5, 2, 4, rows_of(rle4, 4), 2, pal16));
+  const int want4[2][5] = {{1, 2, 3, 4, 0}, {10, 11, 10, 11, 10}};
+  for (int y = 0; y < 2; ++y) {
+    for (int x = 0; x < 5; ++x) {
+      EXPECT_EQ(img.rgb[static_cast<std::size_t>((y * 5 + x) * 3 + 2)], want4[y][x]) << x << "," << y;
+    }
+  }
+}
+
 TEST(BmpTest, BadHeadersAreRefusedWithTheReason) {
   const std::vector<Bytes> rows(4, Bytes(33, 7));
   Bytes odd_masks;
@@ -541,8 +578,12 @@ TEST(BmpTest, BadHeadersAreRefusedWithTheReason) {
   } cases[] = {
       {Bytes{'B', 'M', 1, 2, 3}, Code::kCorrupt, "BMP: truncated header"},
       {bmp(11, 4, 24, rows, 0, {}, 52), Code::kUnsupported, "info header of 52 bytes"},
-      {bmp(11, 4, 8, rows, 1, Bytes(1024)), Code::kUnsupported, "RLE8"},
-      {bmp(11, 4, 4, rows, 2, Bytes(64)), Code::kUnsupported, "RLE4"},
+      // RLE runs of 7 at the row's end are clipped and the column never returns to 0 without an end-of-line code:
+      // 11 pixels, then nothing (as PIL: "not enough image data").
+      {bmp(11, 4, 8, rows, 1, Bytes(1024)), Code::kCorrupt, "RLE8 data ends after 11 of the image's 44 pixels"},
+      {bmp(11, 4, 4, rows, 2, Bytes(64)), Code::kCorrupt, "RLE4 data ends after 11 of the image's 44 pixels"},
+      {bmp(11, 4, 24, rows, 1), Code::kUnsupported, "RLE8 compression of 24-bit pixels"},
+      {bmp(11, 4, 8, rows, 1, Bytes{0, 0, 0, 0, 255, 255, 255, 0}), Code::kUnsupported, "black-and-white palette"},
       {bmp(11, 4, 24, rows, 4), Code::kUnsupported, "compression 4 (JPEG)"},
       {bmp(11, 4, 2, rows, 0, Bytes(16)), Code::kUnsupported, "2 bits per pixel"},
       {bmp(11, 4, 16, rows, 3, {}, 40, odd_masks), Code::kUnsupported, "bit fields r=0xf00"},

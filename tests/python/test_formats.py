@@ -229,6 +229,33 @@ def bmp_bytes(width, height, bits, rows, *, compression=0, palette=b"", header_s
     return head + struct.pack("<I", header_size) + info + after + palette + pixels
 
 
+def rle_bmp(width, height, bits, ops, *, rle4=False, palette=b"", colors=0, top_down=False, pad_to=None):
+    """An RLE8 (or RLE4) BMP of `ops`, PIL's BmpRleDecoder's vocabulary: ("run", n, byte), ("abs", values) (padded
+    to a 16-bit word as written), ("eol",), ("delta", right, up), ("eob",); or raw bytes."""
+    data = bytearray()
+    for op in ops:
+        if isinstance(op, (bytes, bytearray)):
+            data += op
+        elif op[0] == "run":
+            data += bytes([op[1], op[2]])
+        elif op[0] == "abs":
+            vals = op[1]
+            payload = bytes((vals[i] << 4) | (vals[i + 1] if i + 1 < len(vals) else 0)
+                            for i in range(0, len(vals), 2)) if rle4 else bytes(vals)
+            data += bytes([0, len(vals)]) + payload + (b"\0" if len(payload) % 2 else b"")
+        elif op[0] == "eol":
+            data += b"\0\0"
+        elif op[0] == "delta":
+            data += bytes([0, 2, op[1], op[2]])
+        else:
+            data += b"\0\1"
+    info = struct.pack("<iiHHIIiiII", width, -height if top_down else height, 1, bits, 2 if rle4 else 1, len(data),
+                       2835, 2835, colors, 0)
+    start = 14 + 40 + len(palette) + (pad_to or 0)
+    head = b"BM" + struct.pack("<IHHI", start + len(data), 0, 0, start)
+    return head + struct.pack("<I", 40) + info + palette + bytes(pad_to or 0) + bytes(data)
+
+
 def gif_bytes(screen, palette, frames, background=0):
     """A GIF: `frames` of (x, y, w, h, indices, local palette or None, transparent index or None, interlaced),
     their LZW as literal codes (8-bit code size; a Clear before the table would widen)."""
@@ -486,6 +513,43 @@ def test_bmp_variants_equal_pil(name):
     assert_like_pil(_crafted_bmps()[name](), regions=8)
 
 
+def _rle_bmps():
+    pal = b"".join(bytes([b, g, r, 0]) for r, g, b in RNG.integers(0, 256, (256, 3)))
+    gray = b"".join(bytes([i, i, i, 0]) for i in range(256))
+    w, h = 13, 6
+    row = [("run", 4, 17), ("abs", [3, 250, 9]), ("run", 3, 200), ("abs", [1, 2, 3, 4]), ("eol",)]
+    rle4_row = [("run", 5, 0x3A), ("abs", [1, 2, 3, 4, 5]), ("run", 4, 0xF0), ("eol",)]
+    return {
+        "rle8": lambda: rle_bmp(w, h, 8, row * h + [("eob",)], palette=pal),
+        "rle8-top-down": lambda: rle_bmp(w, h, 8, row * h + [("eob",)], palette=pal, top_down=True),
+        "rle8-gray-palette": lambda: rle_bmp(w, h, 8, row * h + [("eob",)], palette=gray),
+        # A run past the row's end is clipped; an absolute run is not (it spills into the next row).
+        "rle8-long-runs": lambda: rle_bmp(w, h, 8, [("run", 40, 7), ("abs", list(range(20, 40))), ("run", 9, 99),
+                                                    ("eol",)] * h, palette=pal),
+        # Pillow 9.4 reads a delta's two bytes, drops them and takes the next two as (right, up): here the delta
+        # (4, 2) is followed by the bytes (3, 1) that Pillow moves by.
+        "rle8-delta": lambda: rle_bmp(w, h, 8, [("run", 3, 5), ("delta", 4, 2), bytes([3, 1]), ("run", 2, 6), ("eol",)]
+                                      + row * h, palette=pal),
+        # Word alignment follows the offset in the file: at an odd data offset, the first row's absolute run of 3
+        # ends on an even offset and takes no padding byte; every later row's does.
+        "rle8-odd-offset": lambda: rle_bmp(w, h, 8, [bytes([4, 17, 0, 3, 9, 8, 7]) + b"\0" * (y > 0) +
+                                                     bytes([6, 5, 0, 0]) for y in range(h)], palette=pal, pad_to=1),
+        "rle8-4bit-file": lambda: rle_bmp(w, h, 4, row * h, palette=pal[:64], colors=16),
+        "rle4": lambda: rle_bmp(w, h, 4, rle4_row * h + [("eob",)], rle4=True, palette=pal[:64]),
+        "rle4-odd-absolute": lambda: rle_bmp(w, h, 4, [("abs", [1, 2, 3]), ("run", 11, 0x45), ("eol",)] * h,
+                                             rle4=True, palette=pal[:64]),
+        "rle4-8bit-file": lambda: rle_bmp(w, h, 8, rle4_row * h, rle4=True, palette=pal),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_rle_bmps()))
+def test_rle_bmp_equals_pil(name):
+    """RLE8/RLE4 BMPs, which PIL opens (BmpRleDecoder), quirks included."""
+    data = _rle_bmps()[name]()
+    assert Image.open(io.BytesIO(data)).tile[0][0] == "bmp_rle"
+    assert_like_pil(data, regions=8)
+
+
 def _crafted_gifs():
     pal = [tuple(int(v) for v in c) for c in RNG.integers(0, 256, (16, 3))]
     idx = [int(v) for v in RNG.integers(0, 16, 23 * 17)]
@@ -719,7 +783,16 @@ def _bad_files():
         "offset-past-the-end.bmp": (bmp_bytes(11, 4, 24, rows, offset=1 << 20), "corrupt", "BMP: truncated"),
         "lying-size.bmp": (_patched(bmp_bytes(11, 4, 24, rows), 18, struct.pack("<i", 0x7FFFFFF0)),
                            "resource_exhausted", "max_image_pixels"),
-        "rle8.bmp": (bmp_bytes(11, 4, 8, rows, compression=1, palette=bytes(1024)), "unsupported", "RLE8"),
+        "rle8-ends-early.bmp": (rle_bmp(11, 4, 8, [("run", 11, 1), ("eol",)] * 3 + [("eob",)], palette=bytes(1024)),
+                                "corrupt", "BMP: the RLE8 data ends after 33 of the image's 44 pixels"),
+        # Without end-of-line codes the column never returns to 0: every run after the first row's is clipped away.
+        "rle8-no-eol.bmp": (rle_bmp(11, 4, 8, [("run", 11, i) for i in range(4)], palette=bytes(1024)), "corrupt",
+                            "not enough image data"),
+        "rle4-truncated.bmp": (rle_bmp(11, 4, 4, [("run", 11, 1), ("eol",)] * 4, rle4=True, palette=bytes(64))[:-3],
+                               "corrupt", "not enough image data"),
+        "rle8-24bit.bmp": (bmp_bytes(11, 4, 24, rows, compression=1), "unsupported", "RLE8 compression of 24-bit"),
+        "rle8-black-white.bmp": (rle_bmp(11, 4, 1, [("run", 11, 1), ("eol",)] * 4, palette=b"\0\0\0\0\xff\xff\xff\0",
+                                         colors=2), "unsupported", "black-and-white palette"),
         "v2-header.bmp": (bmp_bytes(11, 4, 24, rows, header_size=52), "unsupported", "info header of 52 bytes"),
         "palette-of-300.bmp": (bmp_bytes(11, 4, 8, rows, palette=bytes(4 * 300), colors=300), "unsupported",
                                "a palette of 300 colours"),

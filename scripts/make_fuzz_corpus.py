@@ -231,6 +231,7 @@ def main(out):
             os.replace(path + ".idx", os.path.join(out, "index", fname + ".idx"))
     open(os.path.join(out, "list", "plain.csv"), "w").write("a/b.jpg,1\n/abs/c.png,0\n")
     open(os.path.join(out, "list", "header.csv"), "w").write("path,label\n# comment\n\n x.jpg , 3 \r\n")
+    open(os.path.join(out, "list", "images_only.csv"), "w").write("image\na.webp\n\"b,c.tif\"\n")
     # fields_fuzz: a mode byte, then a mask (PNG L / P / I;16, .npy) or a boxes member (.npy, JSON).
     fields = {}
     m = rng.integers(0, 6, (9, 13), dtype=np.uint8)

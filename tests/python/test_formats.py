@@ -16,6 +16,7 @@ planar, 16-bit RGB and premultiplied TIFFs; BMP headers and bit fields; GIF fram
 animated WebP whose first frame is offset; 16-bit and out-of-palette PNGs).
 """
 import io
+import json
 import os
 import struct
 import tarfile
@@ -454,6 +455,46 @@ def test_tiled_tiff_region_reads_only_its_tiles():
     np.testing.assert_array_equal(TESTING.decode_region(bad, 20, 20, 30, 30), pil_rgb(good)[20:50, 20:50])
 
 
+def test_striped_tiff_region_reads_only_its_strips():
+    """The same for strips: the first and last strips broken, a region between them decodes."""
+    rgb8 = np.asarray(RGB)
+    good = tiff_bytes(rgb8, 2, rows_per_strip=8, compression=8)
+    bad = bytearray(good)
+    for rows in (rgb8[:8], rgb8[56:]):
+        at = good.index(zlib.compress(rows.tobytes()))
+        bad[at:at + 8] = b"\xff" * 8
+    bad = bytes(bad)
+    with pytest.raises(stoker.SampleError, match="TIFF"):
+        stoker.decode_image(bad)
+    np.testing.assert_array_equal(TESTING.decode_region(bad, 5, 8, 60, 48), pil_rgb(good)[8:56, 5:65])
+
+
+def test_loader_reads_only_the_tiles_its_crops_cover(tmp_path):
+    """Through stoker.Loader: a 16-bit tiled TIFF whose every tile outside the centre is garbage gives
+    CenterCrop's pixels (on_corrupt="raise": nothing failed), equal to PIL's on the intact file."""
+    rgb16 = (np.asarray(RGB.resize((256, 256))).astype(np.uint16) * 257 + 99).astype(np.uint16)
+    good = tiff_bytes(rgb16, 2, tile=(32, 32), compression=8, predictor=2)
+    bad = bytearray(good)
+    ty = tx = 0
+    for ty in range(8):
+        for tx in range(8):
+            if ty in (3, 4) and tx in (3, 4):
+                continue  # the tiles under CenterCrop(64): rows and columns 96..159
+            block = rgb16[ty * 32:(ty + 1) * 32, tx * 32:(tx + 1) * 32].astype("<u2").astype(np.int64)
+            block[:, 1:] -= block[:, :-1].copy()
+            at = good.index(zlib.compress((block % 65536).astype("<u2").tobytes()))
+            bad[at + 2:at + 10] = b"\xff" * 8
+    (tmp_path / "bad.tif").write_bytes(bytes(bad))
+    (tmp_path / "list.csv").write_text("image\nbad.tif\n")
+    with pytest.raises(stoker.SampleError):
+        stoker.decode_image(bytes(bad))
+    loader = stoker.Loader(str(tmp_path / "list.csv"), batch_size=1, transforms=[stoker.CenterCrop(64)], dtype="uint8",
+                           layout="NHWC", on_corrupt="raise")
+    x, _ = next(iter(loader))
+    np.testing.assert_array_equal(x[0].numpy(), pil_rgb(good)[96:160, 96:160])
+    assert loader.stats()["corrupt"] == 0
+
+
 def _crafted_bmps():
     rgb = np.asarray(RGB)[:13, :11]
     h, w = rgb.shape[:2]
@@ -862,3 +903,182 @@ def test_format_table_drives_folders_and_shards():
     assert table["TIFF"]["suffixes"] == ["tif", "tiff"] and table["TIFF"]["region"]
     with pytest.raises(stoker.SampleError, match="not a JPEG, PNG, .npy, WebP, TIFF, BMP or GIF image"):
         stoker.decode_image(b"P6\n1 1\n255\n\0\0\0")  # a .ppm: listed in folders, not decoded
+
+
+# --- 5. every path an image takes: caches, pack, inspect/verify, the doctor, unlabelled lists ----------------------
+
+def _all_formats_list(format_files, tmp_path):
+    """A list file of every saved photo (GIFs included: a list names them, a folder does not)."""
+    return _list_file(tmp_path, format_files)
+
+
+@pytest.mark.parametrize("cache", ["ram", "decoded", "auto"])
+def test_caches_give_the_uncached_batches(format_files, tmp_path, cache):
+    """cache="ram" (encoded bytes, the JPEG rewrite leaving other formats as they are), "decoded" (pixels) and
+    "auto": three epochs each equal cache="mmap"'s, uint8 exact; every record is stored, and later epochs read from
+    the cache (decoded stores a record after the first batch is out: test_cache.py)."""
+    lst = _all_formats_list(format_files, tmp_path)
+    st = [stoker.RandomResizedCrop(40), stoker.RandomHorizontalFlip()]
+
+    def epochs(c):
+        loader = stoker.Loader(lst, batch_size=4, shuffle=True, seed=3, transforms=st, dtype="uint8",
+                               on_corrupt="raise", cache=c, cache_max_side=4096, prefetch=2, threads=2, progress=False)
+        out = []
+        for e in range(3):
+            loader.set_epoch(e)
+            out.append([(x.clone(), y.clone()) for x, y in loader])
+        return out, loader.stats()
+
+    ref, _ = epochs("mmap")
+    got, stats = epochs(cache)
+    for a, b in zip(ref, got):
+        for (xa, ya), (xb, yb) in zip(a, b):
+            assert torch.equal(ya, yb) and torch.equal(xa, xb)
+    assert stats["corrupt"] == 0
+    if cache == "auto":
+        assert stats["cache_mode"] in ("ram", "decoded", "mmap") and stats["cache_auto"]
+    else:
+        assert stats["cache_mode"] == cache
+    if stats["cache_mode"] != "mmap":
+        assert stats["cache_records"] == len(format_files) and stats["cache_hits"] >= len(format_files), stats
+
+
+def _members(path):
+    with tarfile.open(path) as t:
+        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+
+
+def _cli():
+    build = os.environ.get("STOKER_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    cli = os.path.join(build, "tools", "stoker")
+    if not os.path.exists(cli):
+        pytest.skip("the stoker CLI is not built")
+    return cli
+
+
+def _run_cli(*args, check=True):
+    import subprocess
+    out = subprocess.run([_cli(), *map(str, args)], capture_output=True, text=True, timeout=600)
+    if check:
+        assert out.returncode == 0, out.stderr + out.stdout
+    return out
+
+
+def test_pack_keeps_or_reencodes_every_format(format_files, tmp_path):
+    """stoker pack on a list of every format: --keep and --lossless copy each file's bytes under its own suffix
+    (.webp .tif .tiff .bmp .gif .png; only JPEGs are rewritten by --lossless); the default re-encodes to JPEG with
+    the same options as for JPEG sources (quality, subsampling, restart markers: the pixels equal PIL's encode of
+    PIL's decode at those options); --raw stores PIL's pixels; --max-side resizes them as torchvision does.
+    Loading the kept shards gives the list's batches."""
+    lst = _all_formats_list(format_files, tmp_path)
+    by_path = dict(format_files)
+    n = len(format_files)
+    for how in ("--keep", "--lossless"):
+        out = _run_cli("pack", lst, tmp_path / f"k{how[2:]}-%02d.tar", how, "--shard-count", "1").stdout
+        assert f"{n} records in, {n} written, 0 skipped" in out, out
+        m = _members(tmp_path / f"k{how[2:]}-00.tar")
+        suffixes = set()
+        for k in (k for k in m if k.endswith(".json")):
+            meta = json.loads(m[k])
+            key = k[:-len(".json")]
+            image = next(name for name in m if name.startswith(key + ".") and name not in (key + ".json", key + ".cls"))
+            suffix = image[len(key) + 1:]
+            suffixes.add(suffix)
+            # The format's first suffix: a .tiff file's member is .tif.
+            assert suffix == {"tiff": "tif"}.get(meta["path"].rsplit(".", 1)[1], meta["path"].rsplit(".", 1)[1])
+            assert m[image] == open(meta["path"], "rb").read(), (how, image)
+            assert int(m[key + ".cls"]) == by_path[meta["path"]]
+        assert suffixes == {"webp", "tif", "bmp", "gif", "png"}, suffixes
+        shards = str(tmp_path / f"k{how[2:]}-00.tar")
+        st = [stoker.Resize((24, 24))]
+        a = stoker.Loader(lst, batch_size=n, transforms=st, dtype="uint8", on_corrupt="raise")
+        b = stoker.Loader(shards, batch_size=n, transforms=st, dtype="uint8", on_corrupt="raise")
+        pairs_a = sorted((int(y), x.numpy().tobytes()) for xs, ys in a for x, y in zip(xs, ys))
+        pairs_b = sorted((int(y), x.numpy().tobytes()) for xs, ys in b for x, y in zip(xs, ys))
+        assert pairs_a == pairs_b
+
+    out = _run_cli("pack", lst, tmp_path / "q-%02d.tar", "--quality", "88", "--subsampling", "420",
+                   "--shard-count", "1").stdout
+    assert f"{n} records in, {n} written, 0 skipped" in out, out
+    m = _members(tmp_path / "q-00.tar")
+    jpegs = [k for k in m if k.endswith(".jpg")]
+    assert len(jpegs) == n and not any(k.endswith((".webp", ".tif", ".tiff", ".bmp", ".gif", ".png")) for k in m)
+    for k in jpegs:
+        meta = json.loads(m[k[:-4] + ".json"])
+        assert b"\xff\xdd" in m[k], "restart markers, as for JPEG sources"
+        ref = encode(Image.open(meta["path"]).convert("RGB"), "JPEG", quality=88, subsampling=2)
+        np.testing.assert_array_equal(pil_rgb(m[k]), pil_rgb(ref), err_msg=meta["path"])
+
+    _run_cli("pack", lst, tmp_path / "r-%02d.tar", "--raw", "--shard-count", "1")
+    _run_cli("pack", lst, tmp_path / "s-%02d.tar", "--raw", "--max-side", "64", "--shard-count", "1")
+    for name, side in (("r-00.tar", None), ("s-00.tar", 64)):
+        m = _members(tmp_path / name)
+        for k in (k for k in m if k.endswith(".npy")):
+            meta = json.loads(m[k[:-4] + ".json"])
+            img = Image.open(meta["path"]).convert("RGB")
+            ref = np.asarray(img if side is None else F.resize(img, side))
+            np.testing.assert_array_equal(np.load(io.BytesIO(m[k])), ref, err_msg=meta["path"])
+
+
+def test_inspect_and_verify_every_format(format_files, tmp_path):
+    lst = _all_formats_list(format_files, tmp_path)
+    _run_cli("pack", lst, tmp_path / "k-%02d.tar", "--keep", "--shard-count", "1")
+    out = _run_cli("inspect", tmp_path / "k-00.tar").stdout
+    assert f"records: {len(format_files)}" in out
+    for suffix in (".webp", ".tif", ".bmp", ".gif", ".png"):
+        assert suffix in out.split("members by suffix")[1], out
+    assert _run_cli("verify", tmp_path / "k-00.tar").returncode == 0
+    bad = tmp_path / "bad.tar"
+    webp = encode(RGB, "WEBP", quality=80)
+    with tarfile.open(bad, "w") as t:
+        for name, data in (("a.tif", encode(RGB, "TIFF", compression="tiff_lzw")), ("b.webp", webp[:len(webp) // 2]),
+                           ("c.bmp", _rle_bmps()["rle8"]())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    out = _run_cli("verify", bad, check=False)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "BAD record 1 'bad.tar:b'" in out.stdout and "WebP: truncated" in out.stdout, out.stdout
+    assert "'bad.tar:a'" not in out.stdout and "'bad.tar:c'" not in out.stdout
+
+
+def test_doctor_probes_a_dataloader_over_other_formats(format_files, tmp_path):
+    """stoker doctor on a torch DataLoader over an ImageFolder of WebP/TIFF/BMP/PNG files: its probe runs stoker on
+    those files (a measured "stoker.Loader" suggestion, no probe failing on them)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(format_files[0][0]))
+    scenarios = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doctor_scenarios.py")
+    report, js = str(tmp_path / "d.html"), str(tmp_path / "d.json")
+    env = dict(os.environ, PYTHONPATH=os.environ.get("STOKER_PYTHONPATH", os.path.join(
+        os.path.dirname(__file__), "..", "..", "python")))
+    p = subprocess.run([_cli(), "doctor", "-q", "--report", report, "--json", js, "--", sys.executable, scenarios,
+                        "dataloader", root, "--seconds", "4"], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with open(js) as f:
+        r = json.load(f)
+    assert r["verdict"].startswith("input-bound"), p.stdout
+    found = [s for s in r.get("suggestions", []) if "stoker.Loader" in s["action"]]
+    assert found and 0 < found[0]["predicted_lo"] <= found[0]["predicted_rate"], p.stdout
+    assert not any("not measured" in n or "unsupported" in n or "corrupt" in n for n in r.get("notes", [])), r["notes"]
+
+
+def test_list_of_images_alone_is_an_unlabelled_set(format_files, tmp_path):
+    """A list file whose header is `image` alone: every format loads, labels are -1 (the label field's default, as
+    for a shard sample without .cls), and fields=[stoker.Image()] gives batches without a label."""
+    lst = tmp_path / "ssl.csv"
+    lst.write_text("image\n" + "".join(f"{p}\n" for p, _ in format_files))
+    n = len(format_files)
+    loader = stoker.Loader(str(lst), batch_size=n, transforms=[stoker.Resize((20, 20))], dtype="uint8",
+                           on_corrupt="raise")
+    x, y = next(iter(loader))
+    assert y.tolist() == [-1] * n
+    for i, (path, _) in enumerate(format_files):
+        assert torch.equal(x[i], F.pil_to_tensor(F.resize(Image.open(path).convert("RGB"), [20, 20]))), path
+    only = stoker.Loader(str(lst), batch_size=n, transforms=[stoker.Resize((20, 20))], dtype="uint8",
+                         fields=[stoker.Image()], on_corrupt="raise")
+    batch = next(iter(only))
+    assert list(batch) == ["image"] and torch.equal(batch["image"], x)
+    (tmp_path / "bad.csv").write_text("image\na.jpg,3\n")
+    with pytest.raises(ValueError, match="bad.csv:2: expected 1 cells"):
+        stoker.Loader(str(tmp_path / "bad.csv"), batch_size=1)

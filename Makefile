@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data docs demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
+.PHONY: all deps build data docs demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in bench-formats soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
 
 all: build
 
@@ -56,8 +56,9 @@ test-cpp:
 test-python:
 	STOKER_BUILD=$(abspath $(BUILD)) PYTHONPATH=python $(PYTHON) -m pytest -q tests/python
 
-# A wheel that stands alone (libjpeg-turbo, libpng, zlib linked in, built
-# PIC from Debian's source packages into build-deps/) in dist/.
+# A wheel that stands alone (libjpeg-turbo, libpng, zlib, libtiff, libwebp,
+# giflib linked in, built PIC from Debian's source packages into build-deps/)
+# in dist/.
 wheel: deps
 	scripts/build_static_deps.sh build-deps
 	rm -rf dist build-wheel/lib.*  # the staged package; build-wheel/temp.*/cmake stays for an incremental build
@@ -163,6 +164,18 @@ bench-volumes: build
 # Drop-in (issue 33): the torchvision example unmodified vs its two-line port vs native stoker.Loader, also with a Python transform.
 bench-drop-in: build data
 	$(PYTHON) bench/drop_in_bench.py $(DATA) --rounds 3
+
+# Other formats (issue 40): the sample set's crops as lossy WebP and as 16-bit RGB tiled TIFFs of 2048x2048 (tiles of
+# 256, Deflate), stoker against a DataLoader (persistent workers) + PIL, RandomResizedCrop(224), same-round ratios.
+DATA_WEBP ?= $(DATA)-webp
+DATA_TIFF16 ?= $(DATA)-tiff16
+$(DATA_WEBP)/.stoker-sample-complete:
+	$(PYTHON) scripts/make_sample_dataset.py --out $(DATA_WEBP) --format webp --quality 90
+$(DATA_TIFF16)/.stoker-sample-complete:
+	$(PYTHON) scripts/make_sample_dataset.py --out $(DATA_TIFF16) --format tiff16 --size 2048 --tile 256 --per-class 10
+bench-formats: build
+	@$(MAKE) --no-print-directory $(DATA_WEBP)/.stoker-sample-complete $(DATA_TIFF16)/.stoker-sample-complete
+	$(PYTHON) bench/formats_bench.py $(DATA_WEBP) $(DATA_TIFF16) --rounds 3
 
 # Many epochs: batch buffers within their bound, RSS within buffers + slack, fds and threads constant (not part of `make test`).
 soak: build data

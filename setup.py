@@ -3,7 +3,8 @@
 The extension (stoker/_stoker*.so) and the CLI (stoker/_bin/stoker, run by the
 `stoker` command and `python3 -m stoker`) come from one CMake build of the
 tree. Environment:
-  STOKER_STATIC_DEPS=PREFIX  link libjpeg-turbo, libpng and zlib statically
+  STOKER_STATIC_DEPS=PREFIX  link libjpeg-turbo, libpng, zlib, libtiff, libwebp
+                             and giflib statically
                              from PREFIX (scripts/build_static_deps.sh), for a
                              wheel that needs only the C/C++ runtime and numpy
                              (make wheel); default: the system's shared ones.

@@ -2,7 +2,8 @@
 # P/include/stoker, the static libraries under P/lib, a CMake package config
 # (find_package(stoker CONFIG) -> stoker::stoker, stoker::pack) and a
 # pkg-config file (pkg-config --cflags --libs stoker). The libraries are
-# static: their dependencies (libjpeg, libpng, threads) come with the config
+# static: their dependencies (libjpeg, libpng, zlib, libtiff, libwebp, giflib,
+# threads) come with the config
 # and the .pc file. tests/install/install_test.sh builds
 # examples/cmake_package against an installed copy.
 include(CMakePackageConfigHelpers)
@@ -20,6 +21,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/stoker-config.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/stoker-config-version.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/stoker-config.cmake ${PROJECT_BINARY_DIR}/stoker-config-version.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/FindWebP.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/stoker)
 
 # NOTE: the prefix is taken relative to the .pc file, so the file stays right

@@ -1,5 +1,6 @@
 // libFuzzer: JPEG, PNG and .npy header parsing and decoding through stoker's
-// decoder, full image and a region.
+// decoder, full image and a region (any format the bytes sniff as; the
+// per-format targets bmp/gif/tiff/webp_fuzz force theirs).
 #include <cstdint>
 
 #include "decode/decode.h"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds libjpeg-turbo, libpng and zlib as position-independent static
-# libraries, for a wheel that stands alone (make wheel).
+# Builds libjpeg-turbo, libpng, zlib, libtiff (with only its zlib and JPEG
+# codecs), libwebp and giflib as position-independent static libraries, for a
+# wheel that stands alone (make wheel).
 #   scripts/build_static_deps.sh PREFIX
-# Why from source: Debian's own libjpeg.a, libpng16.a and libz.a are built
-# without -fPIC, so no shared object (the Python extension) can link them.
+# Why from source: Debian's own libjpeg.a, libpng16.a, libz.a (and the
+# others) are built without -fPIC, so no shared object (the Python extension)
+# can link them.
 # The sources are Debian 12's source packages of the same libraries, fetched
 # with apt-get source through a private source list (the system's apt
 # configuration is left as it is) and unpacked with Debian's patches; the
@@ -12,7 +14,7 @@
 set -euo pipefail
 prefix=$(realpath -m "${1:?usage: build_static_deps.sh PREFIX}")
 jobs=${JOBS:-$(nproc)}
-packages=(libjpeg-turbo/bookworm libpng1.6/bookworm zlib/bookworm)
+packages=(libjpeg-turbo/bookworm libpng1.6/bookworm zlib/bookworm tiff/bookworm libwebp/bookworm giflib/bookworm)
 stamp="$prefix/.stoker-static-deps"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${packages[*]}" ]; then
   echo "build_static_deps: $prefix is complete"
@@ -53,6 +55,19 @@ command -v nasm > /dev/null || { echo "build_static_deps: nasm is needed for lib
 # (libjpeg-turbo reads a relative CMAKE_INSTALL_LIBDIR against its source folder)
 cmake_static "$(dir_of libjpeg-turbo)" -DENABLE_SHARED=OFF -DENABLE_STATIC=ON -DWITH_TURBOJPEG=OFF -DWITH_SIMD=ON -DCMAKE_INSTALL_LIBDIR="$prefix/lib" \
   -DREQUIRE_SIMD=ON
+# libtiff: the codecs PIL's TIFFs use that need no other library (LZW,
+# PackBits, CCITT, ...) plus zlib's Deflate and libjpeg's JPEG, the two above;
+# the rest (LZMA, ZSTD, WebP, JBIG, LERC) off: such TIFFs are `unsupported`.
+cmake_static "$(dir_of tiff)" -DBUILD_SHARED_LIBS=OFF -Dtiff-tools=OFF -Dtiff-tests=OFF -Dtiff-contrib=OFF \
+  -Dtiff-docs=OFF -Dcxx=OFF -Dzlib=ON -Djpeg=ON -Djpeg12=OFF -Dold-jpeg=OFF -Djbig=OFF -Dlzma=OFF -Dzstd=OFF \
+  -Dwebp=OFF -Dlerc=OFF -Dlibdeflate=OFF -DZLIB_LIBRARY="$prefix/lib/libz.a" -DZLIB_INCLUDE_DIR="$prefix/include" \
+  -DJPEG_LIBRARY="$prefix/lib/libjpeg.a" -DJPEG_INCLUDE_DIR="$prefix/include"
+cmake_static "$(dir_of libwebp)" -DBUILD_SHARED_LIBS=OFF -DWEBP_BUILD_ANIM_UTILS=OFF -DWEBP_BUILD_CWEBP=OFF \
+  -DWEBP_BUILD_DWEBP=OFF -DWEBP_BUILD_GIF2WEBP=OFF -DWEBP_BUILD_IMG2WEBP=OFF -DWEBP_BUILD_VWEBP=OFF \
+  -DWEBP_BUILD_WEBPINFO=OFF -DWEBP_BUILD_WEBPMUX=OFF -DWEBP_BUILD_EXTRAS=OFF
+giflib=$(dir_of giflib)  # its own Makefile; only the static library and its header
+(cd "$giflib" && make -j"$jobs" libgif.a CFLAGS="-O2 -fPIC -std=gnu99 -Wall" > "$giflib.log" &&
+  install -m 644 libgif.a "$prefix/lib/" && install -m 644 gif_lib.h "$prefix/include/")
 rm -rf "$work"
 echo "${packages[*]}" > "$stamp"
-echo "build_static_deps: libjpeg-turbo, libpng, zlib (static, PIC) in $prefix"
+echo "build_static_deps: libjpeg-turbo, libpng, zlib, libtiff, libwebp, giflib (static, PIC) in $prefix"

@@ -9,6 +9,8 @@ PACKAGES=(
   build-essential cmake make pkg-config clang libclang-rt-14-dev
   # codecs
   libjpeg62-turbo-dev libpng-dev
+  # WebP, TIFF and GIF decoding (src/decode/webp.cc, tiff.cc, gif.cc)
+  libwebp-dev libtiff-dev libgif-dev
   # C++ tests, benchmarks, CLI
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   # Python bindings and tests (Debian's python, never PyPI)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Seed corpora for the fuzz targets, one folder per target (fuzz/<name>_fuzz.cc
 reads OUT_DIR/<name>): small tars (stoker, GNU, pax, ustar layouts), index
-sidecars, small JPEG/PNG/.npy images, masks and boxes, volumes (.npy,
+sidecars, small JPEG/PNG/.npy images, BMP/GIF/TIFF/WebP files in their modes
+and layouts, masks and boxes, volumes (.npy,
 NIfTI-1/2, gzipped), COCO instances files, S3 listings, loader states and
 mixtures.
 
@@ -14,6 +15,7 @@ import os
 import struct
 import sys
 import tarfile
+import zlib
 
 import numpy as np
 from PIL import Image
@@ -92,6 +94,93 @@ def volumes(rng):
     return v
 
 
+def tiled_tiff(arr, tile, deflate):
+    """A tiled RGB TIFF (Pillow writes strips only): uncompressed or Deflate tiles."""
+    h, w, _ = arr.shape
+    tiles = []
+    for y in range(0, h, tile):
+        for x in range(0, w, tile):
+            t = np.zeros((tile, tile, 3), np.uint8)
+            t[:min(tile, h - y), :min(tile, w - x)] = arr[y:y + tile, x:x + tile]
+            tiles.append(zlib.compress(t.tobytes()) if deflate else t.tobytes())
+    data = bytearray(b"II*\0\0\0\0\0")
+    offsets = []
+    for t in tiles:
+        offsets.append(len(data))
+        data += t
+    tags = {256: (4, [w]), 257: (4, [h]), 258: (3, [8, 8, 8]), 259: (3, [8 if deflate else 1]), 262: (3, [2]),
+            277: (3, [3]), 284: (3, [1]), 322: (4, [tile]), 323: (4, [tile]), 324: (4, offsets),
+            325: (4, [len(t) for t in tiles])}
+    ifd_at = len(data)
+    tail_at = ifd_at + 2 + 12 * len(tags) + 4
+    ifd, tail = struct.pack("<H", len(tags)), b""
+    for tag in sorted(tags):
+        typ, values = tags[tag]
+        payload = struct.pack("<" + {3: "H", 4: "I"}[typ] * len(values), *values)
+        if len(payload) <= 4:
+            ifd += struct.pack("<HHI", tag, typ, len(values)) + payload.ljust(4, b"\0")
+        else:
+            ifd += struct.pack("<HHII", tag, typ, len(values), tail_at + len(tail))
+            tail += payload
+    data[4:8] = struct.pack("<I", ifd_at)
+    return bytes(data) + ifd + b"\0\0\0\0" + tail
+
+
+def format_seeds(rng):
+    """Seeds of the per-format image targets: {target: {name: bytes}}."""
+    arr = rng.integers(0, 256, (19, 27, 4), dtype=np.uint8)
+    rgba = Image.fromarray(arr, "RGBA")
+    modes = {"RGB": rgba.convert("RGB"), "RGBA": rgba, "L": rgba.convert("L"), "LA": rgba.convert("LA"),
+             "P": rgba.convert("RGB").quantize(20), "1": rgba.convert("1"),
+             "I16": Image.fromarray(arr[..., 0].astype(np.uint16) * 300, "I;16")}
+
+    def enc(im, fmt, **kw):
+        b = io.BytesIO()
+        im.save(b, fmt, **kw)
+        return b.getvalue()
+
+    seeds = {"bmp": {}, "gif": {}, "tiff": {}, "webp": {}}
+    for m in ("RGB", "RGBA", "L", "P", "1"):
+        seeds["bmp"][m] = enc(modes[m], "BMP")
+    # 16-bit 5-6-5 with a V5 header, top-down; an OS/2 1.x header.
+    px = arr[..., :2].tobytes()
+    rows = b"".join(px[y * 54:(y + 1) * 54].ljust(56, b"\0") for y in range(19))
+    v5 = struct.pack("<iiHHIIiiII", 27, -19, 1, 16, 3, 0, 0, 0, 0, 0) + struct.pack("<IIII", 0xF800, 0x7E0, 0x1F, 0)
+    v5 = v5.ljust(120, b"\0")
+    seeds["bmp"]["v5_565_top_down"] = b"BM" + struct.pack("<IHHI", 138 + len(rows), 0, 0, 138) + \
+        struct.pack("<I", 124) + v5 + rows
+    core = struct.pack("<HHHH", 27, 19, 1, 24)
+    rows24 = b"".join(arr[y, :, :3].tobytes().ljust(84, b"\0") for y in range(19))
+    seeds["bmp"]["os2_24"] = b"BM" + struct.pack("<IHHI", 26 + len(rows24), 0, 0, 26) + struct.pack("<I", 12) + \
+        core + rows24
+    # RLE8 and RLE4 (encoded and absolute runs, a delta, end of line, end of bitmap), 8-bit palette.
+    pal = b"".join(bytes([i, (i * 7) % 256, 255 - i, 0]) for i in range(256))
+    for name, comp, row in (("rle8", 1, bytes([5, 3, 0, 3, 7, 8, 9, 0, 0, 2, 2, 0, 3, 1, 0, 0])),
+                            ("rle4", 2, bytes([5, 0x3a, 0, 5, 0x12, 0x34, 0x50, 0, 0, 0]))):
+        data = row * 6 + bytes([0, 1])
+        info = struct.pack("<iiHHIIiiII", 11, 6, 1, 8, comp, len(data), 0, 0, 0, 0)
+        seeds["bmp"][name] = b"BM" + struct.pack("<IHHI", 54 + 1024 + len(data), 0, 0, 54 + 1024) + \
+            struct.pack("<I", 40) + info + pal + data
+    for m in ("P", "L", "RGBA"):
+        seeds["gif"][m] = enc(modes[m], "GIF")
+    seeds["gif"]["animated"] = enc(modes["P"], "GIF", save_all=True, append_images=[modes["L"]], duration=30)
+    seeds["gif"]["transparent"] = enc(modes["P"], "GIF", transparency=2, interlace=False)
+    for m in ("RGB", "RGBA", "L", "LA", "P", "1", "I16"):
+        seeds["tiff"][m] = enc(modes[m], "TIFF")
+    for c in ("tiff_lzw", "tiff_adobe_deflate", "packbits"):
+        seeds["tiff"][c] = enc(modes["RGB"], "TIFF", compression=c, strip_size=400)
+    seeds["tiff"]["jpeg"] = enc(modes["RGB"], "TIFF", compression="jpeg")
+    seeds["tiff"]["cmyk"] = enc(modes["RGB"].convert("CMYK"), "TIFF")
+    seeds["tiff"]["multipage"] = enc(modes["RGB"], "TIFF", save_all=True, append_images=[modes["L"]])
+    seeds["tiff"]["tiled"] = tiled_tiff(arr[..., :3], 16, False)
+    seeds["tiff"]["tiled_deflate"] = tiled_tiff(arr[..., :3], 16, True)
+    for m in ("RGB", "RGBA"):
+        seeds["webp"][f"{m}_lossless"] = enc(modes[m], "WEBP", lossless=True)
+        seeds["webp"][f"{m}_lossy"] = enc(modes[m], "WEBP", quality=70)
+    seeds["webp"]["animated"] = enc(modes["RGB"], "WEBP", save_all=True, append_images=[modes["L"]], duration=30)
+    return seeds
+
+
 def main(out):
     for d in targets():
         os.makedirs(os.path.join(out, d), exist_ok=True)
@@ -142,6 +231,7 @@ def main(out):
             os.replace(path + ".idx", os.path.join(out, "index", fname + ".idx"))
     open(os.path.join(out, "list", "plain.csv"), "w").write("a/b.jpg,1\n/abs/c.png,0\n")
     open(os.path.join(out, "list", "header.csv"), "w").write("path,label\n# comment\n\n x.jpg , 3 \r\n")
+    open(os.path.join(out, "list", "images_only.csv"), "w").write("image\na.webp\n\"b,c.tif\"\n")
     # fields_fuzz: a mode byte, then a mask (PNG L / P / I;16, .npy) or a boxes member (.npy, JSON).
     fields = {}
     m = rng.integers(0, 6, (9, 13), dtype=np.uint8)
@@ -276,6 +366,10 @@ def main(out):
                           samples_per_epoch=2**32 - 1, label_offset={"a": -2**63, "b": 2**63 - 13})._json(),
     }
     write_all(os.path.join(out, "mixture"), seeds)
+
+    # bmp_fuzz, gif_fuzz, tiff_fuzz, webp_fuzz: each format in its modes and layouts (image_format_fuzz.h).
+    for target, seeds in format_seeds(rng).items():
+        write_all(os.path.join(out, target), seeds)
 
     missing = [t for t in targets() if not os.listdir(os.path.join(out, t))]
     if missing:

@@ -2,11 +2,12 @@
 # make check-wheel: builds the self-contained wheel (make wheel) and tests it
 # as a user would, from a directory outside the checkout:
 #   1. a venv that sees Debian's torch: import stoker, iterate a loader over a
-#      small generated folder (JPEG and PNG) with torch output, compare the
+#      small generated folder (JPEG, PNG, WebP, TIFF, BMP) with torch output, compare the
 #      pixels with PIL's, run `stoker --version`, `python -m stoker --version`,
 #      `stoker inspect`, `stoker verify` and `stoker doctor` (its
 #      sitecustomize found in the installed package) from the venv's bin/;
-#   2. `ldd` on the installed extension and CLI: no libjpeg, libpng or libz;
+#   2. `ldd` on the installed extension and CLI: no libjpeg, libpng, libz,
+#      libtiff, libwebp or libgif;
 #   3. a venv where torch cannot be imported: the output="numpy" path;
 #   4. the stubs and py.typed are in the installed package.
 #   scripts/wheel_test.sh WHEEL
@@ -35,22 +36,25 @@ site=$(venv-torch/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["
 echo "wheel_test: no codec libraries in the installed binaries"
 for bin in "$site"/stoker/_stoker*.so "$site/stoker/_bin/stoker"; do
   ldd "$bin" > ldd.txt
-  if grep -E "libjpeg|libpng|libz\.so" ldd.txt; then fail "$(basename "$bin") links a shared codec library"; fi
+  if grep -E "libjpeg|libpng|libz\.so|libtiff|libwebp|libgif" ldd.txt; then
+    fail "$(basename "$bin") links a shared codec library"
+  fi
   if grep -q "not found" ldd.txt; then cat ldd.txt; fail "$(basename "$bin") has a missing library"; fi
 done
 
-echo "wheel_test: a small folder, JPEG and PNG"
+echo "wheel_test: a small folder: JPEG, PNG, WebP, TIFF (LZW; JPEG-in-TIFF: the static libtiff's codecs), BMP"
 /usr/bin/python3 - <<'EOF'
 import os
 import numpy as np
 from PIL import Image
 rng = np.random.default_rng(0)
+savers = [("jpg", dict(quality=90)), ("png", {}), ("webp", dict(quality=80)), ("tif", dict(compression="tiff_lzw")),
+          ("tiff", dict(compression="jpeg", quality=85)), ("bmp", {})]
 for cls in ("cat", "dog"):
     os.makedirs(f"folder/{cls}")
-    for i in range(6):
+    for i, (ext, kw) in enumerate(savers):
         px = rng.integers(0, 256, (24 + 2 * i, 32, 3), dtype=np.uint8)
-        img = Image.fromarray(px)
-        img.save(f"folder/{cls}/{i}.png" if i % 2 else f"folder/{cls}/{i}.jpg", quality=90)
+        Image.fromarray(px).save(f"folder/{cls}/{i}.{ext}", **kw)
 EOF
 
 check_loader='

@@ -122,13 +122,16 @@ std::unique_ptr<Source> open_image_folder(const std::string& root);
 //    cell's text ("7"); an empty cell is kNotFound. A two-column header whose
 //    second column is `label` or whose first row's second cell is an integer
 //    is the `path,label` form above.
+//  - A header of the one column `image` (or `path`): an unlabelled set (for
+//    self-supervised training), one path per row, every label -1.
 // Throws stoker::Error naming the file and line.
 std::unique_ptr<Source> open_list_file(const std::string& path);
 
 // WebDataset-style tar shards: each spec is a path, a brace pattern
 // ("train-{000000..000015}.tar") or a glob. Members are grouped into samples
-// by WebDataset's key rule ("dir/key.ext"); the image is the sample's .jpg,
-// .jpeg, .png or .npy member; the label comes from its .cls member
+// by WebDataset's key rule ("dir/key.ext"); the image is the sample's first
+// member whose suffix names an image format (.jpg, .jpeg, .png, .npy, .webp,
+// .tif, .tiff, .bmp, .gif: decode/formats.h); the label comes from its .cls member
 // (labels = "cls") or an integer field of its .json member
 // (labels = "json:<field>"); -1 when the sample has neither. Each shard is
 // read through its index sidecar `<shard>.idx`, built when missing or stale

@@ -254,11 +254,16 @@ void bind_loader(py::module_& m) {
       py::arg("source"), py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels,
       R"doc(Decode an image to RGB pixels, as PIL's ``Image.open(source).convert("RGB")``.
 
-JPEG, PNG and uint8 .npy images, told apart by their first bytes (not by the
-file name), decoded as stoker.Loader decodes them: grayscale replicated to 3
-channels, alpha dropped (not composited), CMYK and YCCK converted with PIL's
-formula, 16-bit PNG reduced to the high byte of each value. The GIL is
-released while decoding.
+JPEG, PNG, WebP, TIFF, BMP, GIF and uint8 .npy images, told apart by their
+first bytes (not by the file name), decoded as stoker.Loader decodes them and
+as torchvision's default loader does: grayscale replicated to 3 channels,
+palettes applied, alpha and transparency dropped (not composited), CMYK and
+YCCK converted with PIL's formula, 16-bit colour reduced to the high byte of
+each value and 16-bit gray clipped at 255 (as PIL converts each), the first
+frame of an animated GIF or WebP and the first page of a TIFF; EXIF
+orientation not applied (torchvision's loader does not call exif_transpose),
+a TIFF's Orientation tag applied (PIL's TIFF plugin applies it on load). The
+GIL is released while decoding.
 
 Args:
     source (str, os.PathLike or bytes): the encoded image: bytes, or a path
@@ -273,7 +278,7 @@ Returns:
 Raises:
     FileNotFoundError: the path does not exist.
     OSError: the path cannot be read (a directory, no permission).
-    stoker.SampleError: the bytes are not a JPEG, PNG or .npy image, are
+    stoker.SampleError: the bytes are not an image of those formats, are
         corrupt or truncated, are a variant stoker cannot decode, or have
         more than ``max_image_pixels`` pixels. The message starts with the
         path (or "<bytes>") and gives the reason.

@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "decode/decode.h"
+#include "decode/formats.h"
 #include "order/rng.h"
 #include "sample/sample_maker.h"
 #include "stoker/loader.h"
@@ -413,6 +414,52 @@ void bind_testing(py::module_& m) {
       },
       py::arg("transforms"), py::arg("seed"), py::arg("epoch"), py::arg("index"), py::arg("width"), py::arg("height"),
       py::arg("geometric") = false, py::arg("view") = 0, py::arg("copy") = 0);
+
+  // Test hook: the format table (decode/formats.h), one dict per format.
+  hooks.def("formats", [] {
+    py::list out;
+    for (const auto& f : detail::formats()) {
+      py::dict d;
+      d["name"] = f.name;
+      py::list suffixes;
+      for (std::string_view sfx : f.suffixes) suffixes.append(std::string(sfx));
+      d["suffixes"] = suffixes;
+      d["decoded"] = f.decoded;
+      d["sample_member"] = f.sample_member;
+      d["in_folders"] = f.in_folders;
+      d["region"] = f.region;
+      out.append(d);
+    }
+    return out;
+  });
+  // Test hook: ImageDecoder::open, then decode of region (x, y, w, h), as a
+  // worker decodes a crop: HxWx3 uint8 of the region, or SampleError.
+  hooks.def(
+      "decode_region",
+      [](const py::bytes& data, int x, int y, int width, int height, std::uint64_t max_image_pixels) {
+        const std::string bytes = data;
+        detail::ImageDecoder dec;
+        detail::ImageBuffer buf;
+        detail::ImageView view;
+        {
+          py::gil_scoped_release release;
+          Status st = dec.open(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), max_image_pixels);
+          if (st.ok() && (x < 0 || y < 0 || width <= 0 || height <= 0 || x + width > dec.width() ||
+                          y + height > dec.height())) {
+            st = Status::InvalidArgument("decode_region: the region is not inside the " +
+                                         std::to_string(dec.width()) + "x" + std::to_string(dec.height()) + " image");
+          }
+          if (st.ok()) st = dec.decode({x, y, width, height}, &buf, &view);
+          if (!st.ok()) throw Error(st.code(), "<bytes>: " + st.message());
+        }
+        py::array_t<std::uint8_t> out({view.height, view.width, 3});
+        for (int r = 0; r < view.height; ++r) {
+          std::memcpy(out.mutable_data(r), view.row(r), static_cast<std::size_t>(view.width) * 3);
+        }
+        return out;
+      },
+      py::arg("data"), py::arg("x"), py::arg("y"), py::arg("width"), py::arg("height"),
+      py::arg("max_image_pixels") = LoaderOptions{}.max_image_pixels);
 }
 
 }  // namespace stoker::python

@@ -33,7 +33,7 @@ Example:
     ...     stoker.decode_image(b"not an image")
     ... except stoker.SampleError as e:
     ...     print(e)
-    <bytes>: not a JPEG, PNG or .npy image (first bytes: 6e 6f 74 20))doc";
+    <bytes>: not a JPEG, PNG, .npy, WebP, TIFF, BMP or GIF image (first bytes: 6e 6f 74 20))doc";
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

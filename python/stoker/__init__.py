@@ -226,7 +226,10 @@ class Loader:
             with the AWS CLI's environment variables and ~/.aws profiles,
             or "pipe:CMD" for a command printing the shard), or a
             list file of `path,label` lines (or a CSV whose header row names
-            its columns, e.g. `image,mask,label`), or a stoker.Mix of several
+            its columns, e.g. `image,mask,label`; a header of `image` alone
+            lists images without labels: every label is -1, and
+            ``fields=[stoker.Image()]`` leaves the label out of the batch),
+            or a stoker.Mix of several
             data sets drawn with weights (an epoch is then its
             samples_per_epoch draws; order, sharding and resume apply to
             them).

@@ -33,7 +33,8 @@ except ImportError:  # stoker runs without torch (output="numpy")
 
 _Path = Union[str, os.PathLike]
 
-#: torchvision's image extensions (ImageFolder's ``extensions``).
+#: torchvision's image extensions (ImageFolder's ``extensions``), in torchvision's order: the folder suffixes of
+#: stoker's format table (src/decode/formats.cc), which tests/python/test_formats.py checks they equal.
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 

@@ -12,7 +12,8 @@ class Records:
     """Records that Python code returns, one per index, for stoker.Loader and stoker.DataLoader.
 
     Each record is the encoded image (bytes, bytearray or memoryview: JPEG,
-    PNG or .npy, as stoker.Loader reads from files) or a path to one (str
+    PNG, WebP, TIFF, BMP, GIF or .npy, told apart by their first bytes, as
+    stoker.Loader reads from files) or a path to one (str
     or os.PathLike), optionally with a target: ``(image, target)``. stoker
     reads it on its worker threads (the GIL held only while your code runs),
     decodes and transforms it; the target, any Python object, is passed

@@ -3,9 +3,13 @@
 #include <cstring>
 #include <string>
 
+#include "decode/bmp.h"
+#include "decode/gif.h"
 #include "decode/jpeg.h"
 #include "decode/npy.h"
 #include "decode/png.h"
+#include "decode/tiff.h"
+#include "decode/webp.h"
 
 namespace stoker::detail {
 
@@ -23,7 +27,13 @@ std::string describe_magic(const std::uint8_t* data, std::size_t size) {
 }  // namespace
 
 ImageDecoder::ImageDecoder()
-    : jpeg_(std::make_unique<JpegDecoder>()), png_(std::make_unique<PngDecoder>()), npy_(std::make_unique<NpyDecoder>()) {}
+    : jpeg_(std::make_unique<JpegDecoder>()),
+      png_(std::make_unique<PngDecoder>()),
+      npy_(std::make_unique<NpyDecoder>()),
+      webp_(std::make_unique<WebpDecoder>()),
+      tiff_(std::make_unique<TiffDecoder>()),
+      bmp_(std::make_unique<BmpDecoder>()),
+      gif_(std::make_unique<GifDecoder>()) {}
 ImageDecoder::~ImageDecoder() = default;
 
 Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels) {
@@ -35,12 +45,20 @@ Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint6
     case Format::kJpeg: s = jpeg_->open(data, size, &width_, &height_); break;
     case Format::kPng: s = png_->open(data, size, &width_, &height_); break;
     case Format::kNpy: s = npy_->open(data, size, max_pixels, &width_, &height_); break;
+    case Format::kWebp: s = webp_->open(data, size, max_pixels, &width_, &height_); break;
+    case Format::kTiff: s = tiff_->open(data, size, max_pixels, &width_, &height_); break;
+    case Format::kBmp: s = bmp_->open(data, size, max_pixels, &width_, &height_); break;
+    case Format::kGif: s = gif_->open(data, size, max_pixels, &width_, &height_); break;
     case Format::kUnknown:
     case Format::kOther:
       format_ = Format::kUnknown;
-      return Status::Unsupported("not a JPEG, PNG or .npy image (first bytes: " + describe_magic(data, size) + ")");
+      return Status::Unsupported(std::string("not a ") + decoded_formats_text() +
+                                 " image (first bytes: " + describe_magic(data, size) + ")");
   }
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    format_ = Format::kUnknown;  // NOTE: decode() then refuses; no half-open decoder is used
+    return s;
+  }
   std::uint64_t pixels = static_cast<std::uint64_t>(width_) * static_cast<std::uint64_t>(height_);
   if (pixels > max_pixels) {
     jpeg_->close();
@@ -57,6 +75,10 @@ Status ImageDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view
     case Format::kJpeg: return jpeg_->decode(region, buf, view, scale_eighths);
     case Format::kPng: return png_->decode(region, buf, view);
     case Format::kNpy: return npy_->decode(region, buf, view);
+    case Format::kWebp: return webp_->decode(region, buf, view);
+    case Format::kTiff: return tiff_->decode(region, buf, view);
+    case Format::kBmp: return bmp_->decode(region, buf, view);
+    case Format::kGif: return gif_->decode(region, buf, view);
     case Format::kUnknown:
     case Format::kOther: break;
   }
@@ -75,6 +97,15 @@ Status ImageDecoder::open_mask(const std::uint8_t* data, std::size_t size, std::
       format_ = Format::kUnknown;
       return Status::Unsupported("mask: a JPEG; masks must be stored losslessly (PNG or .npy): lossy compression "
                                  "changes class indices at edges");
+    case Format::kWebp:
+    case Format::kTiff:
+    case Format::kBmp:
+    case Format::kGif: {
+      const char* name = format_info(format_).name;
+      format_ = Format::kUnknown;
+      return Status::Unsupported(std::string("mask: a ") + name +
+                                 ", not a PNG or .npy (masks are read as stored from those)");
+    }
     case Format::kUnknown:
     case Format::kOther:
       format_ = Format::kUnknown;

@@ -15,11 +15,23 @@ namespace stoker::detail {
 class JpegDecoder;
 class PngDecoder;
 class NpyDecoder;
+class WebpDecoder;
+class TiffDecoder;
+class BmpDecoder;
+class GifDecoder;
 
 // Decodes one image at a time, in two steps: open() parses the header and
 // gives the size; decode() produces RGB8 pixels of a region of the image,
-// converted as PIL's convert("RGB") does (grayscale replicated, CMYK/YCCK
-// via PIL's formula, alpha dropped, 16-bit reduced to the high byte).
+// exactly as torchvision's default loader, PIL's
+// Image.open(path).convert("RGB"), gives them (Pillow 9.4): grayscale
+// replicated, palettes applied, CMYK/YCCK via PIL's formula, alpha and
+// transparency dropped (never composited), 16-bit colour reduced to its high
+// byte and 16-bit gray clipped at 255, as PIL converts each; the first frame
+// or page of animations and multi-page files; EXIF orientation not applied
+// (torchvision's loader does not call exif_transpose), but a TIFF's
+// Orientation tag applied, as PIL's TIFF plugin applies it when it loads
+// (width() and height() are then the oriented size). The formats:
+// formats.h; each decoder's header states its variants.
 // Reuses its buffers and codec state. Thread-compatible: one per worker.
 class ImageDecoder {
  public:
@@ -36,8 +48,10 @@ class ImageDecoder {
 
   // Decodes the pixels of `region` (clipped to the image) into `buf`; *view
   // is exactly the region. For JPEG only the rows from the region's top to
-  // its bottom are decoded and columns outside it skip the IDCT: the result
-  // is identical to a full decode followed by a crop.
+  // its bottom are decoded and columns outside it skip the IDCT; TIFF reads
+  // only the strips or tiles the region touches, BMP only its rows; the
+  // others decode whole. The result is identical to a full decode followed
+  // by a crop.
   // scale_eighths < 8 (JPEG only): the region is in the coordinates of the
   // image decoded at scale_eighths/8 (libjpeg-turbo DCT scaling, 1/8 to 7/8;
   // that image is ceil(width * scale_eighths / 8) pixels wide).
@@ -63,6 +77,10 @@ class ImageDecoder {
   std::unique_ptr<JpegDecoder> jpeg_;
   std::unique_ptr<PngDecoder> png_;
   std::unique_ptr<NpyDecoder> npy_;
+  std::unique_ptr<WebpDecoder> webp_;
+  std::unique_ptr<TiffDecoder> tiff_;
+  std::unique_ptr<BmpDecoder> bmp_;
+  std::unique_ptr<GifDecoder> gif_;
 };
 
 }  // namespace stoker::detail

@@ -12,7 +12,7 @@
 
 namespace stoker::detail {
 
-enum class Format { kUnknown, kJpeg, kPng, kNpy, kOther };
+enum class Format { kUnknown, kJpeg, kPng, kNpy, kWebp, kTiff, kBmp, kGif, kOther };
 
 struct FormatInfo {
   Format format;
@@ -22,7 +22,7 @@ struct FormatInfo {
   bool sample_member;                        // a shard member of this suffix holds the sample's data
   bool in_folders;                           // an image folder lists it (torchvision's IMG_EXTENSIONS)
   // What its decoder can do (src/decode/README.md):
-  bool region;        // decodes only a region's rows and columns
+  bool region;        // decodes only (the strips, tiles or rows of) a region, not the whole image
   bool dct_scale;     // decodes at 1/8..7/8 scale (DecodeScale::kAuto)
   bool restart_cut;   // with restart markers, starts at the segment a region needs
 };
@@ -39,8 +39,10 @@ Format sniff_format(const std::uint8_t* data, std::size_t size);
 const FormatInfo* format_of_name(std::string_view file_name);
 // A shard member suffix ("jpg", lower case) that holds a sample's data.
 bool is_sample_suffix(std::string_view suffix);
-// ".jpg, .jpeg, .png or .npy": the sample suffixes, for messages.
+// ".jpg, .jpeg, .png, ... or .gif": the sample suffixes, for messages.
 const char* sample_suffixes_text();
+// "JPEG, PNG, .npy, ... or GIF": the formats stoker decodes, for messages.
+const char* decoded_formats_text();
 // A file an image folder lists: torchvision's IMG_EXTENSIONS, so that record
 // i is ImageFolder's sample i (formats stoker cannot decode are listed and
 // counted as unsupported when read).

@@ -37,30 +37,70 @@ std::uint32_t be32(const std::uint8_t* p) {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
 }
 
-// Only trivially destructible locals: libpng errors longjmp out.
+// As PIL's open + convert("RGB"): palette indices through PIL's palette
+// (entries past the file's PLTE are PIL's gray ramp; tRNS ignored), gray
+// replicated, alpha dropped (not composited), 16-bit colour to its high byte,
+// 16-bit gray (PIL's mode "I") clipped at 255. Palette and 16-bit gray images
+// are read whole into `scratch` (as stored, one index or one host-order
+// uint16 per pixel) and converted from there; the rest through libpng's
+// transforms straight into `buf`. Only trivially destructible locals:
+// libpng errors longjmp out.
 bool decode_rgb(png_structp png, png_infop info, MemoryReader* reader, ImageBuffer* buf,
-                std::vector<std::uint8_t*>* rows) {
+                std::vector<std::uint8_t*>* rows, std::vector<std::uint8_t>* scratch, PilPalette* palette) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_read_fn(png, reader, read_from_memory);
   png_read_info(png, info);
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
-  // As PIL's open + convert("RGB"): palette to its colours, transparency
-  // and alpha dropped (not composited), 16-bit to the high byte.
-  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
-  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-  if (depth == 16) png_set_strip_16(png);
-  if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
-  if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+  const bool indexed = color == PNG_COLOR_TYPE_PALETTE;
+  const bool gray16 = color == PNG_COLOR_TYPE_GRAY && depth == 16;
+  if (indexed) {
+    palette->reset();
+    png_colorp entries = nullptr;
+    int n = 0;
+    if (png_get_PLTE(png, info, &entries, &n) && entries) {
+      for (int i = 0; i < n && i < 256; ++i) palette->set(i, entries[i].red, entries[i].green, entries[i].blue);
+    }
+    if (depth < 8) png_set_packing(png);
+  } else if (gray16) {
+    png_set_swap(png);  // NOTE: PNG stores big-endian; read as host-order uint16
+  } else {
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16) png_set_strip_16(png);
+    if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+  }
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
-  if (png_get_rowbytes(png, info) != static_cast<png_size_t>(buf->width) * 3) {
-    png_error(png, "unexpected row size after conversion to RGB");
-  }
+  const std::size_t w = static_cast<std::size_t>(buf->width);
+  const std::size_t bpp = indexed ? 1 : gray16 ? 2 : 3;
+  if (png_get_rowbytes(png, info) != w * bpp) png_error(png, "unexpected row size after conversion to RGB");
   rows->resize(static_cast<std::size_t>(buf->height));
-  for (int y = 0; y < buf->height; ++y) (*rows)[static_cast<std::size_t>(y)] = buf->row(y);
+  if (bpp == 3) {
+    for (int y = 0; y < buf->height; ++y) (*rows)[static_cast<std::size_t>(y)] = buf->row(y);
+    png_read_image(png, rows->data());
+    png_read_end(png, nullptr);
+    return true;
+  }
+  if (scratch->size() < w * bpp * static_cast<std::size_t>(buf->height)) {
+    scratch->resize(w * bpp * static_cast<std::size_t>(buf->height));
+  }
+  for (int y = 0; y < buf->height; ++y) (*rows)[static_cast<std::size_t>(y)] = scratch->data() + w * bpp * y;
   png_read_image(png, rows->data());
   png_read_end(png, nullptr);
+  for (int y = 0; y < buf->height; ++y) {
+    const std::uint8_t* in = (*rows)[static_cast<std::size_t>(y)];
+    std::uint8_t* out = buf->row(y);
+    for (std::size_t x = 0; x < w; ++x, out += 3) {
+      if (indexed) {
+        std::memcpy(out, (*palette)[in[x]], 3);
+      } else {
+        std::uint16_t v;
+        std::memcpy(&v, in + 2 * x, 2);
+        out[0] = out[1] = out[2] = pil_clip16(v);
+      }
+    }
+  }
   return true;
 }
 
@@ -147,7 +187,7 @@ Status PngDecoder::with_reader(Read&& read) {
 Status PngDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view) {
   buf->reset(width_, height_);
   Status st = with_reader([&](png_structp png, png_infop info, MemoryReader* reader) {
-    return decode_rgb(png, info, reader, buf, &rows_);
+    return decode_rgb(png, info, reader, buf, &rows_, &scratch_, &palette_);
   });
   if (!st.ok()) return st;
   *view = ImageView{buf->pixels.data() + region.y * buf->stride + region.x * 3, region.width, region.height,

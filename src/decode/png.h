@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "decode/image.h"
+#include "decode/pil_convert.h"
 #include "stoker/status.h"
 
 namespace stoker::detail {
@@ -14,7 +15,9 @@ class PngDecoder {
  public:
   // Reads the size from the IHDR chunk.
   Status open(const std::uint8_t* data, std::size_t size, int* width, int* height);
-  // Decodes the whole image opened last, then views `region` of it.
+  // Decodes the whole image opened last, then views `region` of it; as PIL's
+  // convert("RGB"): a palette's transparency (tRNS) and alpha dropped, 16-bit
+  // gray clipped at 255 (PIL opens it as "I"), 16-bit colour to its high byte.
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
   // The image opened last as a mask, as stored: gray (8-bit; 1, 2, 4-bit
   // scaled to 8 as PIL's "L"), palette indices (never their colours), or
@@ -30,6 +33,8 @@ class PngDecoder {
   std::size_t size_ = 0;
   int width_ = 0, height_ = 0;
   std::vector<std::uint8_t*> rows_;
+  std::vector<std::uint8_t> scratch_;  // palette indices or 16-bit gray, as stored
+  PilPalette palette_;
 };
 
 }  // namespace stoker::detail

@@ -109,12 +109,8 @@ struct Worker {
 // "mask" holding a PNG -> "mask.png"), or bare for a value ("7").
 std::string member_suffix(const std::string& name, const std::vector<std::uint8_t>& bytes) {
   if (name.find('.') != std::string::npos) return name;
-  switch (detail::sniff_format(bytes.data(), bytes.size())) {
-    case detail::Format::kJpeg: return name + ".jpg";
-    case detail::Format::kPng: return name + ".png";
-    case detail::Format::kNpy: return name + ".npy";
-    default: break;
-  }
+  const detail::Format f = detail::sniff_format(bytes.data(), bytes.size());
+  if (f != detail::Format::kUnknown) return name + "." + std::string(detail::format_info(f).suffixes.front());
   const auto first = std::find_if(bytes.begin(), bytes.end(), [](std::uint8_t c) { return !std::isspace(c); });
   if (first != bytes.end() && (*first == '{' || *first == '[')) return name + ".json";
   return name;

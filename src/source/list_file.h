@@ -13,9 +13,11 @@ namespace stoker::detail {
 
 // `text` holds the list file `name`; relative paths are joined to `base`.
 // Blank lines and `#` lines are skipped; the first other line is a header
-// when its last field is not a non-negative integer. A header of three or
-// more columns (or two, when the second column is not the label) names the
-// columns: each row then has one CSV cell per column, the record's path is
+// when its last field is not a non-negative integer, or when it is `image`
+// (or `path`) alone (images without labels). A header of three or more
+// columns (or two, when the second column is not the label; or that one
+// column) names the columns: each row then has one CSV cell per column, the
+// record's path is
 // the column `image`, else `path`, else the first; the label the column
 // `label` (else -1); the others go to *columns (when given). The format is
 // described at open_list_file() in stoker/source.h. Errors name the file and

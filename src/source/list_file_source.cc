@@ -151,9 +151,22 @@ Status parse_list(const std::string& text, const std::string& name, const std::s
     const bool csv_ok = split_csv(t, &row, &err);
     const std::size_t comma = t.rfind(',');
     if (mode == Mode::kStart) {
+      // A header of one column, `image` (or `path`): images without labels
+      // (label -1), one cell per row. NOTE: only those names: any other
+      // single word may be a file's path, and a list of paths without a
+      // header stays an error rather than a guess.
+      if (comma == std::string::npos && csv_ok && row.size() == 1 && (row[0] == "image" || row[0] == "path")) {
+        header = row;
+        header_line = lineno;
+        if (Status st = name_columns(); !st.ok()) return st;
+        mode = Mode::kNamed;
+        continue;
+      }
       if (comma == std::string::npos) {
-        return Status::InvalidArgument(where() + "expected 'path,label' or a header row, got '" + t.substr(0, 80) +
-                                       "'");
+        return Status::InvalidArgument(where() +
+                                       "expected 'path,label' or a header row ('image' alone for images "
+                                       "without labels), got '" +
+                                       t.substr(0, 80) + "'");
       }
       std::int64_t v = 0;
       if (!parse_label(csv_ok ? row.back() : trim(std::string_view(t).substr(comma + 1)), &v)) {  // a header

@@ -4,7 +4,7 @@
 // of it a schema asks for, is read with one pread. Text, so that it can be
 // read with `less`.
 //
-//   stoker-index 2
+//   stoker-index 3
 //   shard_size 268435456
 //   shard_mtime_ns 1733140000123456789
 //   labels cls                       (or json:<field>)
@@ -16,7 +16,9 @@
 // Keys, suffixes and errors escape '\\', '\t' and '\n'. An empty error field
 // means the record is good; otherwise it says why reading it fails (no image
 // member, bad label). An index of another version (version 1 had no member
-// table) is not read: the shard is indexed again, never misread.
+// table; version 2 was written when only .jpg .jpeg .png .npy members held a
+// sample's image, so a sample of .webp .tif .tiff .bmp or .gif was recorded
+// as having none) is not read: the shard is indexed again, never misread.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +54,7 @@ struct ShardIndex {
   std::vector<IndexRecord> records;
 };
 
-inline constexpr int kIndexVersion = 2;
+inline constexpr int kIndexVersion = 3;
 
 std::string serialize_index(const ShardIndex& index);
 // Strict: any malformed line, count mismatch or checksum mismatch fails.

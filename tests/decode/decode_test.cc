@@ -218,7 +218,7 @@ TEST(DecodeTest, CorruptInputsAreNamedByReason) {
   const std::string text = "just some text\n";
   s = dec.open(reinterpret_cast<const std::uint8_t*>(text.data()), text.size(), 1u << 30);
   EXPECT_EQ(s.code(), Code::kUnsupported);
-  EXPECT_NE(s.message().find("not a JPEG, PNG or .npy"), std::string::npos);
+  EXPECT_NE(s.message().find("not a JPEG, PNG, .npy, WebP, TIFF, BMP or GIF image"), std::string::npos) << s.message();
 
   for (std::size_t cut : {good.size() / 2, good.size() - 2, std::size_t{4}, std::size_t{200}}) {
     s = dec.open(good.data(), cut, 1u << 30);
@@ -254,7 +254,12 @@ TEST(FormatTableTest, SuffixesNameFormatsCaseInsensitively) {
   EXPECT_EQ(format_of_name("x.jpeg")->format, Format::kJpeg);
   EXPECT_EQ(format_of_name("x.Png")->format, Format::kPng);
   EXPECT_EQ(format_of_name("x.npy")->format, Format::kNpy);
-  EXPECT_EQ(format_of_name("x.webp")->format, Format::kOther);
+  EXPECT_EQ(format_of_name("x.webp")->format, Format::kWebp);
+  EXPECT_EQ(format_of_name("x.TIF")->format, Format::kTiff);
+  EXPECT_EQ(format_of_name("x.tiff")->format, Format::kTiff);
+  EXPECT_EQ(format_of_name("x.bmp")->format, Format::kBmp);
+  EXPECT_EQ(format_of_name("x.gif")->format, Format::kGif);
+  EXPECT_EQ(format_of_name("x.ppm")->format, Format::kOther);
   EXPECT_EQ(format_of_name("x.txt"), nullptr);
   EXPECT_EQ(format_of_name("jpg"), nullptr);      // a suffix needs its dot
   EXPECT_EQ(format_of_name("x.ajpg"), nullptr);
@@ -263,21 +268,52 @@ TEST(FormatTableTest, SuffixesNameFormatsCaseInsensitively) {
     EXPECT_TRUE(is_folder_image(f)) << f;
   }
   EXPECT_FALSE(is_folder_image("a.npy"));
-  EXPECT_TRUE(is_sample_suffix("jpg") && is_sample_suffix("npy") && !is_sample_suffix("cls") && !is_sample_suffix("webp"));
-  EXPECT_STREQ(sample_suffixes_text(), ".jpg, .jpeg, .png or .npy");
+  // NOTE: torchvision's IMG_EXTENSIONS has no .gif: folders do not list it (record i stays ImageFolder's sample i).
+  EXPECT_FALSE(is_folder_image("a.gif"));
+  for (const char* s : {"jpg", "jpeg", "png", "npy", "webp", "tif", "tiff", "bmp", "gif"}) {
+    EXPECT_TRUE(is_sample_suffix(s)) << s;
+  }
+  EXPECT_FALSE(is_sample_suffix("cls") || is_sample_suffix("ppm") || is_sample_suffix("TIF"));
+  EXPECT_STREQ(sample_suffixes_text(), ".jpg, .jpeg, .png, .npy, .webp, .tif, .tiff, .bmp or .gif");
+  EXPECT_STREQ(decoded_formats_text(), "JPEG, PNG, .npy, WebP, TIFF, BMP or GIF");
   EXPECT_TRUE(format_info(Format::kJpeg).region && format_info(Format::kJpeg).dct_scale);
   EXPECT_FALSE(format_info(Format::kPng).dct_scale);
+  EXPECT_TRUE(format_info(Format::kTiff).region && format_info(Format::kBmp).region);
+  EXPECT_FALSE(format_info(Format::kGif).region || format_info(Format::kGif).in_folders);
   EXPECT_FALSE(format_info(Format::kOther).decoded);
+  // Each format once: no suffix names two.
+  std::vector<std::string_view> all;
+  for (const auto& f : formats()) all.insert(all.end(), f.suffixes.begin(), f.suffixes.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());
+}
+
+TEST(FormatTableTest, SniffsEachFormatByItsMagicBytes) {
+  struct Case {
+    std::string bytes;
+    Format format;
+  } cases[] = {
+      {std::string("RIFF\x10\0\0\0WEBPVP8L", 16), Format::kWebp}, {std::string("RIFF\x10\0\0\0WAVE", 12), Format::kUnknown},
+      {std::string("II*\0", 4), Format::kTiff},  {std::string("MM\0*", 4), Format::kTiff},
+      {std::string("II+\0", 4), Format::kTiff},  {std::string("MM\0+", 4), Format::kTiff},
+      {std::string("II*", 3), Format::kUnknown}, {"BM", Format::kBmp},
+      {"GIF87a", Format::kGif},                  {"GIF89a", Format::kGif},
+      {"GIF90a", Format::kUnknown},               {"P6\n1 1\n255\n", Format::kUnknown},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(sniff_format(reinterpret_cast<const std::uint8_t*>(c.bytes.data()), c.bytes.size()), c.format)
+        << c.bytes;
+  }
 }
 
 // Bytes of no known format are `unsupported` at open(), and decode() after a
 // failed open never tries another format's decoder.
 TEST(FormatTableTest, UnknownBytesAreUnsupportedNeverDecodedAsPng) {
   ImageDecoder d;
-  const std::uint8_t bmp[] = {'B', 'M', 0x36, 0, 0, 0, 0, 0};
-  Status st = d.open(bmp, sizeof(bmp), 1 << 20);
+  const std::uint8_t ppm[] = {'P', '6', '\n', '1', ' ', '1', 0, 0};
+  Status st = d.open(ppm, sizeof(ppm), 1 << 20);
   EXPECT_EQ(st.code(), Code::kUnsupported);
-  EXPECT_NE(st.message().find("first bytes: 42 4d 36 00"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("first bytes: 50 36 0a 31"), std::string::npos) << st.message();
   ImageBuffer buf;
   ImageView view;
   st = d.decode({0, 0, 1, 1}, &buf, &view);

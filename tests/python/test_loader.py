@@ -183,7 +183,7 @@ def test_corrupt_samples_skipped_and_counted(damaged):
     text = "\n".join(s["corrupt_examples"])
     for name in bad.values():
         assert name in text
-    assert "truncated" in text and "empty file" in text and "not a JPEG, PNG or .npy" in text
+    assert "truncated" in text and "empty file" in text and "not a JPEG, PNG, .npy, WebP, TIFF, BMP or GIF" in text
 
 
 def test_corrupt_samples_raised_in_order(damaged):

@@ -205,6 +205,36 @@ TEST(ListColumnsTest, LegacyTwoColumnHeader) {
   EXPECT_NE(open_error(d.file("d.csv")).find("d.csv:3:"), std::string::npos);
 }
 
+// A header of `image` (or `path`) alone: images without labels (-1), one
+// cell per row (quoted cells may hold commas); a row of two cells is an error
+// naming the line; any other lone word is neither a header nor a path.
+TEST(ListColumnsTest, ImageColumnAloneIsAnUnlabelledSet) {
+  TempDir d;
+  write_file(d.file("ssl.csv"),
+             std::string("# unlabelled\nimage\r\na.webp\n\n\"b,c.tif\"\n") + d.file("abs/d.png") + "\n");
+  auto s = open_source(d.file("ssl.csv"));
+  ASSERT_EQ(s->size(), 3u);
+  EXPECT_EQ(s->key(0), d.file("a.webp"));
+  EXPECT_EQ(s->key(1), d.file("b,c.tif"));
+  EXPECT_EQ(s->key(2), d.file("abs/d.png"));
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(s->label(i), -1);
+  EXPECT_TRUE(s->members(0).empty());
+  EXPECT_EQ(s->describe(), "list file '" + d.file("ssl.csv") + "' (3 records; columns image)");
+  write_file(d.file("path.csv"), std::string("path\nx.jpg\n"));
+  auto p = open_source(d.file("path.csv"));
+  ASSERT_EQ(p->size(), 1u);
+  EXPECT_EQ(p->label(0), -1);
+  write_file(d.file("two.csv"), std::string("image\na.jpg\nb.jpg,3\n"));
+  EXPECT_NE(open_error(d.file("two.csv")).find("two.csv:3: expected 1 cells (image), found 2"), std::string::npos)
+      << open_error(d.file("two.csv"));
+  write_file(d.file("word.csv"), std::string("filename\na.jpg\n"));
+  EXPECT_NE(open_error(d.file("word.csv")).find("word.csv:1: expected 'path,label' or a header row ('image' alone"),
+            std::string::npos)
+      << open_error(d.file("word.csv"));
+  write_file(d.file("empty.csv"), std::string("image\n# nothing\n"));
+  EXPECT_NE(open_error(d.file("empty.csv")).find("lists no records"), std::string::npos);
+}
+
 TEST(ListColumnsTest, ParserWithoutColumnsOutput) {
   std::vector<std::string> paths;
   std::vector<std::int64_t> labels;

@@ -128,7 +128,7 @@ TEST(IndexTest, RoundTripAndTamperDetection) {
   idx.records.push_back({"dir/a\tb", "jpg", 512, 100, 7, "", {{"jpg", 512, 100}, {"seg.png", 1024, 30}, {"cls", 2048, 1}}});
   idx.records.push_back({"c", "", 0, 0, -1, "sample has no image member", {{"t\tx\\y", 3072, 5}}});
   std::string text = serialize_index(idx);
-  EXPECT_EQ(text.rfind("stoker-index 2\n", 0), 0u);
+  EXPECT_EQ(text.rfind("stoker-index " + std::to_string(kIndexVersion) + "\n", 0), 0u);
   ShardIndex back;
   ASSERT_TRUE(parse_index(text, &back).ok());
   ASSERT_EQ(back.records.size(), 2u);
@@ -154,7 +154,7 @@ TEST(IndexTest, RoundTripAndTamperDetection) {
 // accepted, not refused, so that such an index keeps being used rather than the shard indexed again.
 TEST(IndexTest, LeadingZerosReadAsTheirValues) {
   std::string body =
-      "stoker-index 0002\nshard_size 010000\nshard_mtime_ns 00000000000170431860\nlabels cls\nrecords 01\n"
+      "stoker-index 0003\nshard_size 010000\nshard_mtime_ns 00000000000170431860\nlabels cls\nrecords 01\n"
       "k\tjpg\t0512\t00100\t007\t\tjpg\t000512\t0100\n";
   char sum[40];
   std::snprintf(sum, sizeof(sum), "checksum %016llx\n",
@@ -230,7 +230,8 @@ TEST(IndexTest, MembersAreReadByNameAndAnOldIndexIsRebuilt) {
   std::snprintf(sum, sizeof(sum), "checksum %016llx\n", static_cast<unsigned long long>(fnv1a64(v1.data(), v1.size())));
   testing::write_file(shard + ".idx", v1 + sum);
   auto src = open_shards({shard});
-  EXPECT_EQ(slurp(shard + ".idx").rfind("stoker-index 2\n", 0), 0u) << "rebuilt in the current format";
+  EXPECT_EQ(slurp(shard + ".idx").rfind("stoker-index " + std::to_string(kIndexVersion) + "\n", 0), 0u)
+      << "rebuilt in the current format";
   std::vector<std::uint8_t> out;
   ASSERT_TRUE(src->read_member(0, "seg.png", &out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), "MASK-A");

@@ -369,7 +369,12 @@ void step_evidence(Verdict* v, const nlohmann::json& snap, double input_cores, d
   double cpu = 0, runq = 0, other = 0;
   v->input_cores = input_cores;
   if (!step_split(snap, v->step_per_sample_s, &cpu, &runq, &other)) {
-    if (snap.contains("sched")) {
+    // NOTE: "step_runq_s" is null both where the kernel gives no
+    // schedstat and where no batch was sampled; only the first is worth a
+    // note (a loop of a few batches says nothing wrong about the machine).
+    const auto sc = snap.find("sched");
+    if (sc != snap.end() && sc->is_object() && number(*sc, "batches") > 0 &&
+        !(sc->contains("step_runq_s") && (*sc)["step_runq_s"].is_number())) {
       v->notes.push_back("the step's wait for a core was not measured (no /proc/thread-self/schedstat): predictions "
                          "keep the step as measured, the cores the input pipeline took from it included");
     }

@@ -8,21 +8,16 @@ suggests, loaded from its shards).
 
     between_epochs.py DATA [--seconds S] [--fix decoded|shards=PATTERN]
 """
-import argparse
 import os
 import time
 
 import stoker
 
-from common import MEAN, STD, Clock, Step, train
+from common import Clock, MEAN, STD, Step, parse_args, train
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--fix", default="")
-    args = ap.parse_args()
+    args = parse_args()
     source = os.path.join(args.data, "large")
     kw = dict(batch_size=16, shuffle=True, transforms=[
         stoker.RandomResizedCrop(64, scale=(0.5, 1.0)), stoker.RandomHorizontalFlip(), stoker.Normalize(MEAN, STD)])

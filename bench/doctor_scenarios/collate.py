@@ -7,7 +7,6 @@ Python on stoker's threads, which its probe does not time.
 
     collate.py DATA [--seconds S]
 """
-import argparse
 import os
 
 import torch
@@ -15,7 +14,7 @@ import torchvision.transforms as T
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
-from common import Clock, Step, train
+from common import Clock, Step, parse_args, train
 
 
 def collate(samples):
@@ -37,11 +36,7 @@ def collate(samples):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--fix", default="")
-    args = ap.parse_args()
+    args = parse_args()
     clock = Clock(args.seconds)
     ds = ImageFolder(os.path.join(args.data, "small"), transform=T.Compose([
         T.RandomResizedCrop(64, scale=(0.5, 1.0)), T.ToTensor()]))

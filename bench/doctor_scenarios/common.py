@@ -7,6 +7,7 @@ it runs once one of the doctor's suggestions is applied (the port to stoker's Da
 bench/doctor_bench.py from the doctor's own diff instead). Each prints one JSON line: the rate the script's
 own clock measured (samples per second of training, after its first epoch, time between epochs left out).
 """
+import argparse
 import json
 import os
 import time
@@ -14,6 +15,15 @@ import time
 import numpy as np
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def parse_args():
+    """A scenario's command line: DATA [--seconds S] [--fix NAME]."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data")
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--fix", default="")
+    return ap.parse_args()
 
 
 def photo(w, h, seed):

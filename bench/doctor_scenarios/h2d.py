@@ -10,14 +10,13 @@ on the device after it, where it costs microseconds: left out here).
 
     h2d.py DATA [--seconds S] [--fix uint8]
 """
-import argparse
 import os
 import time
 
 import stoker
 import stoker._staging as staging
 
-from common import MEAN, STD, Clock, Step, train
+from common import Clock, MEAN, STD, Step, parse_args, train
 
 LINK_BYTES_PER_S = 1e9
 
@@ -53,11 +52,7 @@ def emulate_link():
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--fix", default="")
-    args = ap.parse_args()
+    args = parse_args()
     emulate_link()
     crop = stoker.RandomResizedCrop(224, scale=(0.25, 1.0))
     kw = dict(batch_size=32, threads=2, transforms=[crop, stoker.Normalize(MEAN, STD)])

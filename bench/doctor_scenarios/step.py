@@ -8,22 +8,17 @@ Fix: the port (the doctor's two-line diff, applied by bench/doctor_bench.py).
 
     step.py DATA [--seconds S]
 """
-import argparse
 import os
 
 import torchvision.transforms as T
 from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
-from common import MEAN, STD, Clock, Step, train
+from common import Clock, MEAN, STD, Step, parse_args, train
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--fix", default="")
-    args = ap.parse_args()
+    args = parse_args()
     clock = Clock(args.seconds)
     ds = ImageFolder(os.path.join(args.data, "medium"), transform=T.Compose([
         T.RandomResizedCrop(64, scale=(0.5, 1.0)), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)]))

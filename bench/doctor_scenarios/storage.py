@@ -8,21 +8,16 @@ and the rate here is after it).
 
     storage.py DATA [--seconds S] [--fix ram|threads=N]
 """
-import argparse
 import os
 import threading
 
 import stoker
 
-from common import MEAN, STD, Clock, Step, feed_pipes, train
+from common import Clock, MEAN, STD, Step, feed_pipes, parse_args, train
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--fix", default="")
-    args = ap.parse_args()
+    args = parse_args()
     stop = threading.Event()
     folder = os.path.join(args.data, "pipes")
     feed_pipes(folder, 0.025, stop)

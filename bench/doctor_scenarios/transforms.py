@@ -7,20 +7,15 @@ microseconds), "decoded" (cache="decoded"), "threads=N".
 
     transforms.py DATA [--seconds S] [--fix uint8|decoded|threads=N]
 """
-import argparse
 import os
 
 import stoker
 
-from common import MEAN, STD, Clock, Step, train
+from common import Clock, MEAN, STD, Step, parse_args, train
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("data")
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--fix", default="")
-    args = ap.parse_args()
+    args = parse_args()
     crop = stoker.RandomResizedCrop(448, scale=(1.0, 1.0))
     kw = dict(batch_size=16, threads=2, transforms=[crop, stoker.Normalize(MEAN, STD)])
     if args.fix == "uint8":

@@ -25,7 +25,8 @@ struct PackOptions {
   // Downscale so the shorter side is at most this (torchvision's Resize(int)
   // rule and PIL's antialiased bilinear); never upscale. 0: keep the size.
   int max_side = 0;
-  // JPEG re-encoding settings.
+  // JPEG re-encoding settings: every source format (JPEG, PNG, WebP, TIFF,
+  // BMP, GIF, .npy) is re-encoded to JPEG with them.
   int quality = 95;
   int subsampling = 444;  // 444 or 420
   // Restart markers on a grid (segments at most 64 px wide) in re-encoded
@@ -33,7 +34,9 @@ struct PackOptions {
   // it instead of every row above it and every column beside it. ~2-4% more
   // bytes.
   bool restart_markers = true;
-  // Copy the original bytes when no resize is needed (lossless pack).
+  // Copy the original bytes when no resize is needed (lossless pack), under
+  // the member suffix of their format (decode/formats.h: .jpg .png .webp
+  // .tif .bmp .gif .npy; a .tiff or .jpeg file's member is .tif or .jpg).
   bool keep = false;
   // When no resize is needed, rewrite JPEGs losslessly: the same quantized
   // coefficients (so the same pixels), optimized Huffman tables and restart

@@ -12,16 +12,6 @@
 
 namespace stoker::testing {
 
-TempDir::TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "stoker-test-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 std::vector<std::uint8_t> test_pixels(int width, int height, std::uint32_t seed) {
   std::vector<std::uint8_t> p(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
   std::uint32_t s = seed * 2654435761u + 1;

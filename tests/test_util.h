@@ -5,18 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "util/temp_dir.h"
+
 namespace stoker::testing {
 
-// A fresh directory under $TMPDIR, removed by the destructor.
-class TempDir {
+// A fresh directory under $TMPDIR, removed by the destructor (util/temp_dir.h).
+class TempDir : public detail::TempDir {
  public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : detail::TempDir("stoker-test") {}
 };
 
 // Deterministic RGB8 pixels: smooth gradients plus seeded noise (photo-like

@@ -35,7 +35,7 @@
 #include "doctor/sampler.h"
 #include "source/remote/transport.h"
 #include "doctor/sweep.h"
-#include "doctor/temp_dir.h"
+#include "util/temp_dir.h"
 #include "doctor/verdict.h"
 #include "util/thread.h"
 
@@ -44,6 +44,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace stoker::doctor;
+using detail::TempDir;
 
 struct DoctorArgs {
   std::vector<std::string> command;

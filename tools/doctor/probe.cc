@@ -16,7 +16,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "doctor/temp_dir.h"
+#include "util/temp_dir.h"
 #include "stoker/loader.h"
 #include "stoker/pack.h"
 #include "stoker/source.h"
@@ -59,6 +59,7 @@ double quantile(std::vector<double> v, double q) {
 }
 
 using Clock = std::chrono::steady_clock;
+using detail::TempDir;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The calling thread's CPU time, in seconds.

@@ -1,19 +1,21 @@
 // A temporary directory, removed with everything in it when it goes out of
-// scope: the doctor's stats channel and its probes' packed samples.
+// scope: the doctor's stats channel and its probes' packed samples, and the
+// C++ tests' fixtures (tests/test_util.h).
 #pragma once
 
 #include <stdlib.h>
 
+#include <cerrno>
 #include <filesystem>
-#include <stdexcept>
 #include <string>
 #include <system_error>
 
-namespace stoker::doctor {
+namespace stoker::detail {
 
 class TempDir {
  public:
-  // `prefix`: the name's start under the system's temporary directory.
+  // `prefix`: the name's start under the system's temporary directory
+  // ($TMPDIR, else /tmp).
   explicit TempDir(const std::string& prefix) {
     std::string t = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
     if (!::mkdtemp(t.data())) {
@@ -28,9 +30,10 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
 
  private:
   std::string path_;
 };
 
-}  // namespace stoker::doctor
+}  // namespace stoker::detail

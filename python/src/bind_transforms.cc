@@ -12,7 +12,7 @@
 #include "stoker/transforms.h"
 #include "transform/pipeline.h"
 #include "transform/transform_defs.h"
-#include "batch/batch_mix.h"
+#include "transform/batch_mix.h"
 #include "transform/resize.h"
 
 namespace py = pybind11;

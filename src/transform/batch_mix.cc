@@ -1,4 +1,4 @@
-#include "batch/batch_mix.h"
+#include "transform/batch_mix.h"
 
 #include <algorithm>
 #include <cstring>

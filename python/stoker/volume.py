@@ -9,7 +9,7 @@ CenterSpatialCrop); before it only SpatialPad and per-voxel intensity
 transforms may come, so that a patch is read without its volume.
 
 Each class carries its parameters to the one definition in C++
-(include/stoker/volume.h, src/transform/volume_defs.cc), which checks them
+(include/stoker/volume.h, src/transform/volume/defs.cc), which checks them
 and says which is wrong.
 """
 from typing import Any, Dict, Optional, Sequence, Tuple, Union

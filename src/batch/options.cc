@@ -17,7 +17,7 @@
 #include "sample/fields/field_def.h"
 #include "stoker/status.h"
 #include "transform/transform_defs.h"
-#include "transform/volume_defs.h"
+#include "transform/volume/defs.h"
 #include "util/util.h"
 
 namespace stoker {

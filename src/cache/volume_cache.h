@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "decode/volume_format.h"
-#include "transform/volume_ops.h"
+#include "transform/volume/ops.h"
 
 namespace stoker::detail {
 

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "decode/volume_format.h"
-#include "transform/volume_resample.h"
+#include "transform/volume/resample.h"
 #include "util/util.h"
 
 namespace stoker::detail {

@@ -18,8 +18,8 @@
 #include "source/mapped_range.h"
 #include "stoker/options.h"
 #include "stoker/stats.h"
-#include "transform/volume_defs.h"
-#include "transform/volume_ops.h"
+#include "transform/volume/defs.h"
+#include "transform/volume/ops.h"
 
 namespace stoker::detail {
 

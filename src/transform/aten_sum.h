@@ -1,7 +1,7 @@
 // torch 1.13's float32 sum order on the CPU (ATen's AVX2 SumKernel.cpp,
 // one thread), for the kernels that must round as torch does: the Gaussian
 // blur's kernel normalisation (gaussian_blur.cc) and the tensor contrast's
-// mean (tensor_ops.cc).
+// mean (functional_tensor.cc).
 #pragma once
 
 #include <algorithm>

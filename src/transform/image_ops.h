@@ -93,7 +93,7 @@ void torchvision_affine_matrix(int width, int height, const double* center, doub
 // torchvision's F.rotate on a PIL image runs), `center` null: the image centre.
 void pil_rotate_matrix(int width, int height, double angle, const double* center, double out[6]);
 
-// --- tensor_ops.cc: the ops of the policies' tables as torchvision 0.14's
+// --- functional_tensor.cc: the ops of the policies' tables as torchvision 0.14's
 // _apply_op runs them on a uint8 *tensor* image (F_t: _blend, the grid_sample
 // warps, the tensor equalize...), which is what AugMix does to a PIL image
 // (it converts it with pil_to_tensor first). In place on an RGB8 image.

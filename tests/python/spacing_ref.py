@@ -1,5 +1,5 @@
 """MONAI's Spacing(pixdim, mode="bilinear" | "nearest") re-implemented in numpy, the reference for
-stoker's src/transform/volume_resample.cc (MONAI cannot be installed here).
+stoker's src/transform/volume/resample.cc (MONAI cannot be installed here).
 
 Read from Project-MONAI/MONAI in the code index:
   - monai/transforms/spatial/array.py @00620d93 (MONAI 1.2-era): Spacing.__init__ defaults

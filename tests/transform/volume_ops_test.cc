@@ -1,4 +1,4 @@
-#include "transform/volume_ops.h"
+#include "transform/volume/ops.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// MONAI Spacing's grid and resampling (src/transform/volume_resample.h) against
+// MONAI Spacing's grid and resampling (src/transform/volume/resample.h) against
 // tests/python/spacing_ref.py. The expected plans were printed by
 //   /usr/bin/python3 tests/python/spacing_ref.py --cases
 // and the expected voxel values by spacing_ref.spacing_ref(...) on the volumes
 // named in each test (the snippet is in the test's comment).
-#include "transform/volume_resample.h"
+#include "transform/volume/resample.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <variant>
 
 #include "order/rng.h"
-#include "transform/volume_defs.h"
+#include "transform/volume/defs.h"
 
 namespace stoker::detail {
 namespace {

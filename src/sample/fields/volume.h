@@ -9,7 +9,7 @@
 
 #include "sample/fields/field.h"
 #include "sample/volume_store.h"
-#include "transform/volume_ops.h"
+#include "transform/volume/ops.h"
 
 namespace stoker::detail {
 

@@ -2,7 +2,7 @@
 // semantics (monai/transforms/croppad/array.py, spatial/array.py,
 // intensity/array.py, transforms/utils.py), on windows read straight from
 // the voxels that hold them.
-#include "transform/volume_ops.h"
+#include "transform/volume/ops.h"
 
 #include <algorithm>
 #include <bit>
@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "transform/volume_defs.h"
+#include "transform/volume/defs.h"
 #include "util/util.h"
 
 namespace stoker::detail {

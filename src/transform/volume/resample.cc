@@ -1,6 +1,6 @@
 // MONAI Spacing's output grid and its trilinear / nearest resampling with
-// padding_mode="border" (see volume_resample.h for the rules and where they come from).
-#include "transform/volume_resample.h"
+// padding_mode="border" (see resample.h for the rules and where they come from).
+#include "transform/volume/resample.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
-// Each volume transform's one definition (volume_defs.cc: a VDef<T> per
+// Each volume transform's one definition (defs.cc: a VDef<T> per
 // alternative of stoker::VolumeTransform): its MONAI name (the options JSON
 // and Python use it), its parameters as JSON both ways with their checks,
 // and what kind of step it is. The Python classes (python/stoker/volume.py)
-// carry the parameters here; the sample path is transform/volume_ops.h.
+// carry the parameters here; the sample path is transform/volume/ops.h.
 #pragma once
 
 #include <array>

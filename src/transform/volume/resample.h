@@ -30,7 +30,7 @@
 #include <array>
 #include <cstdint>
 
-#include "transform/volume_ops.h"
+#include "transform/volume/ops.h"
 
 namespace stoker::detail {
 

@@ -1,9 +1,9 @@
 // The volume transforms' definitions: one VDef<T> per transform (its name,
 // parameter checks, JSON both ways, traits, and its effect on the shape),
 // found through one table. Adding one: its struct in stoker/volume.h, its
-// VDef<T> here, its step in transform/volume_ops.cc, its Python class in
+// VDef<T> here, its step in transform/volume/ops.cc, its Python class in
 // python/stoker/volume.py, its tests.
-#include "transform/volume_defs.h"
+#include "transform/volume/defs.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "stoker/status.h"
-#include "transform/volume_ops.h"
+#include "transform/volume/ops.h"
 #include "util/util.h"
 
 namespace stoker::detail {

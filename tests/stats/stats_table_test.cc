@@ -150,7 +150,8 @@ TEST(StatsTableTest, KeysAreThoseStatsAlwaysHad) {
       "cache_rewrite_cpu_s", "corrupt", "corrupt_by_reason", "thread_errors", "boxes_dropped", "boxes_truncated",
       "corrupt_examples", "per_thread", "mixture", "remote", "volume", "autotune_log"};
   std::vector<std::string> got;
-  for (const auto& [k, v] : nlohmann::ordered_json::parse(filled().to_json()).items()) got.push_back(k);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(filled().to_json());
+  for (const auto& [k, v] : ordered.items()) got.push_back(k);
   EXPECT_EQ(got, want);
   const json j = json::parse(filled().to_json());
   std::set<std::string> remote, volume, thread, mixture;

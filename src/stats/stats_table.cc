@@ -80,9 +80,9 @@ void read_value(const json& v, T* out) {
       *out = x < 0 && std::is_unsigned_v<T> ? 0 : static_cast<T>(x);
     } else if (v.is_number_float()) {  // a snapshot's counter written as a float (1e9)
       const double x = v.get<double>();
-      *out = x <= 0 && std::is_unsigned_v<T> ? 0
+      *out = x <= 0 && std::is_unsigned_v<T>                           ? 0
              : x >= static_cast<double>(std::numeric_limits<T>::max()) ? std::numeric_limits<T>::max()
-                                                                        : static_cast<T>(x);
+                                                                       : static_cast<T>(x);
     }
   } else if constexpr (std::is_same_v<T, std::string>) {
     if (v.is_string()) *out = v.get<std::string>();
@@ -126,7 +126,7 @@ Stat<OwnerOf<M>> group(const char* name, const char* doc, const char* from) {
           [](S& s, const json& v) {
             G g;
             if (v.is_object()) {
-              if constexpr (requires(G& x) { x.active; }) g.active = true;
+              if constexpr (requires(G & x) { x.active; }) g.active = true;
               read(v, &g);
             }
             s.*M = std::move(g);
@@ -214,8 +214,8 @@ const std::vector<Stat<Stats::Remote>>& fields_of<Stats::Remote>() {
                          kRemote),
       stat<&R::retries>("retries", kCounts, "requests",
                         "retried requests by cause: timeout, connect, reset, http_429, http_5xx, pipe", kRemote),
-      stat<&R::fetch_wait_s>("fetch_wait_s", kSeconds, "s", "worker seconds spent waiting for shard bytes not yet arrived",
-                             kRemote),
+      stat<&R::fetch_wait_s>("fetch_wait_s", kSeconds, "s",
+                             "worker seconds spent waiting for shard bytes not yet arrived", kRemote),
       stat<&R::latency_p50_ms>("latency_p50_ms", kGauge, "ms", "median time to a response's first byte", kRemote),
       stat<&R::latency_p99_ms>("latency_p99_ms", kGauge, "ms", "99th percentile of the time to a response's first byte",
                                kRemote),
@@ -228,8 +228,8 @@ const std::vector<Stat<Stats::Remote>>& fields_of<Stats::Remote>() {
       stat<&R::fetched_ahead_bytes>("fetched_ahead_bytes", kBytes, "bytes",
                                     "of bytes_fetched, those fetched for the next epoch while the current one ended",
                                     kRemote),
-      stat<&R::prefetch_log>("prefetch_log", kTextList, "", "each prefetch depth change with the measurements behind it",
-                             kRemote),
+      stat<&R::prefetch_log>("prefetch_log", kTextList, "",
+                             "each prefetch depth change with the measurements behind it", kRemote),
       stat<&R::resident_bytes>("resident_bytes", kBytes, "bytes", "shard bytes held in memory now", kRemote),
       stat<&R::stray_reads>("stray_reads", kCounter, "reads",
                             "reads outside the epoch's plan (one ranged request each)", kRemote),
@@ -348,7 +348,8 @@ const std::vector<Stat<Stats>>& fields_of<Stats>() {
                                            "rewritten records' image bytes before", kCacheService),
       stat<&S::cache_rewrite_bytes_after>("cache_rewrite_bytes_after", kBytes, "bytes",
                                           "rewritten records' image bytes after", kCacheService),
-      stat<&S::cache_rewrite_cpu_s>("cache_rewrite_cpu_s", kSeconds, "s", "CPU seconds the rewrite took", kCacheService),
+      stat<&S::cache_rewrite_cpu_s>("cache_rewrite_cpu_s", kSeconds, "s", "CPU seconds the rewrite took",
+                                    kCacheService),
       // Errors.
       stat<&S::corrupt>("corrupt", kCounter, "samples", "corrupt or unreadable samples", kCorrupt),
       stat<&S::corrupt_by_reason>("corrupt_by_reason", kCounts, "samples", "corrupt samples by reason (code name)",
@@ -364,8 +365,8 @@ const std::vector<Stat<Stats>>& fields_of<Stats>() {
                                  "the first corrupt samples' messages, each naming the file and the reason", kCorrupt),
       // Groups.
       rows<&S::per_thread>("per_thread", "busy seconds and samples per worker thread (index = worker id)", kWorkers),
-      rows<&S::mixture>("mixture", "a mixture's sources: weight share, draws per epoch, samples drawn (empty otherwise)",
-                        kMixture),
+      rows<&S::mixture>(
+          "mixture", "a mixture's sources: weight share, draws per epoch, samples drawn (empty otherwise)", kMixture),
       group<&S::remote>("remote", "remote shards' transfers (null for local data)", kRemote),
       group<&S::volume>("volume", "3D volume reads and the volume cache (null for other schemas)", kVolume),
       stat<&S::autotune_log>("autotune_log", kTextList, "", "each tuner change with the measurements behind it",
@@ -374,7 +375,8 @@ const std::vector<Stat<Stats>>& fields_of<Stats>() {
       python_stat("h2d_s", kSeconds, "s",
                   "device= / pin_memory=: the consumer's seconds staging batches and starting their copies"),
       python_stat("h2d_bytes", kBytes, "bytes", "device= / pin_memory=: bytes copied to the device"),
-      python_stat("python_transforms", kTextList, "", "the transforms that run as Python (empty when all are stoker's)"),
+      python_stat("python_transforms", kTextList, "",
+                  "the transforms that run as Python (empty when all are stoker's)"),
   };
   return t;
 }
@@ -383,15 +385,24 @@ const std::vector<Stat<Stats>>& fields_of<Stats>() {
 
 const char* stat_kind_name(StatKind k) {
   switch (k) {
-    case StatKind::kCounter: return "counter";
-    case StatKind::kGauge: return "gauge";
-    case StatKind::kSeconds: return "seconds";
-    case StatKind::kBytes: return "bytes";
-    case StatKind::kText: return "string";
-    case StatKind::kTextList: return "list of strings";
-    case StatKind::kCounts: return "counts by name";
-    case StatKind::kGroup: return "group";
-    case StatKind::kRows: return "list of groups";
+    case StatKind::kCounter:
+      return "counter";
+    case StatKind::kGauge:
+      return "gauge";
+    case StatKind::kSeconds:
+      return "seconds";
+    case StatKind::kBytes:
+      return "bytes";
+    case StatKind::kText:
+      return "string";
+    case StatKind::kTextList:
+      return "list of strings";
+    case StatKind::kCounts:
+      return "counts by name";
+    case StatKind::kGroup:
+      return "group";
+    case StatKind::kRows:
+      return "list of groups";
   }
   return "?";
 }

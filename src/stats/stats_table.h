@@ -24,9 +24,9 @@ const char* stat_kind_name(StatKind k);
 struct StatInfo {
   const char* name;
   StatKind kind;
-  const char* unit;  // "s", "ms", "bytes", "samples", ...; "" for text
-  const char* doc;   // one line
-  const char* from;  // the part that fills it
+  const char* unit;              // "s", "ms", "bytes", "samples", ...; "" for text
+  const char* doc;               // one line
+  const char* from;              // the part that fills it
   std::vector<StatInfo> fields;  // a group's or a row's stats
 };
 

@@ -259,7 +259,8 @@ double shard_count(const std::string& describe) {
 void remote_evidence(Verdict* v, const Stats::Remote& r, double wall, double busy_read, double busy, int connections) {
   v->evidence.push_back(fmt("remote shards: %.1f MB/s fetched (%.1f MB in %.0f requests over the loader's %.1f s); time "
                             "to first byte p50 %.0f ms, p99 %.0f ms; %s",
-                            wall > 0 ? r.bytes_fetched / wall / 1e6 : 0, r.bytes_fetched / 1e6, static_cast<double>(r.requests), wall,
+                            wall > 0 ? r.bytes_fetched / wall / 1e6 : 0, r.bytes_fetched / 1e6,
+                            static_cast<double>(r.requests), wall,
                             r.latency_p50_ms, r.latency_p99_ms, retries_text(r).c_str()));
   const std::string at_cap = r.prefetch_depth >= kRemoteMaxDepth ? fmt("at its cap of %d", kRemoteMaxDepth) : "";
   const std::string cap =
@@ -399,8 +400,8 @@ void step_evidence(Verdict* v, const nlohmann::json& snap, double input_cores, d
 // spent waiting for remote bytes, what each change shortens. Predicted as the
 // local storage verdict's cache="ram" is (the input side's time per sample
 // scaled, the step and the cores bounding it), where a model applies.
-void remote_suggestions(Verdict* v, const Stats::Remote& r, double bytes_read, const nlohmann::json& snap, const nlohmann::json& opts,
-                        const Model& model, double cpu, double busy_read, double busy, double wall,
+void remote_suggestions(Verdict* v, const Stats::Remote& r, double bytes_read, const nlohmann::json& snap,
+                        const nlohmann::json& opts, const Model& model, double cpu, double busy_read, double busy, double wall,
                         double loader_samples, int connections) {
   const double fr = busy > 0 ? std::min(r.fetch_wait_s, busy_read) / busy : 0;
   const double cpu_left = cpu * (1 - fr);  // waiting is no CPU work
@@ -502,7 +503,8 @@ void volume_suggestions(Verdict* v, const Stats::Volume& vf, const nlohmann::jso
   // NOTE: the counters as doubles: the arithmetic below is in real numbers.
   const double loads = static_cast<double>(vf.loads), hits = static_cast<double>(vf.cache_hits),
                misses = static_cast<double>(vf.cache_misses), inflated = static_cast<double>(vf.inflate_bytes),
-               cache_bytes = static_cast<double>(vf.cache_bytes), budget_bytes = static_cast<double>(vf.cache_budget_bytes);
+               cache_bytes = static_cast<double>(vf.cache_bytes),
+               budget_bytes = static_cast<double>(vf.cache_budget_bytes);
   const bool full = budget_bytes > 0 && cache_bytes >= kVolumeCacheFull * budget_bytes;
   // The volumes a record load opens (image and label volumes), from the
   // cache's own counts: each is a hit or a miss.

@@ -1,4 +1,6 @@
-// A snapshot of a loader's counters since it was created.
+// A snapshot of a loader's counters since it was created. Every stat is
+// declared once in src/stats/stats_table.cc (name, type, unit, doc), which
+// writes and reads the JSON; docs/stats.md is its reference.
 #pragma once
 
 #include <cstdint>
@@ -116,6 +118,7 @@ struct Stats {
     double weight_share = 0;
     std::uint64_t per_epoch = 0;
     std::uint64_t drawn = 0;
+    bool operator==(const MixturePart&) const = default;
   };
   std::vector<MixturePart> mixture;
 
@@ -150,6 +153,7 @@ struct Stats {
     std::uint64_t cache_dir_bytes_written = 0;
     std::uint64_t cache_dir_evictions = 0;
     std::uint64_t cache_dir_bypass = 0;
+    bool operator==(const Remote&) const = default;
   };
   Remote remote;
 
@@ -174,6 +178,7 @@ struct Stats {
     std::uint64_t label_index_builds = 0;  // foreground indexes built (once per label volume when kept)
     std::uint64_t posneg_one_class = 0;    // RandCropByPosNegLabel patches whose class was empty (the other used)
     double resample_s = 0;                 // worker seconds resampling volumes (Spacing; once per volume when kept)
+    bool operator==(const Volume&) const = default;
   };
   Volume volume;
 
@@ -181,10 +186,20 @@ struct Stats {
   struct Thread {
     double read_s = 0, decode_s = 0, transform_s = 0, python_s = 0;
     std::uint64_t samples = 0;
+    bool operator==(const Thread&) const = default;
   };
   std::vector<Thread> per_thread;
 
+  // stats()'s JSON object (the Python dict's keys): every stat, as the one
+  // table of stats declares them (src/stats/stats_table.cc, where each has
+  // its doc; docs/stats.md lists them).
   std::string to_json() const;
+  // The inverse: missing stats keep their defaults, unknown keys are ignored
+  // (a snapshot of another version reads). Throws stoker::Error on text that
+  // is not a JSON object. from_json(s.to_json()) == s.
+  static Stats from_json(const std::string& text);
+
+  bool operator==(const Stats&) const = default;
 };
 
 }  // namespace stoker

@@ -8,6 +8,7 @@
 #include "order/rng.h"
 #include "source/file_list_source.h"
 #include "source/file_reader.h"
+#include "stats/stats_table.h"
 #include "stoker/loader.h"
 #include "transform/pipeline.h"
 
@@ -34,9 +35,25 @@ struct ReleaseGilDelete {
   }
 };
 
-// The dict is Stats::to_json() parsed: one definition of the fields.
+// The dict is Stats::to_json() parsed: the stats table's codec (stats/stats_table.h).
 py::dict stats_dict(const Stats& s) {
   return py::module_::import("json").attr("loads")(s.to_json());
+}
+
+// The stats table as dicts: name, kind, unit, doc, from, and a group's fields.
+py::list stats_table_list(const std::vector<detail::StatInfo>& table) {
+  py::list out;
+  for (const detail::StatInfo& s : table) {
+    py::dict d;
+    d["name"] = s.name;
+    d["kind"] = detail::stat_kind_name(s.kind);
+    d["unit"] = s.unit;
+    d["doc"] = s.doc;
+    d["from"] = s.from;
+    d["fields"] = stats_table_list(s.fields);
+    out.append(std::move(d));
+  }
+  return out;
 }
 
 // The next batch as a Python object (None at the end of the epoch) and its
@@ -209,6 +226,9 @@ void bind_loader(py::module_& m) {
         return "";
       },
       py::arg("transforms"), py::arg("dtype") = "float32", py::arg("fixed_size") = false);
+
+  // Every stat of stats(), as the one stats table declares it (docs/stats.md is checked against it).
+  m.def("_stats_table", [] { return stats_table_list(detail::stats_table()); });
 
   // LoaderOptions{} through the one options codec: stoker.Loader's defaults are read from it.
   m.def("_default_options", [] { return options_to_json(LoaderOptions{}); });

@@ -777,7 +777,8 @@ class Loader:
 
         Returns:
             dict: a snapshot of the counters since the loader was created
-            (include/stoker/stats.h documents each): read_s, decode_s,
+            (the Stats reference page, docs/stats.md, documents each, as
+            the one stats table declares it): read_s, decode_s,
             transform_s, samples, bytes_read, batches, consumer_wait_s,
             consumer_active_s, time_to_first_batch_s, wall_s, threads,
             threads_max, prefetch, autotune, autotune_log, batch_buffers,

@@ -1,32 +1,15 @@
-// The Loader: order -> worker pool -> batch ring -> consumer.
-#include "stoker/loader.h"
-
+// The Loader's scheduler: order -> worker pool -> batch ring -> consumer.
+// Loader::Impl is declared in loader_impl.h; its reports, resume, the hook's
+// barriers and the public facade are in loader_{stats,resume,hook,api}.cc.
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <string>
-#include <thread>
 
-#include "batch/autotune.h"
-#include "batch/resume.h"
-#include "batch/slot_pool.h"
-#include "cache/cache_service.h"
-#include "order/order.h"
-#include "sample/sample_maker.h"
-#include "stats/counters.h"
-#include "stats/channel.h"
-#include "stats/json.h"
-#include "stats/trace.h"
+#include "batch/loader_impl.h"
 #include "util/thread.h"
-#include "util/thread_annotations.h"
-#include "util/util.h"
 
 namespace stoker {
 
@@ -39,811 +22,463 @@ using detail::Slot;
 using detail::SlotLease;
 using detail::SlotPool;
 
-class Loader::Impl {
- public:
-  Impl(std::shared_ptr<const Source> source, LoaderOptions opt)
-      : source_(std::move(source)),
-        opt_((validate_options(opt), std::move(opt))),
-        created_ns_(now_ns()) {
-    if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
-    maker_.emplace(*source_, opt_, nullptr);
-    const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();
-    if (maker_->keeps_own_cache()) {
-      // NOTE: volumes keep their own cache: inflated .nii.gz volumes and label
-      // indexes in every mode (no page cache holds inflated bytes), every
-      // volume under "ram"/"decoded".
-      maker_->set_own_cache(budget, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
-    } else {
-      detail::CacheService::Client client;
-      client.footprint = [this](std::size_t i) { return maker_->footprint(static_cast<std::uint32_t>(i)); };
-      client.read_record = [this](std::size_t i, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) {
-        return maker_->read_record(static_cast<std::uint32_t>(i), bytes, ends);
-      };
-      client.image = spec().image >= 0;
-      if (client.image) {  // the image output's larger side: {C, H, W} or {H, W, C}
-        const auto& image = spec().fields[static_cast<std::size_t>(spec().image)];
-        // NOTE: with a hook the image has no output of a fixed size (none in outputs).
-        const auto o = static_cast<std::size_t>(image.output);
-        if (image.output >= 0 && o < spec().outputs.size() && spec().outputs[o].dims.size() == 3) {
-          const auto& d = spec().outputs[o].dims;
-          client.output_side = static_cast<int>(opt_.layout == Layout::kNCHW ? std::max(d[1], d[2]) : std::max(d[0], d[1]));
-        }
-        client.image_part = image.part;
+Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt)
+    : source_(std::move(source)), opt_((validate_options(opt), std::move(opt))), created_ns_(now_ns()) {
+  if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
+  maker_.emplace(*source_, opt_, nullptr);
+  const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();
+  if (maker_->keeps_own_cache()) {
+    // NOTE: volumes keep their own cache: inflated .nii.gz volumes and label
+    // indexes in every mode (no page cache holds inflated bytes), every
+    // volume under "ram"/"decoded".
+    maker_->set_own_cache(budget, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
+  } else {
+    detail::CacheService::Client client;
+    client.footprint = [this](std::size_t i) { return maker_->footprint(static_cast<std::uint32_t>(i)); };
+    client.read_record = [this](std::size_t i, std::vector<std::uint8_t>* bytes, std::vector<std::uint64_t>* ends) {
+      return maker_->read_record(static_cast<std::uint32_t>(i), bytes, ends);
+    };
+    client.image = spec().image >= 0;
+    if (client.image) {  // the image output's larger side: {C, H, W} or {H, W, C}
+      const auto& image = spec().fields[static_cast<std::size_t>(spec().image)];
+      // NOTE: with a hook the image has no output of a fixed size (none in outputs).
+      const auto o = static_cast<std::size_t>(image.output);
+      if (image.output >= 0 && o < spec().outputs.size() && spec().outputs[o].dims.size() == 3) {
+        const auto& d = spec().outputs[o].dims;
+        client.output_side = static_cast<int>(opt_.layout == Layout::kNCHW ? std::max(d[1], d[2]) : std::max(d[0], d[1]));
       }
-      caching_ = std::make_unique<detail::CacheService>(*source_, &opt_, budget, std::move(client));
-      maker_->set_cache(caching_->cache(), caching_->rewrite());
-      if (caching_->cache()) maker_->set_first_batch_flag(&before_first_batch_);
+      client.image_part = image.part;
     }
-    if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
-    // NOTE: a mixture's order runs over its epoch's draws (positions), each
-    // mapped to a record per epoch (start_epoch); one data set's over records.
-    mix_ = dynamic_cast<const MixtureSource*>(source_.get());
-    if (mix_) mix_drawn_.assign(mix_->parts().size(), 0);
-    order_.dataset_size = mix_ ? mix_->samples_per_epoch() : source_->size();
-    order_.batch_size = opt_.batch_size;
-    order_.shuffle = opt_.shuffle;
-    order_.seed = opt_.seed;
-    order_.drop_last = opt_.drop_last;
-    order_.rank = opt_.rank;
-    order_.world_size = opt_.world_size;
-    if (!mix_) order_.shard_starts = source_->shard_starts();
-    if (opt_.shuffle_window > 0) {
-      if (mix_) invalid("shuffle_window: not with a Mixture (its epoch is drawn positions, not runs of shards)");
-      if (order_.shard_starts.empty()) {
-        invalid("shuffle_window: needs tar shards (a window is a run of shards); " + source_->describe() + " has none");
-      }
-      order_.shuffle_window = opt_.shuffle_window;
-    }
-    num_samples_ = detail::samples_per_rank(order_);
-    num_batches_ = detail::batches_per_rank(order_);
-    // NOTE: a streaming source starts fetching the first epoch now (the first
-    // batch comes sooner), and refuses here an order its budget cannot hold.
-    if (source_->wants_plan()) source_->plan(detail::resumed_order(order_, 0, {}), 0);
-    threads_ = opt_.threads > 0 ? opt_.threads : opt_.max_threads > 0 ? opt_.max_threads : available_cores();
-    const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
-    const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
-    tuner_.emplace(threads_, threads_, opt_.threads == 0, depth, max_depth, depth, opt_.prefetch == 0);
-    pool_ = std::make_shared<SlotPool>(spec().batch_bytes);
-    ring_.resize(static_cast<std::size_t>(max_depth));
-    if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
-    if (opt_.trace) {
-      opt_.stage_timing = true;
-      for (int i = 0; i <= threads_; ++i) traces_.push_back(std::make_unique<detail::TraceBuffer>());
-    }
-    counters_.reserve(static_cast<std::size_t>(threads_));
-    for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
-    workers_.reserve(static_cast<std::size_t>(threads_));
-    // NOTE: spawn() (util/thread.h) names them stoker-w0, stoker-w1, ... (for
-    // top -H, gdb and py-spy, and so tests can count them), with every signal
-    // blocked (Ctrl-C reaches the consumer's thread, where Python handles it),
-    // and catches what reaches a worker's top (worker_died).
-    try {
-      for (int i = 0; i < threads_; ++i) {
-        workers_.push_back(detail::spawn("stoker-w" + std::to_string(i), detail::Priority::kNormal,
-                                         [this, i] { worker_main(i); },
-                                         [this, i](const Status& st) { worker_died(i, st); }));
-      }
-    } catch (...) {  // no more threads: those started are stopped and joined (a joinable std::thread would terminate)
-      close();
-      throw;
-    }
+    caching_ = std::make_unique<detail::CacheService>(*source_, &opt_, budget, std::move(client));
+    maker_->set_cache(caching_->cache(), caching_->rewrite());
+    if (caching_->cache()) maker_->set_first_batch_flag(&before_first_batch_);
   }
-
-  ~Impl() {
-    if (channel_.on() && !forked() && !closed_) publish(true);
+  if (source_->size() > 0xffffffffu) invalid("sources of more than 2^32 records are not supported");
+  // NOTE: a mixture's order runs over its epoch's draws (positions), each
+  // mapped to a record per epoch (start_epoch); one data set's over records.
+  mix_ = dynamic_cast<const MixtureSource*>(source_.get());
+  if (mix_) mix_drawn_.assign(mix_->parts().size(), 0);
+  order_.dataset_size = mix_ ? mix_->samples_per_epoch() : source_->size();
+  order_.batch_size = opt_.batch_size;
+  order_.shuffle = opt_.shuffle;
+  order_.seed = opt_.seed;
+  order_.drop_last = opt_.drop_last;
+  order_.rank = opt_.rank;
+  order_.world_size = opt_.world_size;
+  if (!mix_) order_.shard_starts = source_->shard_starts();
+  if (opt_.shuffle_window > 0) {
+    if (mix_) invalid("shuffle_window: not with a Mixture (its epoch is drawn positions, not runs of shards)");
+    if (order_.shard_starts.empty()) {
+      invalid("shuffle_window: needs tar shards (a window is a run of shards); " + source_->describe() + " has none");
+    }
+    order_.shuffle_window = opt_.shuffle_window;
+  }
+  num_samples_ = detail::samples_per_rank(order_);
+  num_batches_ = detail::batches_per_rank(order_);
+  // NOTE: a streaming source starts fetching the first epoch now (the first
+  // batch comes sooner), and refuses here an order its budget cannot hold.
+  if (source_->wants_plan()) source_->plan(detail::resumed_order(order_, 0, {}), 0);
+  threads_ = opt_.threads > 0 ? opt_.threads : opt_.max_threads > 0 ? opt_.max_threads : available_cores();
+  const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
+  const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
+  tuner_.emplace(threads_, threads_, opt_.threads == 0, depth, max_depth, depth, opt_.prefetch == 0);
+  pool_ = std::make_shared<SlotPool>(spec().batch_bytes);
+  ring_.resize(static_cast<std::size_t>(max_depth));
+  if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
+  if (opt_.trace) {
+    opt_.stage_timing = true;
+    for (int i = 0; i <= threads_; ++i) traces_.push_back(std::make_unique<detail::TraceBuffer>());
+  }
+  counters_.reserve(static_cast<std::size_t>(threads_));
+  for (int i = 0; i < threads_; ++i) counters_.push_back(std::make_unique<detail::StageCounters>());
+  workers_.reserve(static_cast<std::size_t>(threads_));
+  // NOTE: spawn() (util/thread.h) names them stoker-w0, stoker-w1, ... (for
+  // top -H, gdb and py-spy, and so tests can count them), with every signal
+  // blocked (Ctrl-C reaches the consumer's thread, where Python handles it),
+  // and catches what reaches a worker's top (worker_died).
+  try {
+    for (int i = 0; i < threads_; ++i) {
+      workers_.push_back(detail::spawn("stoker-w" + std::to_string(i), detail::Priority::kNormal,
+                                       [this, i] { worker_main(i); },
+                                       [this, i](const Status& st) { worker_died(i, st); }));
+    }
+  } catch (...) {  // no more threads: those started are stopped and joined (a joinable std::thread would terminate)
     close();
-    release_ring();
+    throw;
   }
+}
 
-  // Stops the preload and the workers (each finishes the sample in hand) and
-  // joins them; next() then throws kCancelled. Idempotent.
-  void close() {
-    if (caching_) caching_->stop();
-    {
-      MutexLock lock(mu_);
-      stop_ = true;
-    }
-    work_cv_.notify_all();
-    ready_cv_.notify_all();
-    for (auto& t : workers_) {
-      if (t.joinable()) t.join();
-    }
-    closed_ = true;
-  }
+Loader::Impl::~Impl() {
+  if (channel_.on() && !forked() && !closed_) publish(true);
+  close();
+  release_ring();
+}
 
-  // Ends the epoch in flight: in-flight work is made stale by the generation
-  // bump, workers finish the sample in hand, the ring's buffers go back.
-  void halt_locked(MutexLock& lock) REQUIRES(mu_) {
-    ++generation_;
-    running_ = false;
-    while (inflight_ != 0) idle_cv_.wait(lock);
-    release_ring();
-  }
-  // NOTE: also called by the destructor, with no worker left to race.
-  void release_ring() REQUIRES(mu_) {
-    for (auto& e : ring_) {
-      if (e.slot) pool_->release(e.slot);
-      e = RingEntry{};
-    }
-  }
-
-  // NOTE: after fork() the child has none of the worker threads; a loader
-  // inherited that way must not be used (or joined) there.
-  bool forked() const { return ::getpid() != creator_pid_; }
-  void check_process() const {
-    if (forked()) {
-      throw Error(Code::kInvalidArgument, "this loader was created in process " + std::to_string(creator_pid_) +
-                                              " and cannot be used after fork() in process " +
-                                              std::to_string(::getpid()) + "; create a new loader in the child");
-    }
-  }
-
-  void start_epoch() EXCLUDES(mu_) {
-    check_process();
-    std::vector<std::uint32_t> seq;
+// Stops the preload and the workers (each finishes the sample in hand) and
+// joins them; next() then throws kCancelled. Idempotent.
+void Loader::Impl::close() {
+  if (caching_) caching_->stop();
+  {
     MutexLock lock(mu_);
-    const std::uint64_t epoch = next_epoch_;
-    std::vector<detail::Segment> earlier = resume_earlier_;
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  ready_cv_.notify_all();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  closed_ = true;
+}
+
+// Ends the epoch in flight: in-flight work is made stale by the generation
+// bump, workers finish the sample in hand, the ring's buffers go back.
+void Loader::Impl::halt_locked(MutexLock& lock) {
+  ++generation_;
+  running_ = false;
+  while (inflight_ != 0) idle_cv_.wait(lock);
+  release_ring();
+}
+
+// NOTE: also called by the destructor, with no worker left to race.
+void Loader::Impl::release_ring() {
+  for (auto& e : ring_) {
+    if (e.slot) pool_->release(e.slot);
+    e = RingEntry{};
+  }
+}
+
+void Loader::Impl::check_process() const {
+  if (forked()) {
+    throw Error(Code::kInvalidArgument, "this loader was created in process " + std::to_string(creator_pid_) +
+                                            " and cannot be used after fork() in process " +
+                                            std::to_string(::getpid()) + "; create a new loader in the child");
+  }
+}
+
+void Loader::Impl::start_epoch() {
+  check_process();
+  std::vector<std::uint32_t> seq;
+  MutexLock lock(mu_);
+  const std::uint64_t epoch = next_epoch_;
+  std::vector<detail::Segment> earlier = resume_earlier_;
+  lock.unlock();
+  seq = detail::resumed_order(order_, epoch, earlier);  // outside the lock: O(dataset)
+  // A streaming source fetches the next epoch's first shards while this one ends.
+  std::vector<std::uint32_t> ahead;
+  if (source_->wants_plan() && !mix_) ahead = detail::resumed_order(order_, epoch + 1, {});
+  std::vector<std::uint32_t> draws;
+  if (mix_) draws = mix_->draws(order_.seed, order_.shuffle, epoch);
+  lock.lock();
+  halt_locked(lock);
+  seq_ = std::move(seq);
+  draws_ = std::move(draws);
+  run_epoch_ = epoch;
+  next_epoch_ = epoch + 1;
+  ++epochs_started_;
+  run_earlier_ = std::move(earlier);
+  resume_earlier_.clear();
+  epoch_batches_ = (seq_.size() + opt_.batch_size - 1) / opt_.batch_size;
+  // NOTE: a restored state starts the epoch at its first batch not yet
+  // handed out; the order and every sample's randomness are functions of
+  // (seed, epoch, record), so the rest of the epoch is as it would have been.
+  deliver_ = std::min<std::size_t>(resume_batches_, epoch_batches_);
+  next_task_ = deliver_ * opt_.batch_size;
+  resume_batches_ = 0;
+  // NOTE: a streaming source (remote shards) fetches in the order this
+  // epoch reads; it may refuse an epoch that cannot fit its budget.
+  if (source_->wants_plan()) {
+    source_->plan(seq_, next_task_);
+    source_->plan_ahead(ahead);
+  }
+  running_ = true;
+  window_ = Window{};  // NOTE: time between epochs (evaluation, checkpoints) is not the loader's
+  lock.unlock();
+  work_cv_.notify_all();
+}
+
+// timeout_ns < 0: wait as long as it takes. On a timeout returns nullopt
+// with *timed_out set; calling again continues the wait.
+std::optional<Batch> Loader::Impl::next(std::int64_t timeout_ns, bool* timed_out) {
+  check_process();
+  if (timed_out) *timed_out = false;
+  MutexLock lock(mu_);
+  if (!running_) {
     lock.unlock();
-    seq = detail::resumed_order(order_, epoch, earlier);  // outside the lock: O(dataset)
-    // A streaming source fetches the next epoch's first shards while this one ends.
-    std::vector<std::uint32_t> ahead;
-    if (source_->wants_plan() && !mix_) ahead = detail::resumed_order(order_, epoch + 1, {});
-    std::vector<std::uint32_t> draws;
-    if (mix_) draws = mix_->draws(order_.seed, order_.shuffle, epoch);
+    start_epoch();
     lock.lock();
-    halt_locked(lock);
-    seq_ = std::move(seq);
-    draws_ = std::move(draws);
-    run_epoch_ = epoch;
-    next_epoch_ = epoch + 1;
-    ++epochs_started_;
-    run_earlier_ = std::move(earlier);
-    resume_earlier_.clear();
-    epoch_batches_ = (seq_.size() + opt_.batch_size - 1) / opt_.batch_size;
-    // NOTE: a restored state starts the epoch at its first batch not yet
-    // handed out; the order and every sample's randomness are functions of
-    // (seed, epoch, record), so the rest of the epoch is as it would have been.
-    deliver_ = std::min<std::size_t>(resume_batches_, epoch_batches_);
-    next_task_ = deliver_ * opt_.batch_size;
-    resume_batches_ = 0;
-    // NOTE: a streaming source (remote shards) fetches in the order this
-    // epoch reads; it may refuse an epoch that cannot fit its budget.
-    if (source_->wants_plan()) {
-      source_->plan(seq_, next_task_);
-      source_->plan_ahead(ahead);
-    }
-    running_ = true;
-    window_ = Window{};  // NOTE: time between epochs (evaluation, checkpoints) is not the loader's
-    lock.unlock();
-    work_cv_.notify_all();
   }
-
-  // timeout_ns < 0: wait as long as it takes. On a timeout returns nullopt
-  // with *timed_out set; calling again continues the wait.
-  std::optional<Batch> next(std::int64_t timeout_ns = -1, bool* timed_out = nullptr) EXCLUDES(mu_) {
-    check_process();
-    if (timed_out) *timed_out = false;
-    MutexLock lock(mu_);
-    if (!running_) {
-      lock.unlock();
-      start_epoch();
-      lock.lock();
-    }
-    if (deliver_ >= epoch_batches_) {
-      running_ = false;
+  if (deliver_ >= epoch_batches_) {
+    running_ = false;
+    return std::nullopt;
+  }
+  const std::size_t b = deliver_;
+  RingEntry& e = ring_[b % ring_.size()];
+  const std::int64_t t0 = now_ns();
+  if (first_next_ns_ < 0) first_next_ns_ = t0;
+  const bool timed = timeout_ns >= 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timed ? timeout_ns : 0);
+  while (!ready_locked(e, b)) {
+    if (!timed) {
+      ready_cv_.wait(lock);
+    } else if (!ready_cv_.wait_until(lock, deadline) && !ready_locked(e, b)) {
+      consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+      if (timed_out) *timed_out = true;
       return std::nullopt;
     }
-    const std::size_t b = deliver_;
-    RingEntry& e = ring_[b % ring_.size()];
-    const std::int64_t t0 = now_ns();
-    if (first_next_ns_ < 0) first_next_ns_ = t0;
-    const bool timed = timeout_ns >= 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timed ? timeout_ns : 0);
-    while (!ready_locked(e, b)) {
-      if (!timed) {
-        ready_cv_.wait(lock);
-      } else if (!ready_cv_.wait_until(lock, deadline) && !ready_locked(e, b)) {
-        consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
-        if (timed_out) *timed_out = true;
-        return std::nullopt;
-      }
-    }
-    const std::int64_t t1 = now_ns();
-    if (stop_) throw Error(Code::kCancelled, "loader stopped");
-    // A worker thread stopped (worker_died): the batch may never come.
-    if (!(e.batch == static_cast<std::int64_t>(b) && e.ready)) throw Error(broken_);
-    if (opt_.trace) traces_.back()->add(t0, t1 - t0, static_cast<std::uint32_t>(b), detail::kTraceWait);
-    consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
-    if (first_batch_ns_.load(std::memory_order_relaxed) < 0) {
-      first_batch_ns_.store(t1 - created_ns_);
-      before_first_batch_.store(false, std::memory_order_relaxed);
-      if (caching_) caching_->first_batch_out();
-    }
-    last_batch_ns_ = t1;
-    Slot* slot = e.slot;  // null when its buffer could not be had (the batch then holds an error)
-    if (slot) pool_->hand_out();  // the consumer's from here (under mu_, so the ring and the held count never overlap)
-    Status error = std::move(e.error);
-    e = RingEntry{};
-    if (mix_) {
-      for (std::size_t t = b * opt_.batch_size, end = t + batch_len(b); t < end; ++t) {
-        ++mix_drawn_[mix_->part_of_position(seq_[t])];
-      }
-    }
-    ++deliver_;
-    const std::size_t done = std::min(seq_.size(), deliver_ * opt_.batch_size);
-    autotune_locked(t1, t1 - t0);
-    lock.unlock();
-    if (source_->wants_plan()) source_->progress(done);
-    work_cv_.notify_all();
-    batches_.fetch_add(1, std::memory_order_relaxed);
-    if (channel_.due(t1)) publish(false);
-
-    Batch batch;
-    if (slot) batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
-    if (!error.ok()) throw Error(error);  // the lease returns the buffer
-    batch.size_ = batch_len(b);
-    batch.index_ = b;
-    batch.dtype_ = opt_.dtype;
-    batch.descr_ = spec().descr;
-    batch.bytes_ = batch.size_ * spec().bytes;
-    batch.dims_ = {static_cast<std::int64_t>(batch.size_)};
-    batch.dims_.insert(batch.dims_.end(), spec().dims.begin(), spec().dims.end());
-    if (!spec().arrays && spec().dims.size() == 3) {
-      batch.shape_ = {static_cast<std::int64_t>(batch.size_), spec().dims[0], spec().dims[1], spec().dims[2]};
-    }
-    std::uint8_t* base = slot->data.get();
-    batch.tensors_.reserve(spec().outputs.size());
-    for (const detail::OutputSpec& o : spec().outputs) {
-      TensorView t{o.name, o.descr, {static_cast<std::int64_t>(batch.size_) * o.per_record}, base + o.offset,
-                   batch.size_ * o.bytes};
-      t.dims.insert(t.dims.end(), o.dims.begin(), o.dims.end());
-      batch.tensors_.push_back(std::move(t));
-    }
-    if (spec().label_output >= 0) {
-      batch.labels_ = reinterpret_cast<const std::int64_t*>(base + spec().outputs[static_cast<std::size_t>(spec().label_output)].offset);
-    }
-    return batch;
   }
-
-  std::array<std::int64_t, 3> sample_shape() const {
-    if (spec().arrays || spec().dims.size() != 3) return {0, 0, 0};
-    return {spec().dims[0], spec().dims[1], spec().dims[2]};
+  const std::int64_t t1 = now_ns();
+  if (stop_) throw Error(Code::kCancelled, "loader stopped");
+  // A worker thread stopped (worker_died): the batch may never come.
+  if (!(e.batch == static_cast<std::int64_t>(b) && e.ready)) throw Error(broken_);
+  if (opt_.trace) traces_.back()->add(t0, t1 - t0, static_cast<std::uint32_t>(b), detail::kTraceWait);
+  consumer_wait_ns_.fetch_add(static_cast<std::uint64_t>(t1 - t0), std::memory_order_relaxed);
+  if (first_batch_ns_.load(std::memory_order_relaxed) < 0) {
+    first_batch_ns_.store(t1 - created_ns_);
+    before_first_batch_.store(false, std::memory_order_relaxed);
+    if (caching_) caching_->first_batch_out();
   }
-
-  Stats stats() const {
-    Stats s;
-    for (const auto& c : counters_) c->add_to(&s);
-    s.batches = batches_.load(std::memory_order_relaxed);
-    s.consumer_wait_s = static_cast<double>(consumer_wait_ns_.load(std::memory_order_relaxed)) * 1e-9;
-    std::int64_t fb = first_batch_ns_.load(std::memory_order_relaxed);
-    s.time_to_first_batch_s = fb < 0 ? -1.0 : static_cast<double>(fb) * 1e-9;
-    s.wall_s = static_cast<double>(now_ns() - created_ns_) * 1e-9;
-    {
-      MutexLock lock(mu_);
-      s.ring_depth_max = static_cast<int>(ring_.size());
-      s.threads = tuner_->threads();
-      s.prefetch = tuner_->depth();
-      s.autotune = tuner_->state();
-      s.autotune_log = tuner_->log();
-      if (first_next_ns_ >= 0 && last_batch_ns_ >= first_next_ns_) {
-        s.consumer_active_s = static_cast<double>(last_batch_ns_ - first_next_ns_) * 1e-9;
-      }
-    }
-    s.threads_max = threads_;
-    source_->io_stats(&s);
-    maker_->add_stats(&s);
-    const detail::SlotPool::Counts pc = pool_->counts();
-    s.batch_buffers = pc.allocated;
-    s.batch_buffer_bytes = s.batch_buffers * pool_->batch_bytes();
-    s.batch_buffers_in_use = pc.in_use;
-    s.batch_buffers_held = pc.held;
-    s.batch_buffers_held_peak = pc.held_peak;
-    corrupt_.add_to(&s);
-    if (mix_) {
-      double total = 0;
-      for (const auto& p : mix_->parts()) total += p.weight;
-      MutexLock lock(mu_);
-      for (std::size_t i = 0; i < mix_->parts().size(); ++i) {
-        const auto& p = mix_->parts()[i];
-        s.mixture.push_back({p.name, p.weight / total, p.count, mix_drawn_[i]});
-      }
-    }
-    if (caching_) {
-      caching_->add_stats(&s, batches_.load(std::memory_order_relaxed));
-    } else {
-      s.cache_mode = cache_name(opt_.cache);
-    }
-    if (const std::uint64_t n = worker_errors_.load(std::memory_order_relaxed)) s.thread_errors["worker"] += n;
-    return s;
-  }
-
-  // NOTE: set_epoch(e) for the epoch a restored state is in keeps its
-  // position: the usual loop calls load_state_dict() once, then set_epoch()
-  // at the top of every epoch, and must resume mid-epoch. Another epoch
-  // drops it.
-  void set_epoch(std::uint64_t e) EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    if (e != next_epoch_) {
-      resume_batches_ = 0;
-      resume_earlier_.clear();
-    }
-    next_epoch_ = e;
-  }
-
-  Loader::State state() const EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    Loader::State st;
-    st.seed = order_.seed;
-    const bool in_epoch = running_ && deliver_ < epoch_batches_;
-    st.epoch = in_epoch ? run_epoch_ : next_epoch_;
-    st.batches_done = in_epoch ? deliver_ : resume_batches_;
-    for (const auto& g : in_epoch ? run_earlier_ : resume_earlier_) {
-      st.earlier.push_back({g.world_size, g.batch_size, g.batches_done});
-    }
-    st.dataset_size = order_.dataset_size;
-    st.batch_size = order_.batch_size;
-    st.shuffle = order_.shuffle;
-    st.drop_last = order_.drop_last;
-    st.world_size = order_.world_size;
-    st.shuffle_window = order_.shuffle_window;
-    if (st.shuffle_window > 0) st.version = 3;
-    if (mix_) {
-      for (const auto& p : mix_->parts()) st.mixture.push_back({p.name, p.source->size(), p.count});
-    }
-    return st;
-  }
-
-  void restore(const Loader::State& st) EXCLUDES(mu_) {
-    detail::check_restorable(st, state());
-    std::vector<detail::Segment> earlier = detail::saved_segments(st, order_);  // O(dataset x parts)
-    // NOTE: on the saved topology the saved part goes on where it stopped;
-    // on another, it is one more earlier part and the rest is split anew.
-    const bool same = st.world_size == order_.world_size && st.batch_size == order_.batch_size;
-    if (same && st.batches_done > 0) earlier.pop_back();
-    // Stop the epoch in flight (if any) before changing what defines the order.
-    {
-      MutexLock lock(mu_);
-      halt_locked(lock);
-      opt_.seed = st.seed;  // kept in step with order_ for options()
-      order_.seed = st.seed;
-      next_epoch_ = st.epoch;
-      resume_batches_ = same ? static_cast<std::size_t>(st.batches_done) : 0;
-      resume_earlier_ = std::move(earlier);
+  last_batch_ns_ = t1;
+  Slot* slot = e.slot;  // null when its buffer could not be had (the batch then holds an error)
+  if (slot) pool_->hand_out();  // the consumer's from here (under mu_, so the ring and the held count never overlap)
+  Status error = std::move(e.error);
+  e = RingEntry{};
+  if (mix_) {
+    for (std::size_t t = b * opt_.batch_size, end = t + batch_len(b); t < end; ++t) {
+      ++mix_drawn_[mix_->part_of_position(seq_[t])];
     }
   }
-  std::uint64_t epoch() const EXCLUDES(mu_) {
-    MutexLock lock(mu_);
-    return next_epoch_;
-  }
+  ++deliver_;
+  const std::size_t done = std::min(seq_.size(), deliver_ * opt_.batch_size);
+  autotune_locked(t1, t1 - t0);
+  lock.unlock();
+  if (source_->wants_plan()) source_->progress(done);
+  work_cv_.notify_all();
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  if (channel_.due(t1)) publish(false);
 
-  // A snapshot for `stoker doctor` (see stats/channel.h): what this loader
-  // reads, with every option it runs with (the doctor's probes rebuild it
-  // from them), and stats().
-  void publish(bool final) {
-    std::string j = "\"describe\":";
-    j += detail::json_quote(source_->describe());
-    j += ",\"sources\":[";
-    for (std::size_t i = 0; i < specs_.size(); ++i) {
-      if (i) j += ",";
-      j += detail::json_quote(specs_[i]);
-    }
-    j += "]";
-    if (!mixture_json_.empty()) j += ",\"mixture\":" + mixture_json_;
-    j += ",\"dataset_size\":" + std::to_string(order_.dataset_size);
-    std::size_t sample_bytes = 0;  // every tensor of one sample
-    for (const auto& o : spec().outputs) sample_bytes += o.bytes;
-    j += ",\"sample_bytes\":" + std::to_string(sample_bytes);
-    j += std::string(",\"arrays\":") + (spec().arrays ? "true" : "false");
-    j += ",\"options\":" + options_to_json(opt_);
-    j += ",\"stats\":" + stats().to_json();
-    channel_.publish(final, j);
+  Batch batch;
+  if (slot) batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
+  if (!error.ok()) throw Error(error);  // the lease returns the buffer
+  batch.size_ = batch_len(b);
+  batch.index_ = b;
+  batch.dtype_ = opt_.dtype;
+  batch.descr_ = spec().descr;
+  batch.bytes_ = batch.size_ * spec().bytes;
+  batch.dims_ = {static_cast<std::int64_t>(batch.size_)};
+  batch.dims_.insert(batch.dims_.end(), spec().dims.begin(), spec().dims.end());
+  if (!spec().arrays && spec().dims.size() == 3) {
+    batch.shape_ = {static_cast<std::int64_t>(batch.size_), spec().dims[0], spec().dims[1], spec().dims[2]};
   }
-  std::string trace_events() const {
-    std::string out;
-    const int pid = static_cast<int>(::getpid());
-    for (std::size_t i = 0; i < traces_.size(); ++i) {
-      const bool consumer = i + 1 == traces_.size();
-      // NOTE: thread ids unique per loader: 1000 x (id + 1) + worker, the consumer at 1,000,000 + that base.
-      const int base = 1000 * (id_ + 1);
-      traces_[i]->append_json(&out, pid, consumer ? 1000000 + base : static_cast<int>(i) + 1 + base,
-                              consumer ? "stoker consumer (next())" : "stoker worker " + std::to_string(i));
-    }
-    return out;
+  std::uint8_t* base = slot->data.get();
+  batch.tensors_.reserve(spec().outputs.size());
+  for (const detail::OutputSpec& o : spec().outputs) {
+    TensorView t{o.name, o.descr, {static_cast<std::int64_t>(batch.size_) * o.per_record}, base + o.offset,
+                 batch.size_ * o.bytes};
+    t.dims.insert(t.dims.end(), o.dims.begin(), o.dims.end());
+    batch.tensors_.push_back(std::move(t));
   }
-
-  std::size_t batch_len(std::size_t b) const { return std::min(opt_.batch_size, seq_.size() - b * opt_.batch_size); }
-
-  std::shared_ptr<const Source> source_;
-  std::vector<std::string> specs_;
-  std::string mixture_json_;  // created from a Mixture: it, for the doctor's probes
-  LoaderOptions opt_;
-  // This loader's number in the process: its channel file and trace thread ids.
-  const int id_ = [] {
-    static std::atomic<int> n{0};
-    return n.fetch_add(1);
-  }();
-  std::optional<detail::SampleMaker> maker_;     // one sample from one record (thread-free)
-  // The caching policy (cache/cache_service.h); null for volumes (their own cache).
-  // NOTE: after maker_, so it is destroyed first (its preload reads through the maker).
-  std::unique_ptr<detail::CacheService> caching_;
-  const detail::SampleSpec& spec() const { return maker_->spec(); }
-  detail::OrderParams order_;
-  std::size_t num_samples_ = 0;
-  std::size_t num_batches_ = 0;
-  int threads_ = 0;  // workers started
-
- private:
-  struct RingEntry {
-    std::int64_t batch = -1;
-    Slot* slot = nullptr;  // null when the buffer could not be had (then error says why)
-    std::size_t remaining = 0;
-    bool ready = false;
-    Status error;
-    std::size_t error_pos = SIZE_MAX;
-  };
-  // What next() waits for: batch b in entry e, or a reason to stop waiting.
-  bool ready_locked(const RingEntry& e, std::size_t b) const REQUIRES(mu_) {
-    return stop_ || !broken_.ok() || (e.batch == static_cast<std::int64_t>(b) && e.ready);
+  if (spec().label_output >= 0) {
+    batch.labels_ = reinterpret_cast<const std::int64_t*>(base + spec().outputs[static_cast<std::size_t>(spec().label_output)].offset);
   }
+  return batch;
+}
 
-  // Called by next() under mu_ with the batch just delivered: closes a
-  // measurement window every kWindowNs (and kWindowBatches) and lets the
-  // tuner change the active workers and the ring depth.
-  static constexpr std::int64_t kWindowNs = 300'000'000;
-  static constexpr std::uint64_t kWindowBatches = 3;
-  void autotune_locked(std::int64_t now, std::int64_t waited) REQUIRES(mu_) {
-    Window& w = window_;
-    if (w.start_ns == 0) {  // the window starts at its epoch's first delivered batch
-      w = Window{now, 0, 0, busy_ns(), ring_blocked_ns_};
-      return;
-    }
-    w.wait_ns += waited;
-    ++w.batches;
-    if (now - w.start_ns < kWindowNs || w.batches < kWindowBatches) return;
-    const std::uint64_t busy = busy_ns();
-    detail::TuneWindow tw;
-    tw.wall_s = static_cast<double>(now - w.start_ns) * 1e-9;
-    tw.wait_s = static_cast<double>(w.wait_ns) * 1e-9;
-    tw.busy_s = static_cast<double>(busy - w.busy_ns) * 1e-9;
-    tw.ring_blocked_s = static_cast<double>(ring_blocked_ns_ - w.ring_blocked_ns) * 1e-9;
-    tw.batches = w.batches;
-    tw.first_batch = batches_.load(std::memory_order_relaxed) + 1 - w.batches;
-    if (tuner_->observe(tw)) work_cv_.notify_all();
-    w = Window{now, 0, 0, busy, ring_blocked_ns_};
-  }
-  std::uint64_t busy_ns() const {
-    std::uint64_t n = 0;
-    for (const auto& c : counters_) n += c->busy_ns();
-    return n;
-  }
+std::array<std::int64_t, 3> Loader::Impl::sample_shape() const {
+  if (spec().arrays || spec().dims.size() != 3) return {0, 0, 0};
+  return {spec().dims[0], spec().dims[1], spec().dims[2]};
+}
 
-  // A worker. NOTE: what can throw on it is caught where it happens, so the
-  // batch in hand always completes (its ring entry counts every task off,
-  // with an error if need be) and nothing waits for it forever: the batch's
-  // buffer (start_batch_locked), the task (run_task), the hook's stages
-  // (their own barriers). What would still reach the thread's top ends in
-  // worker_died().
-  void worker_main(int id) EXCLUDES(mu_) {
-    detail::injection_point(ThreadSite::kWorkerStart, id);
-    detail::Scratch ws;
-    ws.counters = counters_[static_cast<std::size_t>(id)].get();
-    if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
-    MutexLock lock(mu_);
+void Loader::Impl::autotune_locked(std::int64_t now, std::int64_t waited) {
+  Window& w = window_;
+  if (w.start_ns == 0) {  // the window starts at its epoch's first delivered batch
+    w = Window{now, 0, 0, busy_ns(), ring_blocked_ns_};
+    return;
+  }
+  w.wait_ns += waited;
+  ++w.batches;
+  if (now - w.start_ns < kWindowNs || w.batches < kWindowBatches) return;
+  const std::uint64_t busy = busy_ns();
+  detail::TuneWindow tw;
+  tw.wall_s = static_cast<double>(now - w.start_ns) * 1e-9;
+  tw.wait_s = static_cast<double>(w.wait_ns) * 1e-9;
+  tw.busy_s = static_cast<double>(busy - w.busy_ns) * 1e-9;
+  tw.ring_blocked_s = static_cast<double>(ring_blocked_ns_ - w.ring_blocked_ns) * 1e-9;
+  tw.batches = w.batches;
+  tw.first_batch = batches_.load(std::memory_order_relaxed) + 1 - w.batches;
+  if (tuner_->observe(tw)) work_cv_.notify_all();
+  w = Window{now, 0, 0, busy, ring_blocked_ns_};
+}
+
+std::uint64_t Loader::Impl::busy_ns() const {
+  std::uint64_t n = 0;
+  for (const auto& c : counters_) n += c->busy_ns();
+  return n;
+}
+
+// A worker. NOTE: what can throw on it is caught where it happens, so the
+// batch in hand always completes (its ring entry counts every task off,
+// with an error if need be) and nothing waits for it forever: the batch's
+// buffer (start_batch_locked), the task (run_task), the hook's stages
+// (their own barriers). What would still reach the thread's top ends in
+// worker_died().
+void Loader::Impl::worker_main(int id) {
+  detail::injection_point(ThreadSite::kWorkerStart, id);
+  detail::Scratch ws;
+  ws.counters = counters_[static_cast<std::size_t>(id)].get();
+  if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
+  MutexLock lock(mu_);
+  for (;;) {
     for (;;) {
-      for (;;) {
-        if (stop_) return;
-        const bool has_task = running_ && next_task_ < seq_.size();
-        // The tuner's current worker count and ring depth (fixed ones when not tuning).
-        const bool active = id < tuner_->threads();
-        const bool ring_full = next_task_ / opt_.batch_size >= deliver_ + static_cast<std::size_t>(tuner_->depth());
-        if (has_task && !ring_full && active) break;
-        // NOTE: an active worker idle only for ring space is what tells the
-        // tuner a deeper ring would help.
-        const std::int64_t t = has_task && ring_full && active ? now_ns() : 0;
-        work_cv_.wait(lock);
-        if (t) ring_blocked_ns_ += static_cast<std::uint64_t>(now_ns() - t);
-      }
-      const std::size_t t = next_task_++;
-      const std::size_t b = t / opt_.batch_size, pos = t % opt_.batch_size;
-      const std::uint64_t gen = generation_;
-      RingEntry& e = ring_[b % ring_.size()];
-      if (e.batch != static_cast<std::int64_t>(b)) start_batch_locked(&e, b);
-      Slot* slot = e.slot;
-      const std::uint64_t epoch = run_epoch_, seed = order_.seed;
-      const bool first_epoch = epochs_started_ <= 1;
-      ++inflight_;
-      lock.unlock();
+      if (stop_) return;
+      const bool has_task = running_ && next_task_ < seq_.size();
+      // The tuner's current worker count and ring depth (fixed ones when not tuning).
+      const bool active = id < tuner_->threads();
+      const bool ring_full = next_task_ / opt_.batch_size >= deliver_ + static_cast<std::size_t>(tuner_->depth());
+      if (has_task && !ring_full && active) break;
+      // NOTE: an active worker idle only for ring space is what tells the
+      // tuner a deeper ring would help.
+      const std::int64_t t = has_task && ring_full && active ? now_ns() : 0;
+      work_cv_.wait(lock);
+      if (t) ring_blocked_ns_ += static_cast<std::uint64_t>(now_ns() - t);
+    }
+    const std::size_t t = next_task_++;
+    const std::size_t b = t / opt_.batch_size, pos = t % opt_.batch_size;
+    const std::uint64_t gen = generation_;
+    RingEntry& e = ring_[b % ring_.size()];
+    if (e.batch != static_cast<std::int64_t>(b)) start_batch_locked(&e, b);
+    Slot* slot = e.slot;
+    const std::uint64_t epoch = run_epoch_, seed = order_.seed;
+    const bool first_epoch = epochs_started_ <= 1;
+    ++inflight_;
+    lock.unlock();
 
-      // NOTE: a batch without a buffer has failed whole: its tasks only count off.
-      Status st = slot ? run_task(t, gen, seed, epoch, slot, pos, first_epoch, &ws)
-                       : Status::Ok();
+    // NOTE: a batch without a buffer has failed whole: its tasks only count off.
+    Status st = slot ? run_task(t, gen, seed, epoch, slot, pos, first_epoch, &ws)
+                     : Status::Ok();
 
-      lock.lock();
-      --inflight_;
-      if (inflight_ == 0) idle_cv_.notify_all();
-      if (gen != generation_) continue;  // the epoch was restarted meanwhile
-      if (!st.ok() && pos < e.error_pos) {
-        e.error = std::move(st);
-        e.error_pos = pos;
+    lock.lock();
+    --inflight_;
+    if (inflight_ == 0) idle_cv_.notify_all();
+    if (gen != generation_) continue;  // the epoch was restarted meanwhile
+    if (!st.ok() && pos < e.error_pos) {
+      e.error = std::move(st);
+      e.error_pos = pos;
+    }
+    if (--e.remaining == 0) {
+      if (opt_.hook && e.error.ok()) {
+        // The caller's batch stage (a collate) runs here, on this worker,
+        // before the batch can be handed out; ++inflight_ keeps a restart
+        // waiting for it, as for a sample.
+        ++inflight_;
+        lock.unlock();
+        const std::int64_t h0 = now_ns();
+        Status hs = hook_batch(gen, epoch, b);
+        ws.counters->add_python(now_ns() - h0);
+        lock.lock();
+        if (--inflight_ == 0) idle_cv_.notify_all();
+        if (gen != generation_) continue;
+        if (!hs.ok()) e.error = std::move(hs);
       }
-      if (--e.remaining == 0) {
-        if (opt_.hook && e.error.ok()) {
-          // The caller's batch stage (a collate) runs here, on this worker,
-          // before the batch can be handed out; ++inflight_ keeps a restart
-          // waiting for it, as for a sample.
-          ++inflight_;
-          lock.unlock();
-          const std::int64_t h0 = now_ns();
-          Status hs = hook_batch(gen, epoch, b);
-          ws.counters->add_python(now_ns() - h0);
-          lock.lock();
-          if (--inflight_ == 0) idle_cv_.notify_all();
-          if (gen != generation_) continue;
-          if (!hs.ok()) e.error = std::move(hs);
-        }
-        e.ready = true;
-        ready_cv_.notify_all();
-      }
+      e.ready = true;
+      ready_cv_.notify_all();
     }
   }
+}
 
-  // The first task of batch b takes the ring entry and a buffer for it.
-  // NOTE: a buffer that cannot be had (std::bad_alloc: the pool grows only
-  // when the consumer holds batches) fails that batch, whatever on_corrupt
-  // says (no sample is at fault, none can replace it): its error is raised
-  // when the consumer reaches it, iteration goes on after it, and
-  // stats()["thread_errors"]["worker"] counts it.
-  void start_batch_locked(RingEntry* e, std::size_t b) REQUIRES(mu_) {
-    e->batch = static_cast<std::int64_t>(b);
-    e->slot = nullptr;
-    e->remaining = batch_len(b);
-    e->ready = false;
-    e->error = Status::Ok();
-    e->error_pos = SIZE_MAX;
-    try {
-      detail::injection_point(ThreadSite::kWorker, static_cast<std::int64_t>(b));
-      e->slot = pool_->acquire();
-    } catch (...) {
-      e->error = detail::exception_status("worker: batch buffer");
-      e->error_pos = 0;
-      worker_errors_.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-
-  // One task: the sample at epoch position t into `slot`, then the worker's
-  // share of the cache's work (cache/cache_service.h: the cache="ram"
-  // rewrite's, cache="decoded"'s records of the first batch). NOTE: make()
-  // has its own barrier (a sample's exception is that sample's error, under
-  // on_corrupt); anything thrown around it here (the error's message, the
-  // corrupt log, out of memory) fails the batch like a lost buffer does, and
-  // is counted.
-  Status run_task(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot, std::size_t pos,
-                  bool first_epoch, detail::Scratch* ws) noexcept {
-    try {
-      const std::int64_t m0 = now_ns();
-      ws->rewrite.first_epoch = first_epoch;
-      Status st = make_sample(t, gen, seed, epoch, slot, pos, ws);
-      if (caching_) {
-        caching_->after_sample(&ws->rewrite, now_ns() - m0);
-        if (opt_.cache == Cache::kDecoded) maker_->fill_deferred(ws);
-      }
-      return st;
-    } catch (...) {
-      worker_errors_.fetch_add(1, std::memory_order_relaxed);
-      return detail::exception_status("worker");
-    }
-  }
-
-  // spawn()'s sink: something reached worker `id`'s top (not a task: those
-  // are caught above), so the thread is gone. NOTE: the loader cannot count
-  // on its share of the work (the tuner may hand it tasks), so it stops
-  // serving batches: next() raises this error from the first batch not
-  // ready yet (batches ready are still delivered), in the consumer's thread;
-  // the process lives, and a new loader works.
-  void worker_died(int id, const Status& st) EXCLUDES(mu_) {
+// The first task of batch b takes the ring entry and a buffer for it.
+// NOTE: a buffer that cannot be had (std::bad_alloc: the pool grows only
+// when the consumer holds batches) fails that batch, whatever on_corrupt
+// says (no sample is at fault, none can replace it): its error is raised
+// when the consumer reaches it, iteration goes on after it, and
+// stats()["thread_errors"]["worker"] counts it.
+void Loader::Impl::start_batch_locked(RingEntry* e, std::size_t b) {
+  e->batch = static_cast<std::int64_t>(b);
+  e->slot = nullptr;
+  e->remaining = batch_len(b);
+  e->ready = false;
+  e->error = Status::Ok();
+  e->error_pos = SIZE_MAX;
+  try {
+    detail::injection_point(ThreadSite::kWorker, static_cast<std::int64_t>(b));
+    e->slot = pool_->acquire();
+  } catch (...) {
+    e->error = detail::exception_status("worker: batch buffer");
+    e->error_pos = 0;
     worker_errors_.fetch_add(1, std::memory_order_relaxed);
-    Status why;
-    try {
-      why = Status(st.code(), "worker thread stoker-w" + std::to_string(id) + " stopped: " + st.message());
-    } catch (...) {
-      why = Status(st.code(), "worker stopped");  // short: no allocation
-    }
-    {
-      MutexLock lock(mu_);
-      if (broken_.ok()) broken_ = std::move(why);
-    }
-    ready_cv_.notify_all();
   }
+}
 
-  // The hook's batch stage; an exception escaping it is the batch's error.
-  Status hook_batch(std::uint64_t gen, std::uint64_t epoch, std::size_t b) noexcept {
-    try {
-      return opt_.hook->batch(gen, epoch, b, batch_len(b));
-    } catch (const std::exception& ex) {
-      return Status(Code::kInternal, std::string("batch stage: ") + ex.what());
-    } catch (...) {
-      return Status(Code::kInternal, "batch stage: unknown exception");
+// One task: the sample at epoch position t into `slot`, then the worker's
+// share of the cache's work (cache/cache_service.h: the cache="ram"
+// rewrite's, cache="decoded"'s records of the first batch). NOTE: make()
+// has its own barrier (a sample's exception is that sample's error, under
+// on_corrupt); anything thrown around it here (the error's message, the
+// corrupt log, out of memory) fails the batch like a lost buffer does, and
+// is counted.
+Status Loader::Impl::run_task(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot,
+                              std::size_t pos, bool first_epoch, detail::Scratch* ws) noexcept {
+  try {
+    const std::int64_t m0 = now_ns();
+    ws->rewrite.first_epoch = first_epoch;
+    Status st = make_sample(t, gen, seed, epoch, slot, pos, ws);
+    if (caching_) {
+      caching_->after_sample(&ws->rewrite, now_ns() - m0);
+      if (opt_.cache == Cache::kDecoded) maker_->fill_deferred(ws);
     }
-  }
-
-  // The hook's sample stage for the sample `ws` holds; the same barrier.
-  Status hook_sample(std::uint64_t gen, std::uint64_t epoch, std::size_t t, std::uint32_t rec,
-                     detail::Scratch* ws) noexcept {
-    const std::int64_t h0 = now_ns();
-    Status st;
-    try {
-      HookSample hs;
-      maker_->hook_sample(rec, *ws, &hs);
-      st = opt_.hook->sample(gen, epoch, t / opt_.batch_size, t % opt_.batch_size, hs);
-    } catch (const std::exception& ex) {
-      st = Status(Code::kInternal, std::string("sample stage: ") + ex.what());
-    } catch (...) {
-      st = Status(Code::kInternal, "sample stage: unknown exception");
-    }
-    if (ws->counters) ws->counters->add_python(now_ns() - h0);
     return st;
+  } catch (...) {
+    worker_errors_.fetch_add(1, std::memory_order_relaxed);
+    return detail::exception_status("worker");
   }
+}
 
-  // Fills position `pos` of `slot` with the sample at epoch position `t`, or
-  // under kSkip with the next good sample of the epoch.
-  Status make_sample(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot,
-                     std::size_t pos, detail::Scratch* ws) {
-    const detail::SampleOut out{slot->data.get(), pos};
-    std::size_t p = t;
-    for (int attempt = 1;; ++attempt) {
-      // A mixture's item is a position of the epoch's draws, the key of its
-      // randomness (a record drawn twice is augmented twice, differently).
-      const std::uint32_t item = seq_[p];
-      const std::uint32_t rec = mix_ ? draws_[item] : item;
-      Status st = maker_->make(rec, item, seed, epoch, out, ws);
-      if (st.ok() && opt_.hook) st = hook_sample(gen, epoch, t, rec, ws);
-      if (st.ok()) return st;
-      st = Status(st.code(), "record " + std::to_string(rec) + " '" + source_->key(rec) + "': " + st.message());
-      // NOTE: data that could not be fetched (remote shards whose retries ran
-      // out, an object changed mid-run) is not a corrupt sample: never skipped.
-      if (st.code() == Code::kUnavailable || st.code() == Code::kCancelled) return st;
-      corrupt_.add(st);
-      if (opt_.on_corrupt == OnCorrupt::kRaise) return st;
-      if (attempt >= opt_.max_consecutive_corrupt) {
-        return Status(st.code(), "on_corrupt=skip gave up after " + std::to_string(attempt) +
-                                     " consecutive corrupt samples; last: " + st.message());
-      }
-      p = (p + 1) % seq_.size();  // NOTE: the next sample of the epoch takes the place
+// spawn()'s sink: something reached worker `id`'s top (not a task: those
+// are caught above), so the thread is gone. NOTE: the loader cannot count
+// on its share of the work (the tuner may hand it tasks), so it stops
+// serving batches: next() raises this error from the first batch not
+// ready yet (batches ready are still delivered), in the consumer's thread;
+// the process lives, and a new loader works.
+void Loader::Impl::worker_died(int id, const Status& st) {
+  worker_errors_.fetch_add(1, std::memory_order_relaxed);
+  Status why;
+  try {
+    why = Status(st.code(), "worker thread stoker-w" + std::to_string(id) + " stopped: " + st.message());
+  } catch (...) {
+    why = Status(st.code(), "worker stopped");  // short: no allocation
+  }
+  {
+    MutexLock lock(mu_);
+    if (broken_.ok()) broken_ = std::move(why);
+  }
+  ready_cv_.notify_all();
+}
+
+// Fills position `pos` of `slot` with the sample at epoch position `t`, or
+// under kSkip with the next good sample of the epoch.
+Status Loader::Impl::make_sample(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot,
+                                 std::size_t pos, detail::Scratch* ws) {
+  const detail::SampleOut out{slot->data.get(), pos};
+  std::size_t p = t;
+  for (int attempt = 1;; ++attempt) {
+    // A mixture's item is a position of the epoch's draws, the key of its
+    // randomness (a record drawn twice is augmented twice, differently).
+    const std::uint32_t item = seq_[p];
+    const std::uint32_t rec = mix_ ? draws_[item] : item;
+    Status st = maker_->make(rec, item, seed, epoch, out, ws);
+    if (st.ok() && opt_.hook) st = hook_sample(gen, epoch, t, rec, ws);
+    if (st.ok()) return st;
+    st = Status(st.code(), "record " + std::to_string(rec) + " '" + source_->key(rec) + "': " + st.message());
+    // NOTE: data that could not be fetched (remote shards whose retries ran
+    // out, an object changed mid-run) is not a corrupt sample: never skipped.
+    if (st.code() == Code::kUnavailable || st.code() == Code::kCancelled) return st;
+    corrupt_.add(st);
+    if (opt_.on_corrupt == OnCorrupt::kRaise) return st;
+    if (attempt >= opt_.max_consecutive_corrupt) {
+      return Status(st.code(), "on_corrupt=skip gave up after " + std::to_string(attempt) +
+                                   " consecutive corrupt samples; last: " + st.message());
     }
+    p = (p + 1) % seq_.size();  // NOTE: the next sample of the epoch takes the place
   }
-
-  std::shared_ptr<SlotPool> pool_;
-  const std::int64_t created_ns_;
-  const pid_t creator_pid_ = ::getpid();
-
-  // The scheduling state: every member GUARDED_BY(mu_) is touched only
-  // with mu_ held (checked by `make check-thread-safety`).
-  mutable detail::Mutex mu_;
-  detail::CondVar work_cv_;   // workers: a task may be available
-  detail::CondVar ready_cv_;  // consumer: a batch may be ready
-  detail::CondVar idle_cv_;   // restart: no sample in hand
-  bool stop_ GUARDED_BY(mu_) = false;
-  bool closed_ = false;  // close() ran: the workers are joined (the consumer's thread only)
-  bool running_ GUARDED_BY(mu_) = false;
-  Status broken_ GUARDED_BY(mu_);  // a worker thread stopped (worker_died): why
-  std::uint64_t generation_ GUARDED_BY(mu_) = 0;
-  std::uint64_t next_epoch_ GUARDED_BY(mu_) = 0;
-  std::uint64_t run_epoch_ GUARDED_BY(mu_) = 0;
-  std::uint64_t epochs_started_ GUARDED_BY(mu_) = 0;  // by this loader (the first one fills the cache)
-  // NOTE: the epoch's order (and a mixture's draws): written under mu_ by
-  // start_epoch() while no task is in flight (halt_locked), read by the
-  // workers' tasks without it; not GUARDED_BY, as the analysis cannot see
-  // that protocol.
-  std::vector<std::uint32_t> seq_;
-  const MixtureSource* mix_ = nullptr;       // source_, when it is a mixture
-  std::vector<std::uint32_t> draws_;         // a mixture's records of the running epoch, by position
-  std::vector<std::uint64_t> mix_drawn_ GUARDED_BY(mu_);  // per mixture source: samples handed out
-  std::size_t epoch_batches_ GUARDED_BY(mu_) = 0;  // of the running epoch (fewer than num_batches_ when resumed elastically)
-  // Parts of the epoch run on other topologies (order/order.h): for the next
-  // start_epoch(), and of the running epoch.
-  std::vector<detail::Segment> resume_earlier_ GUARDED_BY(mu_), run_earlier_ GUARDED_BY(mu_);
-  std::size_t next_task_ GUARDED_BY(mu_) = 0;
-  std::size_t deliver_ GUARDED_BY(mu_) = 0;
-  std::size_t resume_batches_ GUARDED_BY(mu_) = 0;  // where the next start_epoch() begins
-  int inflight_ GUARDED_BY(mu_) = 0;
-  std::vector<RingEntry> ring_ GUARDED_BY(mu_);  // capacity: the most the ring may deepen to
-  std::optional<detail::Tuner> tuner_ GUARDED_BY(mu_);
-  std::uint64_t ring_blocked_ns_ GUARDED_BY(mu_) = 0;
-  struct Window {
-    std::int64_t start_ns = 0, wait_ns = 0;
-    std::uint64_t batches = 0, busy_ns = 0, ring_blocked_ns = 0;
-  } window_ GUARDED_BY(mu_);
-
-  std::vector<std::unique_ptr<detail::StageCounters>> counters_;
-  std::vector<std::unique_ptr<detail::TraceBuffer>> traces_;  // per worker, then the consumer's
-  detail::DoctorChannel channel_{"loader", id_};
-  detail::CorruptLog corrupt_;
-  std::atomic<std::uint64_t> consumer_wait_ns_{0};
-  std::atomic<std::uint64_t> batches_{0};
-  std::atomic<std::int64_t> first_batch_ns_{-1};
-  std::atomic<bool> before_first_batch_{true};  // cache="decoded": the first batch's misses are not kept
-  std::int64_t first_next_ns_ GUARDED_BY(mu_) = -1;
-  std::int64_t last_batch_ns_ GUARDED_BY(mu_) = -1;
-  std::vector<std::thread> workers_;
-
-  // Exceptions on workers outside a sample (start_batch_locked, run_task, worker_died).
-  std::atomic<std::uint64_t> worker_errors_{0};
-};
-
-// ---- Batch ----
-const void* Batch::images() const { return lease_ ? lease_->slot->data.get() : nullptr; }
-void* Batch::mutable_images() { return lease_ ? lease_->slot->data.get() : nullptr; }
-const std::int64_t* Batch::labels() const { return labels_; }
-const TensorView* Batch::tensor(const std::string& name) const {
-  for (const TensorView& t : tensors_) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
 }
-std::size_t Batch::image_bytes() const { return bytes_; }
-
-// ---- Loader ----
-// NOTE: the options are checked before the source is opened (a bad option
-// is reported as such, not as a missing file, and before a long folder scan).
-Loader::Loader(const std::string& source, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options), remote_options(options)))),
-             options) {  // NOTE: a copy: argument order is unspecified
-  impl_->specs_ = {source};
-}
-Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options), remote_options(options)))),
-             options) {
-  impl_->specs_ = sources;
-}
-Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
-    : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
-Loader::Loader(const Mixture& mix, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), std::make_shared<MixtureSource>(mix, options.labels))),
-             options) {
-  impl_->mixture_json_ = mixture_to_json(mix);
-}
-void Loader::close() {
-  if (impl_ && !impl_->forked()) impl_->close();
-}
-
-Loader::~Loader() {
-  // NOTE: in a child of fork() the worker threads do not exist and the
-  // locks may have been held by them at the fork: leave it all untouched
-  // (the child's copy of the memory is released when the child exits).
-  if (impl_ && impl_->forked()) (void)impl_.release();
-}
-
-std::size_t Loader::num_batches() const { return impl_->num_batches_; }
-std::size_t Loader::num_samples() const { return impl_->num_samples_; }
-const Source& Loader::source() const { return *impl_->source_; }
-const LoaderOptions& Loader::options() const { return impl_->opt_; }
-std::array<std::int64_t, 3> Loader::sample_shape() const { return impl_->sample_shape(); }
-std::vector<std::int64_t> Loader::sample_dims() const { return impl_->spec().dims; }
-std::string Loader::sample_descr() const { return impl_->spec().descr; }
-bool Loader::arrays() const { return impl_->spec().arrays; }
-std::vector<TensorView> Loader::sample_tensors() const {
-  std::vector<TensorView> out;
-  for (const detail::OutputSpec& o : impl_->spec().outputs) out.push_back({o.name, o.descr, o.dims, nullptr, o.bytes});
-  return out;
-}
-void Loader::set_epoch(std::uint64_t epoch) { impl_->set_epoch(epoch); }
-std::uint64_t Loader::epoch() const { return impl_->epoch(); }
-void Loader::start_epoch() { impl_->start_epoch(); }
-std::optional<Batch> Loader::next() { return impl_->next(); }
-std::optional<Batch> Loader::next_for(std::chrono::nanoseconds timeout, bool* timed_out) {
-  return impl_->next(std::max<std::int64_t>(0, timeout.count()), timed_out);
-}
-Stats Loader::stats() const { return impl_->stats(); }
-std::string Loader::trace_events() const { return impl_->trace_events(); }
-void Loader::write_trace(const std::string& path) const {
-  std::ofstream f(path, std::ios::trunc);
-  f << "{\"traceEvents\":[" << impl_->trace_events() << "],\"displayTimeUnit\":\"ms\"}\n";
-  f.close();
-  if (!f) throw Error(Code::kIOError, "cannot write the trace to '" + path + "'");
-}
-const std::vector<std::string>& Loader::source_specs() const { return impl_->specs_; }
-Loader::State Loader::state_dict() const { return impl_->state(); }
-void Loader::load_state_dict(const State& state) { impl_->restore(state); }
 
 }  // namespace stoker

@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "doctor/html.h"
+#include "stats/stats_table.h"
 
 namespace stoker::doctor {
 namespace {
@@ -561,22 +562,30 @@ TEST(DoctorTest, RemoteWithLowFetchWaitIsNotRemoteBound) {
   EXPECT_EQ(find(w, "cache_dir="), nullptr);
 }
 
+// The doctor reads a loader's "remote" through the stats codec (stats/stats_table.h).
+Stats::Remote remote_facts(const json& stats) { return detail::stats_from_json(stats).remote; }
+Stats::Volume volume_facts(const json& stats) { return detail::stats_from_json(stats).volume; }
+
 TEST(DoctorTest, RemoteFactsParse) {
   EXPECT_FALSE(remote_facts(json{{"samples", 1}, {"remote", nullptr}}).active);
   EXPECT_FALSE(remote_facts(json{{"samples", 1}}).active);
   EXPECT_FALSE(remote_facts(json{{"remote", "?"}}).active);
   EXPECT_FALSE(remote_facts(json()).active);
-  const RemoteFacts r = remote_facts(json{{"remote", remote_stats(2.5, 6)}});
+  const Stats::Remote r = remote_facts(json{{"remote", remote_stats(2.5, 6)}});
   EXPECT_TRUE(r.active);
   EXPECT_EQ(r.bytes_fetched, 6e7);
   EXPECT_EQ(r.fetch_wait_s, 2.5);
   EXPECT_EQ(r.prefetch_depth, 6);
-  EXPECT_EQ(r.retries, (std::map<std::string, double>{{"http_5xx", 3}, {"timeout", 2}}));  // non-zero causes
+  std::map<std::string, std::uint64_t> nonzero;
+  for (const auto& [cause, n] : r.retries) {
+    if (n) nonzero[cause] = n;
+  }
+  EXPECT_EQ(nonzero, (std::map<std::string, std::uint64_t>{{"http_5xx", 3}, {"timeout", 2}}));  // non-zero causes
   EXPECT_NEAR(r.shard_fetch_s, 1.6, 1e-12);
   EXPECT_NEAR(r.shard_consume_s, 0.2, 1e-12);
   EXPECT_EQ(r.index, "sidecar");
   // Fields missing or of another type read as 0.
-  const RemoteFacts odd = remote_facts(json{{"remote", {{"fetch_wait_s", "x"}, {"prefetch_log", 3}}}});
+  const Stats::Remote odd = remote_facts(json{{"remote", {{"fetch_wait_s", "x"}, {"prefetch_log", 3}}}});
   EXPECT_TRUE(odd.active);
   EXPECT_EQ(odd.fetch_wait_s, 0);
   EXPECT_TRUE(odd.prefetch_log.empty());
@@ -699,13 +708,13 @@ TEST(DoctorTest, VolumeFactsParse) {
   EXPECT_FALSE(volume_facts(json{{"samples", 1}}).active);
   EXPECT_FALSE(volume_facts(json{{"volume", 3}}).active);
   EXPECT_FALSE(volume_facts(json()).active);
-  const VolumeFacts r = volume_facts(json{{"volume", volume_stats(16, 1e9)}});
+  const Stats::Volume r = volume_facts(json{{"volume", volume_stats(16, 1e9)}});
   EXPECT_TRUE(r.active);
-  EXPECT_EQ(r.loads, 250);
+  EXPECT_EQ(r.loads, 250u);
   EXPECT_EQ(r.inflate_bytes, 8e9);
-  EXPECT_EQ(r.cache_budget_bytes, 1073741824);
+  EXPECT_EQ(r.cache_budget_bytes, 1073741824u);
   EXPECT_EQ(r.resample_s, 2.5);
-  const VolumeFacts odd = volume_facts(json{{"volume", {{"inflate_s", "x"}}}});
+  const Stats::Volume odd = volume_facts(json{{"volume", {{"inflate_s", "x"}}}});
   EXPECT_TRUE(odd.active);
   EXPECT_EQ(odd.inflate_s, 0);
 }

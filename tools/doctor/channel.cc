@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "stats/stats_table.h"
+
 namespace stoker::doctor {
 
 void Channel::poll() {
@@ -28,14 +30,21 @@ void Channel::poll() {
     s.kind = j.value("kind", "");
     const double t = static_cast<double>(j.value("time_ns", std::int64_t{0}) - start_ns_) * 1e-9;
     if (!s.points.empty() && s.points.back().t >= t) continue;  // unchanged
-    const auto& st = j["stats"];
-    const double samples = st.value("samples", 0.0);
-    const bool loader = s.kind == "loader";
-    const double wait = loader ? st.value("consumer_wait_s", 0.0) : st.value("wait_s", 0.0);
-    const double active = loader ? st.value("consumer_active_s", 0.0) : wait + st.value("step_s", 0.0);
-    s.points.push_back({t, samples, wait, active});
     s.last = std::move(j);
+    if (s.kind == "loader") {
+      const Stats st = s.loader_stats();
+      s.points.push_back({t, static_cast<double>(st.samples), st.consumer_wait_s, st.consumer_active_s});
+    } else {  // stoker.profile's stats
+      const auto& st = s.last["stats"];
+      const double wait = st.value("wait_s", 0.0);
+      s.points.push_back({t, st.value("samples", 0.0), wait, wait + st.value("step_s", 0.0)});
+    }
   }
+}
+
+Stats Series::loader_stats() const {
+  const auto it = last.find("stats");
+  return it == last.end() ? Stats{} : detail::stats_from_json(*it);
 }
 
 }  // namespace stoker::doctor

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "stoker/stats.h"
+
 namespace stoker::doctor {
 
 // One loader or profiled iterable over the run.
@@ -26,6 +28,11 @@ struct Series {
   std::vector<Point> points;
 
   double samples() const { return points.empty() ? 0 : points.back().samples; }
+  // A loader's last stats, typed: read through the stats table's codec
+  // (stats/stats_table.h), so a stat missing from the snapshot (another
+  // version's) keeps its default. Not for "profile" series (stoker.profile's
+  // own stats).
+  Stats loader_stats() const;
 };
 
 class Channel {

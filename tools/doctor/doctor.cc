@@ -342,11 +342,10 @@ std::string html_report(const DoctorArgs& a, const RunFacts& f, const Verdict& v
     std::vector<std::vector<double>> values;
     for (const auto& [k, s] : f.series) {
       if (s.kind != "loader") continue;
-      const auto& st = s.last["stats"];
-      const double n = std::max(1.0, st.value("samples", 0.0));
+      const Stats st = s.loader_stats();
+      const double n = std::max(1.0, static_cast<double>(st.samples));
       labels.push_back(k);
-      values.push_back({1e3 * st.value("read_s", 0.0) / n, 1e3 * st.value("decode_s", 0.0) / n,
-                        1e3 * st.value("transform_s", 0.0) / n});
+      values.push_back({1e3 * st.read_s / n, 1e3 * st.decode_s / n, 1e3 * st.transform_s / n});
     }
     if (!labels.empty()) {
       h += svg_stacked_bars(labels, {"read", "decode", "transform"}, values, "Loader work per sample (busy time)", "ms");

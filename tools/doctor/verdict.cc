@@ -235,12 +235,13 @@ constexpr int kRemoteMaxConnections = 256;
 constexpr double kLatencyShare = 0.25;
 
 // "no retries" / "retries: 5 (http_5xx 3, timeout 2)"
-std::string retries_text(const RemoteFacts& r) {
+std::string retries_text(const Stats::Remote& r) {
   double total = 0;
   std::string by;
   for (const auto& [cause, n] : r.retries) {
-    total += n;
-    by += fmt("%s%s %.0f", by.empty() ? "" : ", ", cause.c_str(), n);
+    if (n == 0) continue;
+    total += static_cast<double>(n);
+    by += fmt("%s%s %.0f", by.empty() ? "" : ", ", cause.c_str(), static_cast<double>(n));
   }
   return total > 0 ? fmt("retries: %.0f (%s)", total, by.c_str()) : "no retries";
 }
@@ -255,10 +256,11 @@ double shard_count(const std::string& describe) {
 
 // The remote-shard lines of the evidence: what was fetched and how fast, the
 // wait for it, the prefetcher's depth against what capped it, cache_dir.
-void remote_evidence(Verdict* v, const RemoteFacts& r, double wall, double busy_read, double busy, int connections) {
+void remote_evidence(Verdict* v, const Stats::Remote& r, double wall, double busy_read, double busy, int connections) {
   v->evidence.push_back(fmt("remote shards: %.1f MB/s fetched (%.1f MB in %.0f requests over the loader's %.1f s); time "
                             "to first byte p50 %.0f ms, p99 %.0f ms; %s",
-                            wall > 0 ? r.bytes_fetched / wall / 1e6 : 0, r.bytes_fetched / 1e6, r.requests, wall,
+                            wall > 0 ? r.bytes_fetched / wall / 1e6 : 0, r.bytes_fetched / 1e6,
+                            static_cast<double>(r.requests), wall,
                             r.latency_p50_ms, r.latency_p99_ms, retries_text(r).c_str()));
   const std::string at_cap = r.prefetch_depth >= kRemoteMaxDepth ? fmt("at its cap of %d", kRemoteMaxDepth) : "";
   const std::string cap =
@@ -277,15 +279,16 @@ void remote_evidence(Verdict* v, const RemoteFacts& r, double wall, double busy_
   if (r.cache_dir_hits + r.cache_dir_misses + r.cache_dir_bypass > 0) {
     v->evidence.push_back(fmt("cache_dir: %.0f shards found there, %.0f fetched into it (%.1f MB written), %.0f evicted "
                               "to stay under cache_limit, %.0f bypassed it (no room)",
-                              r.cache_dir_hits, r.cache_dir_misses, r.cache_dir_bytes_written / 1e6,
-                              r.cache_dir_evictions, r.cache_dir_bypass));
+                              static_cast<double>(r.cache_dir_hits), static_cast<double>(r.cache_dir_misses),
+                              r.cache_dir_bytes_written / 1e6, static_cast<double>(r.cache_dir_evictions),
+                              static_cast<double>(r.cache_dir_bypass)));
   }
   if (!r.index.empty()) {
     v->evidence.push_back(fmt("shard indexes from: %s%s; %.0f reads outside the epoch's plan (one request each); %.1f MB "
                               "of shards in memory now",
                               r.index.c_str(),
                               r.index_scanned_bytes > 0 ? fmt(" (%.1f MB scanned)", r.index_scanned_bytes / 1e6).c_str() : "",
-                              r.stray_reads, r.resident_bytes / 1e6));
+                              static_cast<double>(r.stray_reads), r.resident_bytes / 1e6));
   }
 }
 
@@ -397,12 +400,12 @@ void step_evidence(Verdict* v, const nlohmann::json& snap, double input_cores, d
 // spent waiting for remote bytes, what each change shortens. Predicted as the
 // local storage verdict's cache="ram" is (the input side's time per sample
 // scaled, the step and the cores bounding it), where a model applies.
-void remote_suggestions(Verdict* v, const RemoteFacts& r, const nlohmann::json& snap, const nlohmann::json& opts,
-                        const Model& model, double cpu, double busy_read, double busy, double wall,
+void remote_suggestions(Verdict* v, const Stats::Remote& r, double bytes_read, const nlohmann::json& snap,
+                        const nlohmann::json& opts, const Model& model, double cpu, double busy_read, double busy, double wall,
                         double loader_samples, int connections) {
   const double fr = busy > 0 ? std::min(r.fetch_wait_s, busy_read) / busy : 0;
   const double cpu_left = cpu * (1 - fr);  // waiting is no CPU work
-  const double dataset_mb = loader_samples > 0 ? number(snap["stats"], "bytes_read") / loader_samples *
+  const double dataset_mb = loader_samples > 0 ? bytes_read / loader_samples *
                                                      snap.value("dataset_size", 0.0) / 1e6
                                                : 0;
   const double shards = shard_count(snap.value("describe", std::string()));
@@ -431,12 +434,12 @@ void remote_suggestions(Verdict* v, const RemoteFacts& r, const nlohmann::json& 
         fmt("A larger cache_limit (now %s) or a cache_dir with more room: the data set is about %.0f MB; %.0f shards were "
             "evicted and %.0f bypassed it (no room), and are fetched again each epoch",
             limit > 0 ? fmt("%.0f MB", limit / 1e6).c_str() : "80% of the free space", dataset_mb,
-            r.cache_dir_evictions, r.cache_dir_bypass),
+            static_cast<double>(r.cache_dir_evictions), static_cast<double>(r.cache_dir_bypass)),
         0, "not predicted: depends on how much of the data set then stays in cache_dir");
   } else {
     v->notes.push_back(fmt("cache_dir is set and nothing was evicted: the %.0f shards fetched into it this run are read "
                            "locally from the second epoch on (a wait within the first epoch remains)",
-                           r.cache_dir_misses));
+                           static_cast<double>(r.cache_dir_misses)));
   }
   // A shard's fetch time: logged by the prefetcher's tuner; else estimated
   // from the shard size and the rate per connection in use.
@@ -478,14 +481,15 @@ void remote_suggestions(Verdict* v, const RemoteFacts& r, const nlohmann::json& 
 
 // The volume line of the evidence: patches and loads, bytes read per patch,
 // inflation, the volume cache against its budget, resampling.
-void volume_evidence(Verdict* v, const VolumeFacts& vf) {
+void volume_evidence(Verdict* v, const Stats::Volume& vf) {
   constexpr double kMiB = 1 << 20;
   v->evidence.push_back(fmt("volumes: %.0f patches from %.0f loads; %.2f MB read per patch; %.2f GB inflated (.nii.gz) "
                             "in %.1f s; volume cache: %.0f hits, %.0f misses, %.0f of %.0f MiB of its budget used "
                             "(%.0f entries)%s",
-                            vf.patches, vf.loads, vf.bytes_per_patch / 1e6, vf.inflate_bytes / 1e9, vf.inflate_s,
-                            vf.cache_hits, vf.cache_misses, vf.cache_bytes / kMiB, vf.cache_budget_bytes / kMiB,
-                            vf.cache_entries,
+                            static_cast<double>(vf.patches), static_cast<double>(vf.loads), vf.bytes_per_patch / 1e6,
+                            vf.inflate_bytes / 1e9, vf.inflate_s, static_cast<double>(vf.cache_hits),
+                            static_cast<double>(vf.cache_misses), vf.cache_bytes / kMiB, vf.cache_budget_bytes / kMiB,
+                            static_cast<double>(vf.cache_entries),
                             vf.resample_s > 0 ? fmt("; resampling (Spacing) %.1f s", vf.resample_s).c_str() : ""));
 }
 
@@ -493,18 +497,23 @@ void volume_evidence(Verdict* v, const VolumeFacts& vf) {
 // workers' time spent decoding (for volumes: inflating), what a volume
 // cache that holds every volume removes from the second epoch on. Predicted
 // as the storage verdict's cache="ram" is.
-void volume_suggestions(Verdict* v, const VolumeFacts& vf, const nlohmann::json& snap, const nlohmann::json& opts,
+void volume_suggestions(Verdict* v, const Stats::Volume& vf, const nlohmann::json& snap, const nlohmann::json& opts,
                         const Model& model, double cpu, double ds, double mem_available_mib) {
   constexpr double kMiB = 1 << 20;
-  const bool full = vf.cache_budget_bytes > 0 && vf.cache_bytes >= kVolumeCacheFull * vf.cache_budget_bytes;
+  // NOTE: the counters as doubles: the arithmetic below is in real numbers.
+  const double loads = static_cast<double>(vf.loads), hits = static_cast<double>(vf.cache_hits),
+               misses = static_cast<double>(vf.cache_misses), inflated = static_cast<double>(vf.inflate_bytes),
+               cache_bytes = static_cast<double>(vf.cache_bytes),
+               budget_bytes = static_cast<double>(vf.cache_budget_bytes);
+  const bool full = budget_bytes > 0 && cache_bytes >= kVolumeCacheFull * budget_bytes;
   // The volumes a record load opens (image and label volumes), from the
   // cache's own counts: each is a hit or a miss.
-  const double per_load = vf.loads > 0 ? (vf.cache_hits + vf.cache_misses) / vf.loads : 0;
+  const double per_load = loads > 0 ? (hits + misses) / loads : 0;
   const double records = snap.value("dataset_size", 0.0);
   const double per_epoch = records / std::max(1, opts.value("world_size", 1)) * per_load;  // volumes a rank loads per epoch
-  const double per_miss = vf.cache_misses > 0 ? vf.inflate_bytes / vf.cache_misses : 0;
+  const double per_miss = misses > 0 ? inflated / misses : 0;
   // Misses beyond one epoch's volumes: volumes inflated again.
-  const bool again = per_epoch > 0 && vf.cache_misses > per_epoch;
+  const bool again = per_epoch > 0 && misses > per_epoch;
   if (full && per_epoch <= 0) {
     v->notes.push_back("memory_budget not estimated: the snapshot gives no dataset_size or no volume loads");
   } else if (full && again && per_miss > 0) {
@@ -516,7 +525,7 @@ void volume_suggestions(Verdict* v, const VolumeFacts& vf, const nlohmann::json&
     add(v,
         fmt("memory_budget=%.0f (now %.0f; the volume cache is %.0f%% full and volumes are inflated again): the "
             "inflated volumes, about %.0f MiB, then stay in memory, inflated once rather than on every load; %s",
-            budget, vf.cache_budget_bytes, 100 * vf.cache_bytes / vf.cache_budget_bytes, need / kMiB,
+            budget, budget_bytes, 100 * cache_bytes / budget_bytes, need / kMiB,
             fit >= 1 ? "they fit in half the available memory"
                      : fmt("only %.0f%% of them fit in half the available memory (%.0f MiB available)", 100 * fit,
                            mem_available_mib)
@@ -526,35 +535,34 @@ void volume_suggestions(Verdict* v, const VolumeFacts& vf, const nlohmann::json&
             "second epoch on%s; %.0f cache misses against %.0f volumes loaded per epoch; the inflated set estimated as "
             "%.1f MB per miss (inflate_bytes / cache_misses) x %.0f volumes (dataset_size %.0f records x %.2f volumes "
             "per load, (cache_hits + cache_misses) / loads), plus 10%%",
-            100 * ds, fit >= 1 ? "" : fmt(" for the %.0f%% that fits", 100 * fit).c_str(), vf.cache_misses,
+            100 * ds, fit >= 1 ? "" : fmt(" for the %.0f%% that fits", 100 * fit).c_str(), misses,
             per_epoch, per_miss / 1e6, volumes, records, per_load));
   } else if (full && !again) {
     v->notes.push_back(fmt("the volume cache is full (%.0f of %.0f MiB), but its %.0f misses are no more than the %.0f "
                            "volumes loaded per epoch: no volume is known to be inflated twice yet",
-                           vf.cache_bytes / kMiB, vf.cache_budget_bytes / kMiB, vf.cache_misses, per_epoch));
-  } else if (vf.cache_budget_bytes > 0) {
+                           cache_bytes / kMiB, budget_bytes / kMiB, misses, per_epoch));
+  } else if (budget_bytes > 0) {
     v->notes.push_back(fmt("the volume cache holds %.0f of its %.0f MiB: volumes it keeps are inflated once; %.0f "
                            "misses over %.0f loads",
-                           vf.cache_bytes / kMiB, vf.cache_budget_bytes / kMiB, vf.cache_misses, vf.loads));
+                           cache_bytes / kMiB, budget_bytes / kMiB, misses, loads));
   }
   add(v, "Store the volumes uncompressed (.nii or .npy): a patch then reads only its bytes, no inflation", 0,
       fmt("not predicted: depends on the storage's rate for the patches' reads; %.2f GB were inflated in %.1f s of "
           "the workers' time",
-          vf.inflate_bytes / 1e9, vf.inflate_s));
+          inflated / 1e9, vf.inflate_s));
 }
 
 void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const Series* ps, const Probes& probes,
                      bool probe, Verdict* v) {
   const auto& snap = ls.last;
-  const auto& st = snap["stats"];
+  const Stats st = ls.loader_stats();
   const nlohmann::json opts = snap.contains("options") ? snap["options"] : nlohmann::json::object();
-  const double loader_samples = st.value("samples", 0.0);
-  const double busy_read = st.value("read_s", 0.0), busy_decode = st.value("decode_s", 0.0),
-               busy_transform = st.value("transform_s", 0.0);
+  const double loader_samples = static_cast<double>(st.samples);
+  const double busy_read = st.read_s, busy_decode = st.decode_s, busy_transform = st.transform_s;
   // The Python part of a pipeline (transforms stoker has no kernel for, target_transform, collate) on the workers.
-  const double busy_python = st.value("python_s", 0.0);
+  const double busy_python = st.python_s;
   const double busy = busy_read + busy_decode + busy_transform + busy_python;
-  double n = st.value("samples", 0.0), active = st.value("consumer_active_s", 0.0), wait = st.value("consumer_wait_s", 0.0);
+  double n = loader_samples, active = st.consumer_active_s, wait = st.consumer_wait_s;
   double fetch = 0, h2d = 0, h2d_bytes = 0;
   if (ps && ps->last["info"].value("stoker_loader", false)) {  // the profile wraps this loader: its step is known
     const auto& pst = ps->last["stats"];
@@ -565,7 +573,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     // NOTE: per batch, each over its own count: the two snapshots are
     // published at different moments, and a difference of their totals
     // would be mostly that lag in an input-bound run.
-    const double pb = pst.value("batches", 0.0), cb = st.value("batches", 0.0);
+    const double pb = pst.value("batches", 0.0), cb = static_cast<double>(st.batches);
     if (n > 0 && pb > 0 && cb > 0) {
       fetch = std::max(0.0, (pst.value("wait_s", 0.0) - h2d) / pb - wait / cb) * pb / n;
     }
@@ -579,7 +587,8 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     wait = pst.value("wait_s", 0.0);
     active = wait + pst.value("step_s", 0.0);
   }
-  const int threads = st.value("threads", 1), threads_max = st.value("threads_max", 1);
+  // NOTE: a snapshot without them (another version's) reads as one thread.
+  const int threads = std::max(1, st.threads), threads_max = std::max(1, st.threads_max);
   v->consumer = "stoker loader over " + snap.value("describe", std::string("?"));
   const bool wrapped = ps && ps->last["info"].value("stoker_loader", false);
   const Steady w = steady_window(wrapped ? *ps : ls, snap.value("dataset_size", 0.0) / std::max(1, opts.value("world_size", 1)),
@@ -602,7 +611,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   model.input_cpu = cpu;
   // The loader's threads are the process's other threads (the loop's is its main one).
   model.input_cores = std::max(0.0, m.root_cpu - m.main_cpu);
-  model.input_threads = st.value("threads", 0);
+  model.input_threads = st.threads;
   model.other_cores = std::max(0.0, m.cores_busy - m.tree_cpu);
   model.other_threads = m.other_runnable;
   const double rs = busy > 0 ? busy_read / busy : 0, ds = busy > 0 ? busy_decode / busy : 0,
@@ -625,10 +634,10 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
                        "epochs (evaluation, checkpoints) counts as the step, and time in next() outside the C++ wait "
                        "(staging, batch transforms) is not counted as waiting");
   }
-  const double wall = st.value("wall_s", 0.0);
+  const double wall = st.wall_s;
   v->evidence.push_back(fmt("loader workers busy %.2f threads on average (%d in use of %d started, autotune %s): read %.0f%%, "
                             "decode %.0f%%, transform %.0f%% of their time; %.2f / %.2f / %.2f ms per sample",
-                            wall > 0 ? busy / wall : 0, threads, threads_max, st.value("autotune", std::string("?")).c_str(),
+                            wall > 0 ? busy / wall : 0, threads, threads_max, st.autotune.empty() ? "?" : st.autotune.c_str(),
                             100 * rs, 100 * ds, 100 * xs, loader_samples > 0 ? 1e3 * busy_read / loader_samples : 0,
                             loader_samples > 0 ? 1e3 * busy_decode / loader_samples : 0,
                             loader_samples > 0 ? 1e3 * busy_transform / loader_samples : 0));
@@ -637,10 +646,10 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
                               "%.0f%% of their time, %.2f ms per sample, the GIL's waits included",
                               100 * pys, loader_samples > 0 ? 1e3 * busy_python / loader_samples : 0));
   }
-  const RemoteFacts rf = remote_facts(st);
+  const Stats::Remote& rf = st.remote;
   const int connections = opts.value("remote_connections", 8);
   if (rf.active) remote_evidence(v, rf, wall, busy_read, busy, connections);
-  const VolumeFacts vf = volume_facts(st);
+  const Stats::Volume& vf = st.volume;
   if (vf.active) volume_evidence(v, vf);
   machine_evidence(v, f, m);
 
@@ -698,12 +707,12 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     }
   }
   if (remote) {
-    remote_suggestions(v, rf, snap, opts, model, cpu, busy_read, busy, wall, loader_samples, connections);
+    remote_suggestions(v, rf, static_cast<double>(st.bytes_read), snap, opts, model, cpu, busy_read, busy, wall, loader_samples, connections);
   } else if (decompression) {
     volume_suggestions(v, vf, snap, opts, model, cpu, ds, f.mem_available_mib);
   } else if (storage) {
     const double dataset = snap.value("dataset_size", 0.0);
-    const double bytes = loader_samples > 0 ? static_cast<double>(st.value("bytes_read", 0.0)) / loader_samples : 0;
+    const double bytes = loader_samples > 0 ? static_cast<double>(st.bytes_read) / loader_samples : 0;
     const double need_mib = bytes * dataset / (1 << 20);
     if (opts.value("cache", std::string("mmap")) == "mmap") {
       add(v, fmt("cache=\"ram\": the encoded data set (%.1f MiB) %s", need_mib,
@@ -1237,68 +1246,6 @@ double StepModel::rate(double ratio, double cpu_per_sample) const {
     (f(mid) > mid ? lo : hi) = mid;
   }
   return hi > 0 ? 1.0 / hi : 0;
-}
-
-RemoteFacts remote_facts(const nlohmann::json& stats) {
-  RemoteFacts r;
-  if (!stats.is_object()) return r;
-  const auto it = stats.find("remote");
-  if (it == stats.end() || !it->is_object()) return r;  // null: local data; missing: a loader from before
-  const nlohmann::json& j = *it;
-  r.active = true;
-  r.bytes_fetched = number(j, "bytes_fetched");
-  r.requests = number(j, "requests");
-  if (const auto rt = j.find("retries"); rt != j.end() && rt->is_object()) {
-    for (const auto& [cause, n] : rt->items()) {
-      if (n.is_number() && n.get<double>() > 0) r.retries[cause] = n.get<double>();
-    }
-  }
-  r.fetch_wait_s = number(j, "fetch_wait_s");
-  r.latency_p50_ms = number(j, "latency_p50_ms");
-  r.latency_p99_ms = number(j, "latency_p99_ms");
-  r.prefetch_depth = static_cast<int>(number(j, "prefetch_depth"));
-  if (const auto pl = j.find("prefetch_log"); pl != j.end() && pl->is_array()) {
-    for (const auto& line : *pl) {
-      if (line.is_string()) r.prefetch_log.push_back(line.get<std::string>());
-    }
-  }
-  r.shard_fetch_s = number(j, "shard_fetch_s");
-  r.shard_consume_s = number(j, "shard_consume_s");
-  r.resident_bytes = number(j, "resident_bytes");
-  r.stray_reads = number(j, "stray_reads");
-  if (const auto ix = j.find("index"); ix != j.end() && ix->is_string()) r.index = ix->get<std::string>();
-  r.index_scanned_bytes = number(j, "index_scanned_bytes");
-  r.cache_dir_hits = number(j, "cache_dir_hits");
-  r.cache_dir_misses = number(j, "cache_dir_misses");
-  r.cache_dir_bytes_written = number(j, "cache_dir_bytes_written");
-  r.cache_dir_evictions = number(j, "cache_dir_evictions");
-  r.cache_dir_bypass = number(j, "cache_dir_bypass");
-  return r;
-}
-
-VolumeFacts volume_facts(const nlohmann::json& stats) {
-  VolumeFacts r;
-  if (!stats.is_object()) return r;
-  const auto it = stats.find("volume");
-  if (it == stats.end() || !it->is_object()) return r;  // null: another schema; missing: a loader from before
-  const nlohmann::json& j = *it;
-  r.active = true;
-  r.num_samples = number(j, "num_samples");
-  r.patches = number(j, "patches");
-  r.loads = number(j, "loads");
-  r.bytes_read = number(j, "bytes_read");
-  r.bytes_per_patch = number(j, "bytes_per_patch");
-  r.inflate_bytes = number(j, "inflate_bytes");
-  r.inflate_s = number(j, "inflate_s");
-  r.cache_hits = number(j, "cache_hits");
-  r.cache_misses = number(j, "cache_misses");
-  r.cache_entries = number(j, "cache_entries");
-  r.cache_bytes = number(j, "cache_bytes");
-  r.cache_budget_bytes = number(j, "cache_budget_bytes");
-  r.label_index_builds = number(j, "label_index_builds");
-  r.posneg_one_class = number(j, "posneg_one_class");
-  r.resample_s = number(j, "resample_s");
-  return r;
 }
 
 std::string series_label(const Series& s) {

@@ -178,49 +178,9 @@ struct RunFacts {
   std::string stderr_tail;   // the last bytes the command wrote to stderr
 };
 
-// A loader snapshot's remote-shard counters (its stats' "remote": Stats::Remote
-// in stoker/stats.h), as the verdict reads them. Not active for local data
-// ("remote": null), a snapshot from before remote shards (no key), or
-// anything else that is not an object; fields missing or of another type
-// read as 0 / empty.
-struct RemoteFacts {
-  bool active = false;
-  double bytes_fetched = 0, requests = 0;
-  std::map<std::string, double> retries;  // by cause, non-zero ones only
-  double fetch_wait_s = 0;                // worker seconds waiting for shard bytes not yet arrived
-  double latency_p50_ms = 0, latency_p99_ms = 0;
-  int prefetch_depth = 0;
-  std::vector<std::string> prefetch_log;
-  // A shard's fetch time and the time the loader takes to consume one
-  // (moving averages; 0: not measured yet).
-  double shard_fetch_s = 0, shard_consume_s = 0;
-  double resident_bytes = 0, stray_reads = 0;
-  std::string index;
-  double index_scanned_bytes = 0;
-  double cache_dir_hits = 0, cache_dir_misses = 0, cache_dir_bytes_written = 0, cache_dir_evictions = 0,
-         cache_dir_bypass = 0;
-};
-RemoteFacts remote_facts(const nlohmann::json& stats);
-
 // Remote-bound: storage-bound (the read-share test) and the workers waited
 // for remote bytes at least this share of their read time.
 constexpr double kRemoteWaitShare = 0.5;
-
-// A loader snapshot's volume counters (its stats' "volume": Stats::Volume in
-// stoker/stats.h), as the verdict reads them. Not active for other schemas
-// ("volume": null), a snapshot from before volumes (no key), or anything
-// else that is not an object; fields missing or of another type read as 0.
-struct VolumeFacts {
-  bool active = false;
-  double num_samples = 0;  // patches per volume load
-  double patches = 0, loads = 0;
-  double bytes_read = 0, bytes_per_patch = 0;
-  double inflate_bytes = 0, inflate_s = 0;  // .nii.gz voxels inflated, worker seconds inflating
-  double cache_hits = 0, cache_misses = 0, cache_entries = 0, cache_bytes = 0, cache_budget_bytes = 0;
-  double label_index_builds = 0, posneg_one_class = 0;
-  double resample_s = 0;
-};
-VolumeFacts volume_facts(const nlohmann::json& stats);
 
 // Decompression-bound: decode the largest stage, and inflating volumes at
 // least this share of the workers' decode time.

@@ -1,0 +1,84 @@
+// The public facade: Batch's accessors and Loader's methods, each forwarding
+// to Loader::Impl (loader_impl.h).
+#include <fstream>
+
+#include "batch/loader_impl.h"
+
+namespace stoker {
+
+// ---- Batch ----
+const void* Batch::images() const { return lease_ ? lease_->slot->data.get() : nullptr; }
+void* Batch::mutable_images() { return lease_ ? lease_->slot->data.get() : nullptr; }
+const std::int64_t* Batch::labels() const { return labels_; }
+const TensorView* Batch::tensor(const std::string& name) const {
+  for (const TensorView& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+std::size_t Batch::image_bytes() const { return bytes_; }
+
+// ---- Loader ----
+// NOTE: the options are checked before the source is opened (a bad option
+// is reported as such, not as a missing file, and before a long folder scan).
+Loader::Loader(const std::string& source, LoaderOptions options)
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options), remote_options(options)))),
+             options) {  // NOTE: a copy: argument order is unspecified
+  impl_->specs_ = {source};
+}
+Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
+    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options), remote_options(options)))),
+             options) {
+  impl_->specs_ = sources;
+}
+Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
+    : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
+Loader::Loader(const Mixture& mix, LoaderOptions options)
+    : Loader(std::shared_ptr<const Source>((validate_options(options), std::make_shared<MixtureSource>(mix, options.labels))),
+             options) {
+  impl_->mixture_json_ = mixture_to_json(mix);
+}
+void Loader::close() {
+  if (impl_ && !impl_->forked()) impl_->close();
+}
+
+Loader::~Loader() {
+  // NOTE: in a child of fork() the worker threads do not exist and the
+  // locks may have been held by them at the fork: leave it all untouched
+  // (the child's copy of the memory is released when the child exits).
+  if (impl_ && impl_->forked()) (void)impl_.release();
+}
+
+std::size_t Loader::num_batches() const { return impl_->num_batches_; }
+std::size_t Loader::num_samples() const { return impl_->num_samples_; }
+const Source& Loader::source() const { return *impl_->source_; }
+const LoaderOptions& Loader::options() const { return impl_->opt_; }
+std::array<std::int64_t, 3> Loader::sample_shape() const { return impl_->sample_shape(); }
+std::vector<std::int64_t> Loader::sample_dims() const { return impl_->spec().dims; }
+std::string Loader::sample_descr() const { return impl_->spec().descr; }
+bool Loader::arrays() const { return impl_->spec().arrays; }
+std::vector<TensorView> Loader::sample_tensors() const {
+  std::vector<TensorView> out;
+  for (const detail::OutputSpec& o : impl_->spec().outputs) out.push_back({o.name, o.descr, o.dims, nullptr, o.bytes});
+  return out;
+}
+void Loader::set_epoch(std::uint64_t epoch) { impl_->set_epoch(epoch); }
+std::uint64_t Loader::epoch() const { return impl_->epoch(); }
+void Loader::start_epoch() { impl_->start_epoch(); }
+std::optional<Batch> Loader::next() { return impl_->next(); }
+std::optional<Batch> Loader::next_for(std::chrono::nanoseconds timeout, bool* timed_out) {
+  return impl_->next(std::max<std::int64_t>(0, timeout.count()), timed_out);
+}
+Stats Loader::stats() const { return impl_->stats(); }
+std::string Loader::trace_events() const { return impl_->trace_events(); }
+void Loader::write_trace(const std::string& path) const {
+  std::ofstream f(path, std::ios::trunc);
+  f << "{\"traceEvents\":[" << impl_->trace_events() << "],\"displayTimeUnit\":\"ms\"}\n";
+  f.close();
+  if (!f) throw Error(Code::kIOError, "cannot write the trace to '" + path + "'");
+}
+const std::vector<std::string>& Loader::source_specs() const { return impl_->specs_; }
+Loader::State Loader::state_dict() const { return impl_->state(); }
+void Loader::load_state_dict(const State& state) { impl_->restore(state); }
+
+}  // namespace stoker

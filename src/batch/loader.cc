@@ -22,8 +22,8 @@ using detail::Slot;
 using detail::SlotLease;
 using detail::SlotPool;
 
-Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt)
-    : source_(std::move(source)), opt_((validate_options(opt), std::move(opt))), created_ns_(now_ns()) {
+Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool validated)
+    : source_(std::move(source)), opt_((validated || (validate_options(opt), true), std::move(opt))), created_ns_(now_ns()) {
   if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
   maker_.emplace(*source_, opt_, nullptr);
   const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();

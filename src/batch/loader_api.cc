@@ -21,21 +21,26 @@ std::size_t Batch::image_bytes() const { return bytes_; }
 // ---- Loader ----
 // NOTE: the options are checked before the source is opened (a bad option
 // is reported as such, not as a missing file, and before a long folder scan).
+// NOTE: make_unique takes `options` by reference and copies it into Impl
+// only after the source is open (its argument order is unspecified).
 Loader::Loader(const std::string& source, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options), remote_options(options)))),
-             options) {  // NOTE: a copy: argument order is unspecified
+    : impl_(std::make_unique<Impl>(
+          std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options), remote_options(options)))),
+          options, true)) {
   impl_->specs_ = {source};
 }
 Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options), remote_options(options)))),
-             options) {
+    : impl_(std::make_unique<Impl>(
+          std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options), remote_options(options)))),
+          options, true)) {
   impl_->specs_ = sources;
 }
 Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(source), std::move(options))) {}
 Loader::Loader(const Mixture& mix, LoaderOptions options)
-    : Loader(std::shared_ptr<const Source>((validate_options(options), std::make_shared<MixtureSource>(mix, options.labels))),
-             options) {
+    : impl_(std::make_unique<Impl>(
+          std::shared_ptr<const Source>((validate_options(options), std::make_shared<MixtureSource>(mix, options.labels))),
+          options, true)) {
   impl_->mixture_json_ = mixture_to_json(mix);
 }
 void Loader::close() {

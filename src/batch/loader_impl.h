@@ -32,7 +32,9 @@ namespace stoker {
 
 class Loader::Impl {
  public:
-  Impl(std::shared_ptr<const Source> source, LoaderOptions opt);
+  // `validated`: the public constructor that opened the source has checked
+  // the options already (they are checked once per construction).
+  Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool validated = false);
 
   ~Impl();
 

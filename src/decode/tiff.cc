@@ -145,6 +145,15 @@ struct TiffDecoder::State {
   Status decode_stored(const Box& r, ImageBuffer* buf);
   std::uint16_t orientation = 1;  // the Orientation tag PIL applies: 1 (none) to 8
   ImageBuffer stored;             // a region as stored, before orientation
+  bool keep = false;                     // opened with stored=true
+  SampleType type = SampleType::kUint8;  // then: the samples' type
+
+  // Reads each strip or tile that box `r` (of the image as stored) touches,
+  // once, and calls row(rows, y, x, n) for each of its rows inside `r`: the
+  // unit's row (one per plane) holding image row y, columns [x, x + n) of
+  // the image (x counted in the unit from its first column `rows` point to).
+  template <typename Row>
+  Status for_each_row(const Box& r, Row&& row);
 };
 
 void TiffDecoder::State::convert(const std::uint8_t* const* rows, std::uint32_t x, std::uint32_t n,
@@ -204,7 +213,7 @@ TiffDecoder::TiffDecoder() : s_(std::make_unique<State>()) {}
 TiffDecoder::~TiffDecoder() = default;
 
 Status TiffDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width,
-                         int* height) {
+                         int* height, bool stored) {
   State& s = *s_;
   s.tif.reset();
   s.messages = Messages{};
@@ -256,74 +265,91 @@ Status TiffDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64
   }
   const std::string shape = std::to_string(spp) + " sample(s) of " + std::to_string(bits) + " bits";
   const bool gray = photometric == PHOTOMETRIC_MINISWHITE || photometric == PHOTOMETRIC_MINISBLACK;
-  // PIL's gray modes "I" and "F": 16 and 32-bit signed, 32-bit unsigned and float samples.
-  s.wide = Wide::kUint16;
-  if (gray && spp == 1 && format == SAMPLEFORMAT_INT && (bits == 16 || bits == 32)) {
-    s.wide = bits == 16 ? Wide::kInt16 : Wide::kInt32;
-  } else if (gray && spp == 1 && format == SAMPLEFORMAT_UINT && bits == 32) {
-    s.wide = Wide::kInt32;
-  } else if (gray && spp == 1 && format == SAMPLEFORMAT_IEEEFP && bits == 32) {
-    s.wide = Wide::kFloat32;
-  } else if (format != SAMPLEFORMAT_UINT) {
-    return Status::Unsupported("TIFF: sample format " + std::to_string(format) + " with " + shape +
-                               " (readable: unsigned integers; for gray also 16/32-bit signed and 32-bit float)");
-  }
-  const bool low_bits = bits == 1 || bits == 2 || bits == 4;
-  const bool unassociated_alpha = n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_UNASSALPHA;
-  s.invert = false;
-  s.premultiplied = false;
-  switch (photometric) {
-    case PHOTOMETRIC_MINISWHITE:
-    case PHOTOMETRIC_MINISBLACK:
-      s.kind = Kind::kGray;
-      if (spp == 1 && (low_bits || bits == 8 || bits == 16 || bits == 32)) {
-        // NOTE: as PIL: min-is-white gray of 16 bits or more is not inverted.
-        s.invert = photometric == PHOTOMETRIC_MINISWHITE && bits < 16;
-      } else if (!(photometric == PHOTOMETRIC_MINISBLACK && spp == 2 && bits == 8 && unassociated_alpha)) {
-        return Status::Unsupported("TIFF: gray with " + shape);
-      }
-      break;
-    case PHOTOMETRIC_PALETTE: {
-      s.kind = Kind::kPalette;
-      if (!((spp == 1 && (low_bits || bits == 8)) || (spp == 2 && bits == 8 && unassociated_alpha))) {
-        return Status::Unsupported("TIFF: palette with " + shape);
-      }
-      std::uint16_t *r = nullptr, *g = nullptr, *b = nullptr;
-      if (!TIFFGetField(t, TIFFTAG_COLORMAP, &r, &g, &b) || !r || !g || !b) {
-        return s.failed("palette image without a ColorMap");
-      }
-      // As PIL: each 16-bit entry's high byte.
-      s.palette.reset();
-      for (int i = 0; i < (1 << bits); ++i) {
-        s.palette.set(i, static_cast<std::uint8_t>(r[i] >> 8), static_cast<std::uint8_t>(g[i] >> 8),
-                      static_cast<std::uint8_t>(b[i] >> 8));
-      }
-      break;
+  s.keep = stored;
+  if (stored) {
+    // NOTE: kept as stored: the photometric interpretation does not matter
+    // (a 13-band tile is "min-is-black" with 13 samples), only the samples'.
+    if (format == SAMPLEFORMAT_UINT && (bits == 8 || bits == 16)) {
+      s.type = bits == 8 ? SampleType::kUint8 : SampleType::kUint16;
+    } else if (format == SAMPLEFORMAT_IEEEFP && bits == 32) {
+      s.type = SampleType::kFloat32;
+    } else {
+      return Status::Unsupported("TIFF: " + shape + " in sample format " + std::to_string(format) +
+                                 " cannot be kept as stored (readable: 8 or 16-bit unsigned integers, 32-bit floats)");
     }
-    case PHOTOMETRIC_RGB:
-      s.kind = Kind::kRgb;
-      if (!((bits == 8 && spp >= 3 && spp <= 6) || (bits == 16 && (spp == 3 || spp == 4)))) {
-        return Status::Unsupported("TIFF: RGB with " + shape);
+    if (photometric == PHOTOMETRIC_YCBCR && compression == COMPRESSION_JPEG) {
+      return Status::Unsupported("TIFF: JPEG-compressed YCbCr cannot be kept as stored (libtiff would convert it)");
+    }
+  } else {
+    // PIL's gray modes "I" and "F": 16 and 32-bit signed, 32-bit unsigned and float samples.
+    s.wide = Wide::kUint16;
+    if (gray && spp == 1 && format == SAMPLEFORMAT_INT && (bits == 16 || bits == 32)) {
+      s.wide = bits == 16 ? Wide::kInt16 : Wide::kInt32;
+    } else if (gray && spp == 1 && format == SAMPLEFORMAT_UINT && bits == 32) {
+      s.wide = Wide::kInt32;
+    } else if (gray && spp == 1 && format == SAMPLEFORMAT_IEEEFP && bits == 32) {
+      s.wide = Wide::kFloat32;
+    } else if (format != SAMPLEFORMAT_UINT) {
+      return Status::Unsupported("TIFF: sample format " + std::to_string(format) + " with " + shape +
+                                 " (readable: unsigned integers; for gray also 16/32-bit signed and 32-bit float)");
+    }
+    const bool low_bits = bits == 1 || bits == 2 || bits == 4;
+    const bool unassociated_alpha = n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_UNASSALPHA;
+    s.invert = false;
+    s.premultiplied = false;
+    switch (photometric) {
+      case PHOTOMETRIC_MINISWHITE:
+      case PHOTOMETRIC_MINISBLACK:
+        s.kind = Kind::kGray;
+        if (spp == 1 && (low_bits || bits == 8 || bits == 16 || bits == 32)) {
+          // NOTE: as PIL: min-is-white gray of 16 bits or more is not inverted.
+          s.invert = photometric == PHOTOMETRIC_MINISWHITE && bits < 16;
+        } else if (!(photometric == PHOTOMETRIC_MINISBLACK && spp == 2 && bits == 8 && unassociated_alpha)) {
+          return Status::Unsupported("TIFF: gray with " + shape);
+        }
+        break;
+      case PHOTOMETRIC_PALETTE: {
+        s.kind = Kind::kPalette;
+        if (!((spp == 1 && (low_bits || bits == 8)) || (spp == 2 && bits == 8 && unassociated_alpha))) {
+          return Status::Unsupported("TIFF: palette with " + shape);
+        }
+        std::uint16_t *r = nullptr, *g = nullptr, *b = nullptr;
+        if (!TIFFGetField(t, TIFFTAG_COLORMAP, &r, &g, &b) || !r || !g || !b) {
+          return s.failed("palette image without a ColorMap");
+        }
+        // As PIL: each 16-bit entry's high byte.
+        s.palette.reset();
+        for (int i = 0; i < (1 << bits); ++i) {
+          s.palette.set(i, static_cast<std::uint8_t>(r[i] >> 8), static_cast<std::uint8_t>(g[i] >> 8),
+                        static_cast<std::uint8_t>(b[i] >> 8));
+        }
+        break;
       }
-      s.premultiplied = spp >= 4 && n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_ASSOCALPHA;
-      break;
-    case PHOTOMETRIC_SEPARATED:
-      s.kind = Kind::kCmyk;
-      if (!((bits == 8 && spp >= 4 && spp <= 6) || (bits == 16 && spp == 4))) {
-        return Status::Unsupported("TIFF: CMYK with " + shape);
-      }
-      break;
-    case PHOTOMETRIC_YCBCR:
-      if (compression != COMPRESSION_JPEG || config != PLANARCONFIG_CONTIG || bits != 8 || spp != 3) {
-        return Status::Unsupported("TIFF: YCbCr other than 8-bit, contiguous and JPEG-compressed");
-      }
-      // As PIL: libjpeg (inside libtiff) converts to RGB and upsamples.
-      if (!TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB)) return s.failed("cannot read YCbCr as RGB");
-      s.kind = Kind::kRgb;
-      break;
-    default:
-      return Status::Unsupported("TIFF: photometric interpretation " + std::to_string(photometric) +
-                                 " (readable: gray, palette, RGB, CMYK, JPEG-compressed YCbCr)");
+      case PHOTOMETRIC_RGB:
+        s.kind = Kind::kRgb;
+        if (!((bits == 8 && spp >= 3 && spp <= 6) || (bits == 16 && (spp == 3 || spp == 4)))) {
+          return Status::Unsupported("TIFF: RGB with " + shape);
+        }
+        s.premultiplied = spp >= 4 && n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_ASSOCALPHA;
+        break;
+      case PHOTOMETRIC_SEPARATED:
+        s.kind = Kind::kCmyk;
+        if (!((bits == 8 && spp >= 4 && spp <= 6) || (bits == 16 && spp == 4))) {
+          return Status::Unsupported("TIFF: CMYK with " + shape);
+        }
+        break;
+      case PHOTOMETRIC_YCBCR:
+        if (compression != COMPRESSION_JPEG || config != PLANARCONFIG_CONTIG || bits != 8 || spp != 3) {
+          return Status::Unsupported("TIFF: YCbCr other than 8-bit, contiguous and JPEG-compressed");
+        }
+        // As PIL: libjpeg (inside libtiff) converts to RGB and upsamples.
+        if (!TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB)) return s.failed("cannot read YCbCr as RGB");
+        s.kind = Kind::kRgb;
+        break;
+      default:
+        return Status::Unsupported("TIFF: photometric interpretation " + std::to_string(photometric) +
+                                   " (readable: gray, palette, RGB, CMYK, JPEG-compressed YCbCr)");
+    }
   }
   s.width = w, s.height = h, s.bits = bits, s.spp = spp;
   // NOTE: PIL's TIFF plugin applies the Orientation tag when it loads the
@@ -333,6 +359,10 @@ Status TiffDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64
   s.orientation = 1;
   TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &s.orientation);
   if (s.orientation < 1 || s.orientation > 8) s.orientation = 1;
+  if (stored && s.orientation != 1) {
+    return Status::Unsupported("TIFF: Orientation " + std::to_string(s.orientation) +
+                               " with channels=\"stored\" (stored rasters are read as stored, and PIL would turn them)");
+  }
   s.planar = config == PLANARCONFIG_SEPARATE && spp > 1;
   s.tiled = TIFFIsTiled(t);
   if (s.tiled) {
@@ -401,7 +431,8 @@ Status TiffDecoder::decode(const Box& r, ImageBuffer* buf, ImageView* view) {
   return Status::Ok();
 }
 
-Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
+template <typename Row>
+Status TiffDecoder::State::for_each_row(const Box& r, Row&& row) {
   State& s = *this;
   TIFF* t = s.tif.get();
   const int planes = s.planar ? s.spp : 1;
@@ -419,7 +450,6 @@ Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
   for (auto& u : s.units) {
     if (u.size() < static_cast<std::size_t>(unit_size)) u.resize(static_cast<std::size_t>(unit_size));
   }
-  buf->reset(r.width, r.height);
   const std::uint32_t x0 = static_cast<std::uint32_t>(r.x), y0 = static_cast<std::uint32_t>(r.y);
   const std::uint32_t x1 = x0 + static_cast<std::uint32_t>(r.width), y1 = y0 + static_cast<std::uint32_t>(r.height);
   std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(planes));
@@ -455,12 +485,43 @@ Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
           rows[static_cast<std::size_t>(p)] =
               s.units[static_cast<std::size_t>(p)].data() + static_cast<std::size_t>(y - uy) * row_size;
         }
-        s.convert(rows.data(), cx0 - ux, cx1 - cx0,
-                  buf->row(static_cast<int>(y - y0)) + static_cast<std::size_t>(cx0 - x0) * 3);
+        row(rows.data(), y - y0, cx0 - ux, cx0 - x0, cx1 - cx0);
       }
     }
   }
   return Status::Ok();
+}
+
+Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
+  buf->reset(r.width, r.height);
+  return for_each_row(r, [&](const std::uint8_t* const* rows, std::uint32_t y, std::uint32_t ux, std::uint32_t x,
+                             std::uint32_t n) { convert(rows, ux, n, buf->row(static_cast<int>(y)) + std::size_t{x} * 3); });
+}
+
+int TiffDecoder::channels() const { return s_->spp; }
+SampleType TiffDecoder::sample_type() const { return s_->type; }
+
+Status TiffDecoder::decode_raster(const Box& r, RasterBuffer* buf) {
+  State& s = *s_;
+  if (!s.tif || !s.keep) return Status::Internal("TIFF: decode_raster() without a successful open(stored=true)");
+  s.messages.error.clear();
+  const int c = s.spp;
+  const std::size_t bytes = static_cast<std::size_t>(sample_bytes(s.type));
+  buf->reset(r.width, r.height, c, s.type);
+  // Sample k of unit column i: planar units hold one sample per pixel, contiguous ones all c.
+  const std::size_t step = s.planar ? bytes : bytes * static_cast<std::size_t>(c);
+  return s.for_each_row(r, [&](const std::uint8_t* const* rows, std::uint32_t y, std::uint32_t ux, std::uint32_t x,
+                               std::uint32_t n) {
+    for (int k = 0; k < c; ++k) {
+      const std::uint8_t* in = s.planar ? rows[k] + ux * step : rows[0] + ux * step + static_cast<std::size_t>(k) * bytes;
+      std::uint8_t* out = buf->plane(k) + (std::size_t{y} * static_cast<std::size_t>(r.width) + x) * bytes;
+      if (step == bytes) {
+        std::memcpy(out, in, n * bytes);
+      } else {
+        for (std::uint32_t i = 0; i < n; ++i, in += step, out += bytes) std::memcpy(out, in, bytes);
+      }
+    }
+  });
 }
 
 }  // namespace stoker::detail

@@ -145,7 +145,31 @@ struct TiffDecoder::State {
   Status decode_stored(const Box& r, ImageBuffer* buf);
   std::uint16_t orientation = 1;  // the Orientation tag PIL applies: 1 (none) to 8
   ImageBuffer stored;             // a region as stored, before orientation
+  // Output pixel (x, y) is stored pixel (sx, sy), as PIL's transpose methods
+  // for orientations 2-8 map them (W, H: the stored size).
+  void source(int x, int y, int* sx, int* sy) const {
+    const int W = static_cast<int>(width), H = static_cast<int>(height);
+    switch (orientation) {
+      case 2: *sx = W - 1 - x, *sy = y; break;          // FLIP_LEFT_RIGHT
+      case 3: *sx = W - 1 - x, *sy = H - 1 - y; break;  // ROTATE_180
+      case 4: *sx = x, *sy = H - 1 - y; break;          // FLIP_TOP_BOTTOM
+      case 5: *sx = y, *sy = x; break;                  // TRANSPOSE
+      case 6: *sx = y, *sy = H - 1 - x; break;          // ROTATE_270
+      case 7: *sx = W - 1 - y, *sy = H - 1 - x; break;  // TRANSVERSE
+      case 8: *sx = W - 1 - y, *sy = x; break;          // ROTATE_90
+      default: *sx = x, *sy = y; break;                 // 1
+    }
+  }
+  // The stored box holding output region r: the map of two opposite corners.
+  Box stored_box(const Box& r) const {
+    int ax, ay, bx, by;
+    source(r.x, r.y, &ax, &ay);
+    source(r.x + r.width - 1, r.y + r.height - 1, &bx, &by);
+    return {std::min(ax, bx), std::min(ay, by), std::abs(ax - bx) + 1, std::abs(ay - by) + 1};
+  }
   bool keep = false;                     // opened with stored=true
+  RasterBuffer stored_raster;            // decode_raster(): a region as stored, before orientation
+  Status read_raster(const Box& r, RasterBuffer* buf);  // r: a box of the image as stored
   SampleType type = SampleType::kUint8;  // then: the samples' type
 
   // Reads each strip or tile that box `r` (of the image as stored) touches,
@@ -359,10 +383,6 @@ Status TiffDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64
   s.orientation = 1;
   TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &s.orientation);
   if (s.orientation < 1 || s.orientation > 8) s.orientation = 1;
-  if (stored && s.orientation != 1) {
-    return Status::Unsupported("TIFF: Orientation " + std::to_string(s.orientation) +
-                               " with channels=\"stored\" (stored rasters are read as stored, and PIL would turn them)");
-  }
   s.planar = config == PLANARCONFIG_SEPARATE && spp > 1;
   s.tiled = TIFFIsTiled(t);
   if (s.tiled) {
@@ -397,25 +417,8 @@ Status TiffDecoder::decode(const Box& r, ImageBuffer* buf, ImageView* view) {
     if (st.ok()) *view = buf->view();
     return st;
   }
-  // Output pixel (x, y) is stored pixel (sx, sy), as PIL's transpose methods
-  // for orientations 2-8 map them (W, H: the stored size).
-  const int W = static_cast<int>(s.width), H = static_cast<int>(s.height);
-  auto source = [&](int x, int y, int* sx, int* sy) {
-    switch (s.orientation) {
-      case 2: *sx = W - 1 - x, *sy = y; break;          // FLIP_LEFT_RIGHT
-      case 3: *sx = W - 1 - x, *sy = H - 1 - y; break;  // ROTATE_180
-      case 4: *sx = x, *sy = H - 1 - y; break;          // FLIP_TOP_BOTTOM
-      case 5: *sx = y, *sy = x; break;                  // TRANSPOSE
-      case 6: *sx = y, *sy = H - 1 - x; break;          // ROTATE_270
-      case 7: *sx = W - 1 - y, *sy = H - 1 - x; break;  // TRANSVERSE
-      default: *sx = W - 1 - y, *sy = x; break;         // 8: ROTATE_90
-    }
-  };
-  // The stored box holding the region: the map of two opposite corners.
-  int ax, ay, bx, by;
-  source(r.x, r.y, &ax, &ay);
-  source(r.x + r.width - 1, r.y + r.height - 1, &bx, &by);
-  const Box stored{std::min(ax, bx), std::min(ay, by), std::abs(ax - bx) + 1, std::abs(ay - by) + 1};
+  auto source = [&](int x, int y, int* sx, int* sy) { s.source(x, y, sx, sy); };
+  const Box stored = s.stored_box(r);
   Status st = s.decode_stored(stored, &s.stored);
   if (!st.ok()) return st;
   buf->reset(r.width, r.height);
@@ -505,6 +508,30 @@ Status TiffDecoder::decode_raster(const Box& r, RasterBuffer* buf) {
   State& s = *s_;
   if (!s.tif || !s.keep) return Status::Internal("TIFF: decode_raster() without a successful open(stored=true)");
   s.messages.error.clear();
+  if (s.orientation == 1) return s.read_raster(r, buf);
+  // The Orientation tag applied as for RGB (decode()), each plane's samples moved whole.
+  const Box stored = s.stored_box(r);
+  Status st = s.read_raster(stored, &s.stored_raster);
+  if (!st.ok()) return st;
+  const RasterBuffer& in = s.stored_raster;
+  const std::size_t bytes = static_cast<std::size_t>(sample_bytes(s.type));
+  buf->reset(r.width, r.height, in.channels, in.type);
+  for (int k = 0; k < in.channels; ++k) {
+    std::uint8_t* out = buf->plane(k);
+    for (int y = 0; y < r.height; ++y) {
+      for (int x = 0; x < r.width; ++x, out += bytes) {
+        int sx, sy;
+        s.source(r.x + x, r.y + y, &sx, &sy);
+        std::memcpy(out, in.plane(k) + (static_cast<std::size_t>(sy - stored.y) * static_cast<std::size_t>(in.width) +
+                                        static_cast<std::size_t>(sx - stored.x)) * bytes, bytes);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status TiffDecoder::State::read_raster(const Box& r, RasterBuffer* buf) {
+  State& s = *this;
   const int c = s.spp;
   const std::size_t bytes = static_cast<std::size_t>(sample_bytes(s.type));
   buf->reset(r.width, r.height, c, s.type);

@@ -53,9 +53,9 @@ class TiffDecoder {
   // pixel memory is allocated. `data` is kept until the next open().
   // stored: the samples are kept as they are (decode_raster()): any
   // photometric interpretation and 1..N samples per pixel, contiguous or
-  // planar, of 8 or 16-bit unsigned integers or 32-bit floats; other sample
-  // formats, JPEG-compressed YCbCr and an Orientation other than 1 are
-  // kUnsupported with the reason.
+  // planar, of 8 or 16-bit unsigned integers or 32-bit floats (the
+  // Orientation tag applied as for RGB); other sample formats and
+  // JPEG-compressed YCbCr are kUnsupported with the reason.
   Status open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height,
               bool stored = false);
   // Decodes `region` (of the image as oriented) into buf (*view is the

@@ -127,6 +127,29 @@ def test_tiff_regions_read_only_what_the_crop_needs_and_equal_the_whole(tmp_path
         np.testing.assert_array_equal(x[0].numpy(), stored[:, top:top + 9, left:left + 11].astype(x.numpy().dtype), n)
 
 
+@pytest.mark.parametrize("orientation", [2, 3, 5, 6, 8])
+def test_tiff_orientation_is_applied_per_channel_as_pil_applies_it(tmp_path, orientation):
+    """The reference: each band written as a one-sample TIFF with the same tag, opened and loaded by PIL (which
+    turns it when it loads; NOTE: np.asarray of an unloaded image takes the size from before the turn)."""
+    bands = FIXTURES["bands13_planar.tif"][1][:5]
+    hwc = np.moveaxis(bands, 0, 2)
+    (tmp_path / "o.tif").write_bytes(tiff_bytes(hwc, 1, rows_per_strip=6, planar=True, tags=[(274, 3, [orientation])]))
+    def pil(b):
+        im = Image.open(io.BytesIO(tiff_bytes(b, 1, tags=[(274, 3, [orientation])])))
+        im.load()
+        return np.asarray(im)
+
+    ref = np.stack([pil(b) for b in bands])
+    h, w = ref.shape[1:]
+    (tmp_path / "l.csv").write_text(f"path,label\n{tmp_path / 'o.tif'},0\n")
+    for box in [(h, w), (7, 9)]:  # whole, and a region (the stored box of a crop)
+        loader = stoker.Loader(str(tmp_path / "l.csv"), batch_size=1, transforms=[stoker.CenterCrop(box)],
+                               fields=[stoker.Image("image", channels="stored", dtype="stored")], on_corrupt="raise")
+        x = next(iter(loader))["image"][0].numpy()
+        top, left = int(round((h - box[0]) / 2.0)), int(round((w - box[1]) / 2.0))
+        np.testing.assert_array_equal(x, ref[:, top:top + box[0], left:left + box[1]].astype(np.int32))
+
+
 # --- 2. geometry per channel ----------------------------------------------------------------------------------------
 
 def _reference(stored, fn):
@@ -167,6 +190,27 @@ def test_random_resized_crop_and_flips_equal_pillow_with_the_same_draws(tmp_path
         flips += plan["mirror"] + plan["vflip"]
         np.testing.assert_array_equal(x[i].numpy(), _reference(stored, fn).astype(x.numpy().dtype), n)
     assert flips > 0, "the draws flipped nothing: the flips went untested"
+
+
+def test_a_mask_follows_a_stored_rasters_geometry(tmp_path):
+    """A 13-band tile with its segmentation mask: the mask gets the raster's crop and flips, with nearest."""
+    seg = RNG.integers(0, 5, (H, W)).astype(np.uint8)
+    (tmp_path / "t.tif").write_bytes(FIXTURES["bands13_tiled.tif"][0])
+    Image.fromarray(seg, "L").save(tmp_path / "m.png")
+    (tmp_path / "s.csv").write_text("image,seg,label\n" + "t.tif,m.png,0\n" * 3)
+    tf = [stoker.RandomResizedCrop(12), stoker.RandomHorizontalFlip()]
+    loader = stoker.Loader(str(tmp_path / "s.csv"), batch_size=3, transforms=tf, seed=3, on_corrupt="raise",
+                           fields=[stoker.Image("image", channels="stored", dtype="stored"), stoker.Mask("seg")])
+    b = next(iter(loader))
+    stored = FIXTURES["bands13_tiled.tif"][1]
+    for i in range(3):
+        plan = TESTING.plan(tf, 3, 0, i, W, H)
+        rx, ry, rw, rh = plan["decode_region"]
+        flip = (lambda p: F.hflip(p)) if plan["mirror"] else (lambda p: p)
+        m = flip(F.resized_crop(Image.fromarray(seg, "L"), ry, rx, rh, rw, [12, 12], T.InterpolationMode.NEAREST))
+        np.testing.assert_array_equal(b["seg"][i].numpy(), np.asarray(m))
+        ref = _reference(stored, lambda p: flip(F.resized_crop(p, ry, rx, rh, rw, [12, 12])))
+        np.testing.assert_array_equal(b["image"][i].numpy(), ref)
 
 
 def _np_axis_weights(n_in, n_out):

@@ -81,7 +81,8 @@ TEST(RasterPlanTest, CropsPadWithZerosFlipsAndLayoutsAsPlanned) {
   std::vector<float> src(static_cast<std::size_t>(c) * w * h);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i + 1);
   SamplePlan plan;
-  Step crop{Step::kCrop};
+  Step crop{};
+  crop.kind = Step::kCrop;
   crop.box = {-1, 1, 3, 3};  // one column left of the image, one row below it
   plan.steps.push_back(crop);
   plan.mirror = true;

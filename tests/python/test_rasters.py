@@ -345,6 +345,14 @@ def test_channels_and_dtype_go_together(tmp_path):
     assert repr(stoker.Image()) == "Image('image')"
 
 
+def test_max_image_pixels_caps_stored_rasters_from_the_header(tmp_path):
+    names = ["bands13_tiled.tif", "bands13_planar.tif"]
+    loader = _loader(tmp_path, names, [stoker.Resize((8, 8))], max_image_pixels=H * W)
+    assert _batch(loader)[0].shape == (2, 13, 8, 8)
+    with pytest.raises(ValueError, match=f"exceeds max_image_pixels={H * W - 1}"):  # no record is readable
+        _loader(tmp_path, names, [stoker.Resize((8, 8))], max_image_pixels=H * W - 1)
+
+
 def test_unsupported_sample_formats_are_refused_with_the_reason(tmp_path):
     signed = tiff_bytes(_smooth((H, W, 2), 3000, np.uint16), 1, sample_format=2)
     (tmp_path / "a.tif").write_bytes(FIXTURES["gray16.tif"][0])

@@ -13,6 +13,7 @@
 5. cache="decoded" keeps the raster whole: its batches equal the uncached loader's.
 """
 import io
+import tarfile
 
 import numpy as np
 import pytest
@@ -369,7 +370,7 @@ def test_unsupported_sample_formats_are_refused_with_the_reason(tmp_path):
 
 # --- 5. caches ------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cache", ["decoded", "ram"])
+@pytest.mark.parametrize("cache", ["decoded", "ram", "auto"])
 def test_caches_give_the_uncached_batches(tmp_path, cache):
     names = ["bands13_planar.tif", "bands13_contig.tif", "bands13_tiled.tif"]
     tf = [stoker.RandomResizedCrop(12), stoker.RandomHorizontalFlip(), stoker.Normalize([100.0] * 13, [50.0] * 13)]
@@ -379,3 +380,30 @@ def test_caches_give_the_uncached_batches(tmp_path, cache):
         plain.set_epoch(epoch)
         cached.set_epoch(epoch)
         assert torch.equal(_batch(plain)[0], _batch(cached)[0]), epoch
+    if cache == "auto":  # never downscaled, so "decoded" is exact and chosen when it fits
+        assert cached.stats()["cache_mode"] == "decoded", cached.stats()["cache_auto"]
+
+
+# --- 6. other sources and options -----------------------------------------------------------------------------------
+
+def test_shard_members_give_the_list_files_batch(tmp_path):
+    names = ["bands13_planar.tif", "bands13_contig.tif", "bands13_tiled.tif"]
+    shard = tmp_path / "s-0.tar"
+    with tarfile.open(shard, "w") as t:
+        for k, n in enumerate(names):
+            for member, payload in ((f"{k:04d}.tif", FIXTURES[n][0]), (f"{k:04d}.cls", str(k).encode())):
+                info = tarfile.TarInfo(member)
+                info.size = len(payload)
+                t.addfile(info, io.BytesIO(payload))
+    tf = [stoker.RandomResizedCrop(12), stoker.RandomVerticalFlip()]
+    from_list, _ = _batch(_loader(tmp_path, names, tf, seed=9))
+    loader = stoker.Loader(str(shard), batch_size=3, transforms=tf, seed=9, on_corrupt="raise",
+                           fields=[stoker.Image("image", channels="stored", dtype="stored"), stoker.Label("label")])
+    b = next(iter(loader))
+    assert [int(v) for v in b["label"]] == [0, 1, 2]
+    assert torch.equal(b["image"], from_list)
+
+
+def test_views_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"views \(multi-crop\) need an RGB image"):
+        _loader(tmp_path, ["gray16.tif"], [], views={"a": (2, [stoker.RandomResizedCrop(8)])})

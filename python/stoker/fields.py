@@ -74,9 +74,9 @@ class Image(_Field):
     samples: torch 1.13 has no uint16) or float32 as stored, or float32 after
     Normalize (ToTensor's /255 for uint8 samples, then (x - mean[c]) / std[c],
     with 1 or C values each); the loader's ``dtype=`` does not apply. Crops,
-    resizes and flips apply to each channel as Pillow's resize does to a
-    single-channel image of the matching mode ("L", "I", "F"); colour
-    transforms are refused. Every record must have the channel count and
+    resizes, flips, RandomRotation and RandomAffine apply to each channel as
+    Pillow's resize and transform do to a single-channel image of the
+    matching mode ("L", "I", "F"); colour transforms are refused. Every record must have the channel count and
     sample type of the first readable one; a file that does not is a corrupt
     sample under ``on_corrupt``. See the guide's "Rasters beyond RGB".
 

@@ -174,6 +174,24 @@ void crop_plane(const std::uint8_t* src, int w, int h, int bytes, const Box& b, 
   }
 }
 
+// A plane flipped (a copy).
+void flip_plane(const std::uint8_t* in, int w, int h, int bytes, bool mirror, bool vflip, std::vector<std::uint8_t>* out) {
+  const std::size_t row = static_cast<std::size_t>(w) * static_cast<std::size_t>(bytes);
+  out->resize(row * static_cast<std::size_t>(h));
+  for (int y = 0; y < h; ++y) {
+    const std::uint8_t* src = in + static_cast<std::size_t>(vflip ? h - 1 - y : y) * row;
+    std::uint8_t* dst = out->data() + static_cast<std::size_t>(y) * row;
+    if (!mirror) {
+      std::memcpy(dst, src, row);
+      continue;
+    }
+    for (int x = 0; x < w; ++x) {
+      std::memcpy(dst + static_cast<std::size_t>(x) * static_cast<std::size_t>(bytes),
+                  src + static_cast<std::size_t>(w - 1 - x) * static_cast<std::size_t>(bytes), static_cast<std::size_t>(bytes));
+    }
+  }
+}
+
 template <typename T>
 void write_plane(const T* in, int w, int h, int c, int channels, const SamplePlan& plan, const RasterWrite& write,
                  void* out) {
@@ -243,12 +261,29 @@ void run_raster_plan(const SamplePlan& plan, PlaneType t, const std::uint8_t* sr
       cur = dst;
       p = cur->data();
     }
+    SamplePlan flips;  // the flips still to apply: none once the warps ran
+    flips.mirror = plan.mirror, flips.vflip = plan.vflip;
+    for (const ImageOp& op : plan.image_ops) {
+      if (op.kind != ImageOp::kAffine) continue;
+      if (flips.mirror || flips.vflip) {
+        std::vector<std::uint8_t>* dst = cur == &ws->a ? &ws->b : &ws->a;
+        flip_plane(p, w, h, bytes, flips.mirror, flips.vflip, dst);
+        flips.mirror = flips.vflip = false;
+        cur = dst;
+        p = cur->data();
+      }
+      std::vector<std::uint8_t>* dst = cur == &ws->a ? &ws->b : &ws->a;
+      dst->resize(static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * static_cast<std::size_t>(bytes));
+      pil_affine_plane(t, p, w, h, dst->data(), op.matrix, op.bilinear, op.fill[0]);
+      cur = dst;
+      p = cur->data();
+    }
     switch (t) {
-      case PlaneType::kUint8: write_plane(p, w, h, c, channels, plan, write, out); break;
+      case PlaneType::kUint8: write_plane(p, w, h, c, channels, flips, write, out); break;
       case PlaneType::kInt32:
-        write_plane(reinterpret_cast<const std::int32_t*>(p), w, h, c, channels, plan, write, out);
+        write_plane(reinterpret_cast<const std::int32_t*>(p), w, h, c, channels, flips, write, out);
         break;
-      case PlaneType::kFloat32: write_plane(reinterpret_cast<const float*>(p), w, h, c, channels, plan, write, out); break;
+      case PlaneType::kFloat32: write_plane(reinterpret_cast<const float*>(p), w, h, c, channels, flips, write, out); break;
     }
   }
 }

@@ -63,11 +63,22 @@ void resize_plane(PlaneType t, const std::uint8_t* src, int w, int h, int out_w,
 
 // Runs `plan`'s steps (crops: zeros past the edges; resizes: as above) on
 // each channel of `src` (the plan's decode region, planes of type `t`, every
-// channel `src_w` x `src_h`), then writes the sample into `out` as `write`
-// says, flipped as the plan says, [C, H, W] or [H, W, C].
-// REQUIRES: the plan has no photometric, image-stage or erase entries.
+// channel `src_w` x `src_h`), flips it as the plan says, warps it by its
+// image stage's affine ops (RandomRotation, RandomAffine: after the flips,
+// as the RGB image stage runs; their fill's first value), then writes the
+// sample into `out` as `write` says, [C, H, W] or [H, W, C].
+// REQUIRES: the plan has no photometric or erase entries, and no image-stage
+// op other than kAffine.
 void run_raster_plan(const SamplePlan& plan, PlaneType t, const std::uint8_t* src, int channels, int src_w, int src_h,
                      const RasterWrite& write, RasterWorkspace* ws, void* out);
+
+// Pillow's Image.transform(size, AFFINE, matrix, NEAREST|BILINEAR,
+// fillcolor=fill) on one w x h plane of type `t` (mode "L", "I" or "F")
+// into `dst` (w x h, same type): NEAREST through Pillow's scale, fixed-point
+// or float loops, BILINEAR through its generic engine and bilinear_filter8 /
+// 32I / 32F (pil_affine.cc, beside the RGB and mask warps).
+void pil_affine_plane(PlaneType t, const std::uint8_t* src, int w, int h, std::uint8_t* dst, const double matrix[6],
+                      bool bilinear, int fill);
 
 // The output size of `plan` on a w x h region.
 void raster_out_size(const SamplePlan& plan, int w, int h, int* out_w, int* out_h);

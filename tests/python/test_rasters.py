@@ -193,6 +193,32 @@ def test_random_resized_crop_and_flips_equal_pillow_with_the_same_draws(tmp_path
     assert flips > 0, "the draws flipped nothing: the flips went untested"
 
 
+@pytest.mark.parametrize("interp", ["nearest", "bilinear"])
+@pytest.mark.parametrize("name", ["gray16.tif", "bands13_planar.tif", "float3.tif", "rgba.png", "gray.jpg"])
+def test_rotation_and_affine_per_channel_equal_pillow(tmp_path, name, interp):
+    """The warps after the flips, as Pillow's transform(AFFINE) runs them on "L", "I" and "F" images."""
+    stored = FIXTURES[name][1]
+    mode = T.InterpolationMode.NEAREST if interp == "nearest" else T.InterpolationMode.BILINEAR
+    tf = [stoker.Resize((30, 34)), stoker.RandomHorizontalFlip(1.0),
+          stoker.RandomRotation((30, 30), interpolation=interp, fill=7),
+          stoker.RandomAffine((12, 12), scale=(1.1, 1.1), shear=(4, 4, -3, -3), interpolation=interp, fill=7)]
+    x, _ = _batch(_loader(tmp_path, [name], tf))
+
+    def fn(p):
+        r = F.hflip(F.resize(p, [30, 34]))
+        r = F.rotate(r, 30.0, mode, fill=7)
+        return F.affine(r, angle=12.0, translate=[0, 0], scale=1.1, shear=[4.0, -3.0], interpolation=mode, fill=7)
+
+    ref = _reference(stored, fn)
+    assert (ref == 7).any(), "no fill: the warp moved nothing out of the image"
+    np.testing.assert_array_equal(x[0].numpy(), ref.astype(x.numpy().dtype))
+
+
+def test_warps_with_a_fill_per_channel_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="transform RandomRotation: not available on a raster kept as stored"):
+        _loader(tmp_path, ["bands13_planar.tif"], [stoker.Resize((8, 8)), stoker.RandomRotation(10, fill=(1, 2, 3))])
+
+
 def test_a_mask_follows_a_stored_rasters_geometry(tmp_path):
     """A 13-band tile with its segmentation mask: the mask gets the raster's crop and flips, with nearest."""
     seg = RNG.integers(0, 5, (H, W)).astype(np.uint8)
@@ -318,7 +344,7 @@ def test_colour_transforms_are_refused_naming_field_and_transform(tmp_path, tran
 
 
 def test_geometry_it_does_not_run_is_refused_not_ignored(tmp_path):
-    for t in [stoker.RandomRotation(10), stoker.GaussianBlur(3), stoker.RandomErasing(),
+    for t in [stoker.GaussianBlur(3), stoker.RandomErasing(), stoker.RandomAdjustSharpness(2),
               stoker.RandomCrop(8, padding=2, fill=7)]:
         with pytest.raises(ValueError, match="not available on a raster kept as stored"):
             _loader(tmp_path, ["bands13_planar.tif"], [stoker.Resize((16, 16)), t])

@@ -66,10 +66,13 @@ class RasterFieldOp final : public FieldOp {
         continue;
       }
       const auto* crop = std::get_if<RandomCrop>(&t);
-      if (!traits.geometric || traits.image_stage || traits.photometric || traits.on_tensor ||
-          (crop && crop->fill != std::array<int, 3>{0, 0, 0})) {
-        invalid("transform " + name + (crop ? " with a non-zero fill" : "") + ": not available on a raster kept as stored (" +
-                keeps + "); crops, resizes, flips and Normalize are");
+      const bool fill_ok = !crop || crop->fill == std::array<int, 3>{0, 0, 0};
+      const bool per_channel = (traits.geometric && !traits.image_stage && !traits.photometric && !traits.on_tensor) ||
+                               warps(t);
+      if (!per_channel || !fill_ok) {
+        invalid("transform " + name + (fill_ok ? "" : " with a non-zero fill") +
+                ": not available on a raster kept as stored (" + keeps +
+                "); crops, resizes, flips, RandomRotation, RandomAffine (one fill value) and Normalize are");
       }
     }
     // NOTE: planned as float32 so that a Normalize passes the pipeline's checks; the write is ours.
@@ -78,6 +81,16 @@ class RasterFieldOp final : public FieldOp {
     write_.to_float = normalize != nullptr;
     write_.div255 = type_ == SampleType::kUint8;
     if (normalize) write_.mean = normalize->mean, write_.std = normalize->std;
+  }
+
+  // RandomRotation, RandomAffine (or a RandomApply of them) with one fill
+  // value for every channel: warps run per channel (pil_affine_plane).
+  static bool warps(const Transform& t) {
+    auto one_fill = [](const std::array<int, 3>& f) { return f[0] == f[1] && f[1] == f[2]; };
+    if (const auto* r = std::get_if<RandomRotation>(&t)) return one_fill(r->fill);
+    if (const auto* a = std::get_if<RandomAffine>(&t)) return one_fill(a->fill);
+    if (const auto* a = std::get_if<RandomApply>(&t)) return std::all_of(a->transforms.begin(), a->transforms.end(), warps);
+    return false;
   }
 
   void declare(FieldSetup& setup) override {

@@ -141,8 +141,9 @@ bool decode_mask_rows(png_structp png, png_infop info, MemoryReader* reader, Mas
 
 // As stored, interleaved into `scratch` (rows of width x channels samples):
 // gray (1, 2, 4 bits scaled to 8 as PIL's "L"), gray+alpha, RGB, RGBA, 8 or
-// 16 bits (host order); a palette expanded to its RGB colours (tRNS
-// ignored). Only trivially destructible locals.
+// 16 bits (host order); a palette expanded to its colours (RGB, or RGBA with
+// a tRNS chunk; a gray or RGB image's tRNS is not expanded). Only trivially
+// destructible locals.
 bool decode_stored_rows(png_structp png, png_infop info, MemoryReader* reader, std::vector<std::uint8_t>* scratch,
                         std::vector<std::uint8_t*>* rows, int* channels, int* depth) {
   if (setjmp(png_jmpbuf(png))) return false;
@@ -245,6 +246,17 @@ void PngDecoder::stored_layout(int* channels, SampleType* type) const {
   const int depth = data_[24], color = data_[25];
   *channels = color == 0 ? 1 : color == 4 ? 2 : color == 6 ? 4 : 3;  // gray, gray+alpha, RGBA; RGB and palette: 3
   *type = depth == 16 ? SampleType::kUint16 : SampleType::kUint8;
+  if (color != 3) return;
+  // NOTE: libpng expands a palette's tRNS to alpha with its colours
+  // (png_set_palette_to_rgb), so a palette with transparency is RGBA, as
+  // PIL's convert("RGBA"). The chunks before the first IDAT say.
+  for (std::size_t at = 8; at + 8 <= size_;) {
+    const std::uint32_t n = be32(data_ + at);
+    if (std::memcmp(data_ + at + 4, "IDAT", 4) == 0) break;
+    if (std::memcmp(data_ + at + 4, "tRNS", 4) == 0) *channels = 4;
+    if (n > size_ - at - 8) break;
+    at += 8 + std::size_t{n} + 4;
+  }
 }
 
 Status PngDecoder::decode_raster(const Box& r, RasterBuffer* buf) {

@@ -119,6 +119,20 @@ def test_samples_are_kept_as_stored(tmp_path, name):
     np.testing.assert_array_equal(x[0].numpy(), stored.astype(x.numpy().dtype))
 
 
+@pytest.mark.parametrize("transparency", [None, 3])
+def test_palette_png_is_its_colours_rgba_with_transparency(tmp_path, transparency):
+    im = Image.fromarray(_smooth((H, W, 3), 255, np.uint8), "RGB").quantize(60)
+    b = io.BytesIO()
+    im.save(b, "PNG", **({} if transparency is None else {"transparency": transparency}))
+    pil = Image.open(io.BytesIO(b.getvalue())).convert("RGB" if transparency is None else "RGBA")
+    ref = np.moveaxis(np.asarray(pil), 2, 0)
+    (tmp_path / "p.png").write_bytes(b.getvalue())
+    (tmp_path / "l.csv").write_text(f"path,label\n{tmp_path / 'p.png'},0\n")
+    loader = stoker.Loader(str(tmp_path / "l.csv"), batch_size=1, transforms=[stoker.CenterCrop((H, W))],
+                           fields=[stoker.Image("image", channels="stored", dtype="stored")], on_corrupt="raise")
+    np.testing.assert_array_equal(next(iter(loader))["image"][0].numpy(), ref)
+
+
 def test_tiff_regions_read_only_what_the_crop_needs_and_equal_the_whole(tmp_path):
     """CenterCrop decodes the crop's region (tiles/strips): equal to the stored samples' crop."""
     top, left = int(round((H - 9) / 2.0)), int(round((W - 11) / 2.0))

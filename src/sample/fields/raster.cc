@@ -10,6 +10,7 @@
 // cache="decoded" keeps the raster whole, as decoded (never downscaled).
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -188,10 +189,16 @@ class RasterFieldOp final : public FieldOp {
     pipeline_->plan_geometry(s->width, s->height, &rng, &s->geo);
     x->geo = {&s->geo, s->width, s->height, nullptr};
   }
-  // The planes the kernels take: uint16 samples widened to int32 (Pillow's "I").
+  // The planes the kernels take: uint16 samples widened to int32 (Pillow's
+  // "I"); float32 ones where they lie, or copied when a cache entry holds
+  // them at an address not 4-aligned.
   const std::uint8_t* widen(const std::uint8_t* planes, int w, int h, RasterScratch* s) const {
-    if (type_ != SampleType::kUint16) return planes;
     const std::size_t count = static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * static_cast<std::size_t>(channels_);
+    if (type_ == SampleType::kFloat32 && reinterpret_cast<std::uintptr_t>(planes) % alignof(float) != 0) {
+      s->wide.assign(planes, planes + count * 4);
+      return s->wide.data();
+    }
+    if (type_ != SampleType::kUint16) return planes;
     s->wide.resize(count * 4);
     auto* out = reinterpret_cast<std::int32_t*>(s->wide.data());
     for (std::size_t i = 0; i < count; ++i) {

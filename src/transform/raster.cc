@@ -1,5 +1,7 @@
 #include "transform/raster.h"
 
+#include "order/rng.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -230,6 +232,33 @@ void resize_plane(PlaneType t, const std::uint8_t* src, int w, int h, int out_w,
     case PlaneType::kInt32:
       return resize_typed(reinterpret_cast<const std::int32_t*>(src), w, h, out_w, out_h, box, ws, out);
     case PlaneType::kFloat32: return resize_typed(reinterpret_cast<const float*>(src), w, h, out_w, out_h, box, ws, out);
+  }
+}
+
+void raster_erase(const SamplePlan& plan, const std::vector<Transform>& transforms, PlaneType t, int channels, int w,
+                  int h, const RasterWrite& write, void* out) {
+  for (const SamplePlan::Erase& e : plan.erase) {
+    const auto& x = std::get<RandomErasing>(transforms[static_cast<std::size_t>(e.transform)]);
+    Rng normal(e.seed);
+    for (int c = 0; c < channels; ++c) {
+      for (int y = e.box.y; y < e.box.y + e.box.height; ++y) {
+        for (int i = e.box.x; i < e.box.x + e.box.width; ++i) {
+          const float v = x.random_values ? static_cast<float>(normal.normal())
+                                          : x.value[x.value.size() == 1 ? 0 : static_cast<std::size_t>(c)];
+          const std::size_t at = write.nhwc ? (static_cast<std::size_t>(y) * static_cast<std::size_t>(w) + static_cast<std::size_t>(i)) *
+                                                      static_cast<std::size_t>(channels) + static_cast<std::size_t>(c)
+                                            : (static_cast<std::size_t>(c) * static_cast<std::size_t>(h) + static_cast<std::size_t>(y)) *
+                                                      static_cast<std::size_t>(w) + static_cast<std::size_t>(i);
+          if (write.to_float || t == PlaneType::kFloat32) {
+            static_cast<float*>(out)[at] = v;
+          } else if (t == PlaneType::kInt32) {
+            static_cast<std::int32_t*>(out)[at] = static_cast<std::int32_t>(v);
+          } else {
+            static_cast<std::uint8_t*>(out)[at] = static_cast<std::uint8_t>(static_cast<int>(v));
+          }
+        }
+      }
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "decode/image.h"
+#include "stoker/transforms.h"
 #include "transform/plan.h"
 #include "transform/resize.h"
 
@@ -79,6 +80,14 @@ void run_raster_plan(const SamplePlan& plan, PlaneType t, const std::uint8_t* sr
 // 32I / 32F (pil_affine.cc, beside the RGB and mask warps).
 void pil_affine_plane(PlaneType t, const std::uint8_t* src, int w, int h, std::uint8_t* dst, const double matrix[6],
                       bool bilinear, int fill);
+
+// RandomErasing on a written sample (w x h, `channels`, the type `write`
+// and `t` give it, its layout): each of the plan's erase boxes set to its
+// transform's value (one, or one per channel) or to standard normal values
+// from stoker's generator, as Pipeline::erase does for RGB (F.erase on the
+// output tensor). `transforms`: the list the plan was drawn from.
+void raster_erase(const SamplePlan& plan, const std::vector<Transform>& transforms, PlaneType t, int channels, int w,
+                  int h, const RasterWrite& write, void* out);
 
 // The output size of `plan` on a w x h region.
 void raster_out_size(const SamplePlan& plan, int w, int h, int* out_w, int* out_h);

@@ -228,6 +228,30 @@ def test_rotation_and_affine_per_channel_equal_pillow(tmp_path, name, interp):
     np.testing.assert_array_equal(x[0].numpy(), ref.astype(x.numpy().dtype))
 
 
+@pytest.mark.parametrize("name, layout", [("bands13_planar.tif", "NCHW"), ("float3.tif", "NHWC"), ("gray.jpg", "NCHW")])
+def test_random_erasing_on_the_written_sample_as_f_erase(tmp_path, name, layout):
+    stored = FIXTURES[name][1]
+    tf = [stoker.Resize((20, 22)), stoker.RandomErasing(p=1.0, value=[5.0])]
+    x, _ = _batch(_loader(tmp_path, [name], tf, layout=layout, seed=4))
+    plan = TESTING.plan(tf, 4, 0, 0, W, H)
+    assert len(plan["erase"]) == 1
+    ref = torch.from_numpy(_reference(stored, lambda p: F.resize(p, [20, 22])).astype(x.numpy().dtype))
+    ref = F.erase(ref, *plan["erase"][0], torch.tensor(5, dtype=ref.dtype))
+    got = x[0].permute(2, 0, 1) if layout == "NHWC" else x[0]
+    assert torch.equal(got, ref)
+
+
+def test_random_erasing_values_it_cannot_write_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"RandomErasing: value='random' needs float32 output.*uint16.*after Normalize"):
+        _loader(tmp_path, ["gray16.tif"], [stoker.Resize((8, 8)), stoker.RandomErasing(value="random")])
+    with pytest.raises(ValueError, match="RandomErasing: value has 3 values; field 'image' keeps stored channels "
+                                         r"\(13\): give 1 or 13"):
+        _loader(tmp_path, ["bands13_planar.tif"], [stoker.Resize((8, 8)), stoker.RandomErasing(value=[1, 2, 3])])
+    x, _ = _batch(_loader(tmp_path, ["gray16.tif"], [stoker.Resize((8, 8)), stoker.Normalize([0.0], [1.0]),
+                                                     stoker.RandomErasing(p=1.0, value="random")]))
+    assert x.dtype == torch.float32
+
+
 def test_warps_with_a_fill_per_channel_are_refused(tmp_path):
     with pytest.raises(ValueError, match="transform RandomRotation: not available on a raster kept as stored"):
         _loader(tmp_path, ["bands13_planar.tif"], [stoker.Resize((8, 8)), stoker.RandomRotation(10, fill=(1, 2, 3))])
@@ -358,8 +382,7 @@ def test_colour_transforms_are_refused_naming_field_and_transform(tmp_path, tran
 
 
 def test_geometry_it_does_not_run_is_refused_not_ignored(tmp_path):
-    for t in [stoker.GaussianBlur(3), stoker.RandomErasing(), stoker.RandomAdjustSharpness(2),
-              stoker.RandomCrop(8, padding=2, fill=7)]:
+    for t in [stoker.GaussianBlur(3), stoker.RandomAdjustSharpness(2), stoker.RandomCrop(8, padding=2, fill=7)]:
         with pytest.raises(ValueError, match="not available on a raster kept as stored"):
             _loader(tmp_path, ["bands13_planar.tif"], [stoker.Resize((16, 16)), t])
 

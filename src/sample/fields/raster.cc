@@ -52,6 +52,7 @@ class RasterFieldOp final : public FieldOp {
     });
     const std::string keeps = field_name(f_) + " keeps stored channels (" + std::to_string(channels_) + ")";
     const Normalize* normalize = nullptr;
+    const RandomErasing* erasing = nullptr;
     for (const Transform& t : opt_.transforms) {
       const TransformTraits traits = transform_traits(t);
       const std::string name = transform_name(t);
@@ -66,6 +67,10 @@ class RasterFieldOp final : public FieldOp {
         normalize = n;
         continue;
       }
+      if (const auto* e = std::get_if<RandomErasing>(&t)) {
+        erasing = e;
+        continue;
+      }
       const auto* crop = std::get_if<RandomCrop>(&t);
       const bool fill_ok = !crop || crop->fill == std::array<int, 3>{0, 0, 0};
       const bool per_channel = (traits.geometric && !traits.image_stage && !traits.photometric && !traits.on_tensor) ||
@@ -73,7 +78,7 @@ class RasterFieldOp final : public FieldOp {
       if (!per_channel || !fill_ok) {
         invalid("transform " + name + (fill_ok ? "" : " with a non-zero fill") +
                 ": not available on a raster kept as stored (" + keeps +
-                "); crops, resizes, flips, RandomRotation, RandomAffine (one fill value) and Normalize are");
+                "); crops, resizes, flips, RandomRotation, RandomAffine (one fill value), Normalize and RandomErasing are");
       }
     }
     // NOTE: planned as float32 so that a Normalize passes the pipeline's checks; the write is ours.
@@ -82,6 +87,15 @@ class RasterFieldOp final : public FieldOp {
     write_.to_float = normalize != nullptr;
     write_.div255 = type_ == SampleType::kUint8;
     if (normalize) write_.mean = normalize->mean, write_.std = normalize->std;
+    if (erasing && !erasing->random_values && erasing->value.size() != 1 &&
+        erasing->value.size() != static_cast<std::size_t>(channels_)) {
+      invalid("transform RandomErasing: value has " + std::to_string(erasing->value.size()) + " values; " + keeps +
+              ": give 1 or " + std::to_string(channels_));
+    }
+    if (erasing && erasing->random_values && !write_.to_float && type_ != SampleType::kFloat32) {
+      invalid("transform RandomErasing: value='random' needs float32 output (" + keeps + " of " +
+              sample_type_name(type_) + "): put it after Normalize");
+    }
   }
 
   // RandomRotation, RandomAffine (or a RandomApply of them) with one fill
@@ -135,6 +149,10 @@ class RasterFieldOp final : public FieldOp {
     const bool whole = x.stored;
     const int w = whole ? s.width : s.raster.width, h = whole ? s.height : s.raster.height;
     run_raster_plan(s.plan, plane_type(type_), s.planes, channels_, w, h, write_, &s.ws, dest(x.out));
+    if (!s.plan.erase.empty()) {
+      raster_erase(s.plan, opt_.transforms, plane_type(type_), channels_, pipeline_->out_width(), pipeline_->out_height(),
+                   write_, dest(x.out));
+    }
     return Status::Ok();
   }
 

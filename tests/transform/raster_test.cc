@@ -2,8 +2,11 @@
 // the uint8 rule is the RGB path's, channel by channel (resize_bilinear is
 // bit-exact with Pillow, tests/python/test_transforms.py); crops pad with
 // zeros; flips, layouts and Normalize as documented. The 16-bit and float
-// rules are compared with Pillow in tests/python/test_rasters.py.
+// rules are compared with Pillow in tests/python/test_rasters.py; uint8
+// warps are the RGB and mask warps per channel.
 #include "transform/raster.h"
+
+#include "transform/image_ops.h"
 
 #include <gtest/gtest.h>
 
@@ -50,6 +53,40 @@ TEST_P(Uint8RuleTest, EachChannelIsTheRgbPathsChannel) {
 INSTANTIATE_TEST_SUITE_P(Sizes, Uint8RuleTest,
                          ::testing::Combine(::testing::Values(1, 17, 53, 120), ::testing::Values(1, 13, 41, 90),
                                             ::testing::Bool()));
+
+class WarpRuleTest : public ::testing::TestWithParam<std::tuple<double, bool>> {};
+
+// uint8 planes warp as the RGB image's channels (bilinear and nearest) and as
+// an 8-bit mask (nearest), which tests/python/test_affine_ops.py compares
+// with Pillow byte for byte.
+TEST_P(WarpRuleTest, Uint8PlanesWarpAsTheRgbChannelsAndTheMasks) {
+  const auto [angle, bilinear] = GetParam();
+  const int w = 37, h = 29;
+  const std::vector<std::uint8_t> rgb = random_bytes(static_cast<std::size_t>(w) * h * 3, 11);
+  double m[6];
+  pil_rotate_matrix(w, h, angle, nullptr, m);
+  const std::uint8_t fill[3] = {7, 7, 7};
+  ImageBuffer want;
+  pil_affine(ImageView{rgb.data(), w, h, w * 3}, &want, m, bilinear, fill);
+  for (int c = 0; c < 3; ++c) {
+    std::vector<std::uint8_t> plane(static_cast<std::size_t>(w) * h), got(plane.size());
+    for (std::size_t i = 0; i < plane.size(); ++i) plane[i] = rgb[i * 3 + static_cast<std::size_t>(c)];
+    pil_affine_plane(PlaneType::kUint8, plane.data(), w, h, got.data(), m, bilinear, 7);
+    MaskBuffer mask;
+    if (!bilinear) pil_affine_mask(MaskView{plane.data(), w, h, w, 1}, &mask, m, 7);
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) {
+        ASSERT_EQ(got[static_cast<std::size_t>(y) * w + x], want.row(y)[3 * x + c]) << c << " " << x << "," << y;
+        if (!bilinear) {
+          ASSERT_EQ(got[static_cast<std::size_t>(y) * w + x], mask.row(y)[x]);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Angles, WarpRuleTest,
+                         ::testing::Combine(::testing::Values(0.0, 17.5, 90.0, -133.0), ::testing::Bool()));
 
 TEST(RasterRuleTest, ConstantPlanesStayConstantInEveryType) {
   RasterWorkspace ws;

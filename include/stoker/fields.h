@@ -21,6 +21,7 @@ enum class FieldKind {
   kImage,   // decoded to RGB8; geometry with Pillow's bilinear; photometric
             // transforms and Normalize apply. dtype/layout as the options say.
             // At most one per schema: the reference of every spatial field.
+            // With channels/dtype kStored: a raster kept as stored (below).
   kMask,    // decoded as stored (8-bit gray or palette indices, or 16-bit),
             // never converted to RGB; geometry with Pillow's NEAREST; padded
             // with `fill`. Batched [N, H, W] uint8 (8-bit) or int32 (16-bit,
@@ -55,6 +56,15 @@ enum class FieldKind {
            // int64 [N]. No transform applies.
 };
 
+// kImage: what its pixels are. kRgb: RGB, 3 channels (PIL's convert("RGB")).
+// kStored: the channels the file stores (1..N: a 13-band TIFF, a gray JPEG,
+// an RGBA PNG), every record with record 0's count.
+enum class ImageChannels { kRgb, kStored };
+// kImage: its sample type. kUint8: 8 bits (16-bit samples reduced, as PIL
+// converts them). kStored: the file's (uint8, uint16, float32), every record
+// with record 0's.
+enum class ImageDType { kUint8, kStored };
+
 // Coordinates of a box, as torchvision's BoundingBoxFormat names them.
 enum class BoxFormat { kXYXY, kXYWH, kCXCYWH };
 
@@ -86,11 +96,24 @@ struct Field {
   BoxFormat format = BoxFormat::kXYXY;
   // kBytes: the row of the padded batch tensor; a longer member is a sample
   // error. Default 256. REQUIRES: >= 1.
-  int max_bytes = 256;
+  int max_bytes = 256;  // kImage: kStored keeps the stored channels and sample type (both or
+  // neither): batched [N, C, H, W] (or NHWC) of uint8, int32 (uint16 samples:
+  // torch has no uint16) or float32, or float32 after Normalize (any C
+  // values); geometry per channel (src/transform/raster.h). Colour-only
+  // transforms are refused. Default kRgb / kUint8.
+  ImageChannels channels = ImageChannels::kRgb;
+  ImageDType dtype = ImageDType::kUint8;
 };
 
 inline Field ImageField(std::string name, std::string member = "") {
   return {std::move(name), FieldKind::kImage, std::move(member)};
+}
+// A raster kept as stored (ImageChannels::kStored, ImageDType::kStored).
+inline Field StoredImageField(std::string name, std::string member = "") {
+  Field f{std::move(name), FieldKind::kImage, std::move(member)};
+  f.channels = ImageChannels::kStored;
+  f.dtype = ImageDType::kStored;
+  return f;
 }
 inline Field MaskField(std::string name, int fill = 0, std::string member = "") {
   Field f{std::move(name), FieldKind::kMask, std::move(member)};

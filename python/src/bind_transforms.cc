@@ -268,19 +268,25 @@ As ``torchvision.transforms.Normalize(mean, std)`` on the output of ToTensor
 (values in [0, 1]). It must be the last transform, and needs
 dtype="float32".
 
+On a raster kept as stored (``stoker.Image(channels="stored",
+dtype="stored")``) it takes one value per stored channel (13 for a 13-band
+tile); ToTensor's scale is 1/255 for uint8 samples and 1 for uint16 and
+float32 ones.
+
 Args:
     mean (sequence of floats): the channels' means: 3 values (R, G, B), or
-        1 for all channels.
-    std (sequence of floats): the channels' standard deviations: 3 values,
-        or 1 for all channels; none may be 0.
+        1 for all channels; a stored raster's: 1 or one per channel.
+    std (sequence of floats): the channels' standard deviations, as
+        ``mean``; none may be 0.
 
 Attributes:
     mean, std (list of float): as given, rounded to float32.
 
 Raises:
-    ValueError: ``mean`` or ``std`` has other than 1 or 3 values, or a
-        ``std`` is 0; stoker.Loader raises it when Normalize is not the last
-        transform or dtype is "uint8".
+    ValueError: ``mean`` or ``std`` is empty, they differ in length (one
+        of them 1 aside), or a ``std`` is 0; stoker.Loader raises it when
+        the count is not 1 or the image's channels (3 for RGB), when
+        Normalize is not the last transform, or dtype is "uint8" for RGB.
     TypeError: ``mean`` or ``std`` is not a sequence of numbers.
 
 Example:
@@ -453,8 +459,8 @@ void bind_transforms(py::module_& m) {
   py::class_<Normalize>(m, "Normalize", kNormalizeDoc)
       .def(py::init([](std::vector<float> mean, std::vector<float> std) { return checked(Normalize{mean, std}); }),
            py::arg("mean"), py::arg("std"))
-      .def_readonly("mean", &Normalize::mean, "The channels' means (1 or 3 values).")
-      .def_readonly("std", &Normalize::std, "The channels' standard deviations (1 or 3 values).")
+      .def_readonly("mean", &Normalize::mean, "The channels' means (1 value, or one per channel).")
+      .def_readonly("std", &Normalize::std, "The channels' standard deviations (1 value, or one per channel).")
       .def("__repr__", repr<Normalize>);
 
   bind_augment(m);

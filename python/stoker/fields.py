@@ -67,11 +67,27 @@ class Image(_Field):
     its dtype and layout are the loader's (``dtype=``, ``layout=``). At most
     one per schema: Mask and Boxes fields follow its geometry.
 
+    With ``channels="stored", dtype="stored"`` it is a raster kept as stored:
+    1 to N channels of uint8, uint16 or float32 (a 13-band TIFF, a 16-bit
+    gray PNG or TIFF, a gray JPEG as 1 channel, an RGBA PNG as 4), batched
+    [B, C, H, W] (or [B, H, W, C] with layout="NHWC") as uint8, int32 (uint16
+    samples: torch 1.13 has no uint16) or float32 as stored, or float32 after
+    Normalize (ToTensor's /255 for uint8 samples, then (x - mean[c]) / std[c],
+    with 1 or C values each); the loader's ``dtype=`` does not apply. Crops,
+    resizes, flips, RandomRotation and RandomAffine apply to each channel as
+    Pillow's resize and transform do to a single-channel image of the
+    matching mode ("L", "I", "F"); colour transforms are refused. Every record must have the channel count and
+    sample type of the first readable one; a file that does not is a corrupt
+    sample under ``on_corrupt``. See the guide's "Rasters beyond RGB".
+
     Args:
         name (str): its key in the batch. Default "image".
         member (str, optional): the list file column or shard member suffix
             it is read from. Default None: the record itself (a list file's
             path column, an ImageFolder file, a shard's image member).
+        channels (str): "rgb" (the default: converted to RGB) or "stored".
+        dtype (str): "uint8" (the default) or "stored"; "stored" exactly
+            when ``channels="stored"``.
 
     <common sections>
 
@@ -84,8 +100,14 @@ class Image(_Field):
     """
     _kind = "image"
 
-    def __init__(self, name: str = "image", member: Optional[str] = None) -> None:
-        super().__init__(name, member)
+    def __init__(self, name: str = "image", member: Optional[str] = None,
+                 channels: Literal["rgb", "stored"] = "rgb", dtype: Literal["uint8", "stored"] = "uint8") -> None:
+        params = {}
+        if channels != "rgb":
+            params["channels"] = channels
+        if dtype != "uint8":
+            params["dtype"] = dtype
+        super().__init__(name, member, **params)
 
 
 class Mask(_Field):

@@ -87,12 +87,18 @@ FieldParam int_param(const char* key) {
             f.*M = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, Max));
           }};
 }
+const Names<ImageChannels> kImageChannels = {{ImageChannels::kRgb, "rgb"}, {ImageChannels::kStored, "stored"}};
+const Names<ImageDType> kImageDType = {{ImageDType::kUint8, "uint8"}, {ImageDType::kStored, "stored"}};
 const FieldParam kFieldParams[] = {
     int_param<&Field::fill, 1 << 20>("fill"),
     int_param<&Field::max_boxes, 1 << 24>("max_boxes"),
     int_param<&Field::max_bytes, 1 << 24>("max_bytes"),
     {"format", [](const Field& f) -> json { return name_of(kBoxFormat, f.format); },
      [](Field& f, const json& v, const std::string& what) { f.format = value_of(kBoxFormat, v, what); }},
+    {"channels", [](const Field& f) -> json { return name_of(kImageChannels, f.channels); },
+     [](Field& f, const json& v, const std::string& what) { f.channels = value_of(kImageChannels, v, what); }},
+    {"dtype", [](const Field& f) -> json { return name_of(kImageDType, f.dtype); },
+     [](Field& f, const json& v, const std::string& what) { f.dtype = value_of(kImageDType, v, what); }},
 };
 
 // A schema field as JSON: {"name", "kind", "member", and the parameters its

@@ -128,4 +128,50 @@ Status ImageDecoder::decode_mask(MaskBuffer* buf, int rows) {
   return Status::Unsupported("decode_mask() without a successful open_mask()");
 }
 
+Status ImageDecoder::open_raster(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels) {
+  channels_ = 3;
+  type_ = SampleType::kUint8;
+  if (size > 0 && sniff_format(data, size) == Format::kTiff) {
+    width_ = height_ = 0;
+    format_ = Format::kTiff;
+    Status s = tiff_->open(data, size, max_pixels, &width_, &height_, /*stored=*/true);
+    if (!s.ok()) {
+      format_ = Format::kUnknown;
+      return s;
+    }
+    channels_ = tiff_->channels();
+    type_ = tiff_->sample_type();
+    return Status::Ok();
+  }
+  Status s = open(data, size, max_pixels);
+  if (!s.ok()) return s;
+  if (format_ == Format::kPng) png_->stored_layout(&channels_, &type_);
+  if (format_ == Format::kJpeg && jpeg_->components() == 1) channels_ = 1;
+  return Status::Ok();
+}
+
+Status ImageDecoder::decode_raster(const Box& region, RasterBuffer* buf) {
+  if (format_ == Format::kTiff) return tiff_->decode_raster(region, buf);
+  if (format_ == Format::kPng) {
+    Status s = png_->decode_raster(region, buf);
+    if (s.ok() && (buf->channels != channels_ || buf->type != type_)) {
+      return Status::Corrupt("PNG: the pixels do not match the header's colour type and bit depth");
+    }
+    return s;
+  }
+  ImageView view;
+  Status s = decode(region, &rgb_, &view);
+  if (!s.ok()) return s;
+  // NOTE: a gray JPEG decoded to RGB replicates its one channel: R is it.
+  buf->reset(view.width, view.height, channels_, SampleType::kUint8);
+  for (int k = 0; k < channels_; ++k) {
+    std::uint8_t* out = buf->plane(k);
+    for (int y = 0; y < view.height; ++y) {
+      const std::uint8_t* in = view.row(y) + k;
+      for (int x = 0; x < view.width; ++x) *out++ = in[3 * x];
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace stoker::detail

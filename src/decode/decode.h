@@ -70,7 +70,25 @@ class ImageDecoder {
   // those; the buffer still has the mask's full size.
   Status decode_mask(MaskBuffer* buf, int rows = -1);
 
+  // A raster kept as stored (stoker.Image(channels="stored",
+  // dtype="stored")): open_raster() parses the header as open() does (the
+  // size capped by max_pixels before any pixel memory) and learns what is
+  // stored: channels() and sample_type(). TIFF keeps its samples (1..N,
+  // contiguous or planar; uint8, uint16, float32; tiff.h); PNG its channels
+  // (gray, gray+alpha, RGB, RGBA; 8 or 16 bits; png.h); a gray JPEG is 1
+  // channel; the other formats are their RGB decode (3 channels uint8).
+  // decode_raster() decodes `region` (TIFF: only the strips or tiles it
+  // touches) as planes. Messages carry the reason only.
+  Status open_raster(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels);
+  int channels() const { return channels_; }
+  SampleType sample_type() const { return type_; }
+  // REQUIRES: open_raster() returned ok.
+  Status decode_raster(const Box& region, RasterBuffer* buf);
+
  private:
+  int channels_ = 3;
+  SampleType type_ = SampleType::kUint8;
+  ImageBuffer rgb_;  // decode_raster(): the RGB decode of the formats kept as their RGB
   Format format_ = Format::kUnknown;
   int width_ = 0;
   int height_ = 0;

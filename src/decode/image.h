@@ -1,5 +1,6 @@
 // Pixel buffers passed between decode and transform: 8-bit interleaved RGB
-// images, and single-channel masks kept as stored.
+// images, single-channel masks kept as stored, and rasters kept as stored
+// (1 to N channels of uint8, uint16 or float32: stoker.Image(channels="stored")).
 #pragma once
 
 #include <cstddef>
@@ -67,6 +68,38 @@ struct MaskBuffer {
   }
   std::uint8_t* row(int y) { return pixels.data() + y * stride; }
   MaskView view() const { return {pixels.data(), width, height, stride, bytes_per_pixel}; }
+};
+
+// The sample type of a raster kept as stored.
+enum class SampleType : std::uint8_t { kUint8, kUint16, kFloat32 };
+inline int sample_bytes(SampleType t) { return t == SampleType::kUint8 ? 1 : t == SampleType::kUint16 ? 2 : 4; }
+inline const char* sample_type_name(SampleType t) {
+  return t == SampleType::kUint8 ? "uint8" : t == SampleType::kUint16 ? "uint16" : "float32";
+}
+
+// An owning raster of `channels` planes (planar: plane c holds channel c's
+// height x width samples, rows packed), samples in host byte order; its
+// capacity is reused across samples. NOTE: planar, because every geometric
+// step runs per channel, and NCHW batches take a plane as a whole.
+struct RasterBuffer {
+  std::vector<std::uint8_t> pixels;
+  int width = 0;
+  int height = 0;
+  int channels = 0;
+  SampleType type = SampleType::kUint8;
+  void reset(int w, int h, int c, SampleType t) {
+    width = w;
+    height = h;
+    channels = c;
+    type = t;
+    const std::size_t need = plane_bytes() * static_cast<std::size_t>(c);
+    if (pixels.size() < need) pixels.resize(need);
+  }
+  std::size_t plane_bytes() const {
+    return static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * static_cast<std::size_t>(sample_bytes(type));
+  }
+  std::uint8_t* plane(int c) { return pixels.data() + plane_bytes() * static_cast<std::size_t>(c); }
+  const std::uint8_t* plane(int c) const { return pixels.data() + plane_bytes() * static_cast<std::size_t>(c); }
 };
 
 // A pixel rectangle: [x, x + width) x [y, y + height).

@@ -200,6 +200,8 @@ Status JpegDecoder::open(const std::uint8_t* data, std::size_t size, int* width,
   return Status::Ok();
 }
 
+int JpegDecoder::components() const { return s_->cinfo.num_components; }
+
 Status JpegDecoder::decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths) {
   Box r = region;
   if (s_->restart && scale_eighths == 8) {

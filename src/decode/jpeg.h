@@ -22,6 +22,8 @@ class JpegDecoder {
   // Decodes `region` of the image opened last, decoded at scale_eighths/8,
   // into RGB8. REQUIRES: open() ok.
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view, int scale_eighths = 8);
+  // The components of the image opened last (1: gray, 3: YCbCr or RGB, 4: CMYK/YCCK). REQUIRES: open() ok.
+  int components() const;
   // Releases the image opened last (safe to call at any time).
   void close();
 

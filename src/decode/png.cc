@@ -139,6 +139,39 @@ bool decode_mask_rows(png_structp png, png_infop info, MemoryReader* reader, Mas
   return true;
 }
 
+// As stored, interleaved into `scratch` (rows of width x channels samples):
+// gray (1, 2, 4 bits scaled to 8 as PIL's "L"), gray+alpha, RGB, RGBA, 8 or
+// 16 bits (host order); a palette expanded to its colours (RGB, or RGBA with
+// a tRNS chunk; a gray or RGB image's tRNS is not expanded). Only trivially
+// destructible locals.
+bool decode_stored_rows(png_structp png, png_infop info, MemoryReader* reader, std::vector<std::uint8_t>* scratch,
+                        std::vector<std::uint8_t*>* rows, int* channels, int* depth) {
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_read_fn(png, reader, read_from_memory);
+  png_read_info(png, info);
+  const int color = png_get_color_type(png, info);
+  const int bits = png_get_bit_depth(png, info);
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && bits < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (bits == 16) png_set_swap(png);  // NOTE: PNG stores big-endian; read as host-order uint16
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  *channels = png_get_channels(png, info);
+  *depth = png_get_bit_depth(png, info);
+  const std::size_t stride = png_get_rowbytes(png, info);
+  const std::size_t h = png_get_image_height(png, info);
+  const std::size_t w = png_get_image_width(png, info);
+  if (stride != w * static_cast<std::size_t>(*channels) * static_cast<std::size_t>(*depth / 8)) {
+    png_error(png, "unexpected row size");
+  }
+  scratch->resize(stride * h);
+  rows->resize(h);
+  for (std::size_t y = 0; y < h; ++y) (*rows)[y] = scratch->data() + y * stride;
+  png_read_image(png, rows->data());
+  png_read_end(png, nullptr);
+  return true;
+}
+
 const char* color_name(int color) {
   switch (color) {
     case PNG_COLOR_TYPE_RGB: return "RGB";
@@ -204,6 +237,44 @@ Status PngDecoder::decode_mask(MaskBuffer* buf, int rows) {
   if (bad_color >= 0) {
     return Status::Unsupported(std::string("mask: a ") + color_name(bad_color) +
                                " PNG; a mask is single-channel: gray (8 or 16-bit) or palette indices");
+  }
+  return Status::Ok();
+}
+
+void PngDecoder::stored_layout(int* channels, SampleType* type) const {
+  // IHDR (checked by open()): bit depth at byte 24, colour type at 25.
+  const int depth = data_[24], color = data_[25];
+  *channels = color == 0 ? 1 : color == 4 ? 2 : color == 6 ? 4 : 3;  // gray, gray+alpha, RGBA; RGB and palette: 3
+  *type = depth == 16 ? SampleType::kUint16 : SampleType::kUint8;
+  if (color != 3) return;
+  // NOTE: libpng expands a palette's tRNS to alpha with its colours
+  // (png_set_palette_to_rgb), so a palette with transparency is RGBA, as
+  // PIL's convert("RGBA"). The chunks before the first IDAT say.
+  for (std::size_t at = 8; at + 8 <= size_;) {
+    const std::uint32_t n = be32(data_ + at);
+    if (std::memcmp(data_ + at + 4, "IDAT", 4) == 0) break;
+    if (std::memcmp(data_ + at + 4, "tRNS", 4) == 0) *channels = 4;
+    if (n > size_ - at - 8) break;
+    at += 8 + std::size_t{n} + 4;
+  }
+}
+
+Status PngDecoder::decode_raster(const Box& r, RasterBuffer* buf) {
+  int channels = 0, depth = 0;
+  Status st = with_reader([&](png_structp png, png_infop info, MemoryReader* reader) {
+    return decode_stored_rows(png, info, reader, &scratch_, &rows_, &channels, &depth);
+  });
+  if (!st.ok()) return st;
+  const std::size_t bytes = depth == 16 ? 2 : 1;
+  buf->reset(r.width, r.height, channels, depth == 16 ? SampleType::kUint16 : SampleType::kUint8);
+  const std::size_t stride = static_cast<std::size_t>(width_) * static_cast<std::size_t>(channels) * bytes;
+  for (int k = 0; k < channels; ++k) {
+    std::uint8_t* out = buf->plane(k);
+    for (int y = 0; y < r.height; ++y) {
+      const std::uint8_t* in = scratch_.data() + static_cast<std::size_t>(r.y + y) * stride +
+                               (static_cast<std::size_t>(r.x) * static_cast<std::size_t>(channels) + static_cast<std::size_t>(k)) * bytes;
+      for (int x = 0; x < r.width; ++x, in += static_cast<std::size_t>(channels) * bytes, out += bytes) std::memcpy(out, in, bytes);
+    }
   }
   return Status::Ok();
 }

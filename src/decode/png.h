@@ -25,6 +25,13 @@ class PngDecoder {
   // rows >= 0: stop after the first `rows` rows (non-interlaced PNGs; an
   // interlaced one is decoded whole).
   Status decode_mask(MaskBuffer* buf, int rows = -1);
+  // The image opened last as stored (stoker.Image(channels="stored")): its
+  // channels (gray 1, gray+alpha 2, RGB 3, RGBA 4; a palette expanded to its
+  // colours: RGB 3, or RGBA 4 with transparency) and sample type (16-bit: uint16, host
+  // order; 1, 2, 4-bit gray scaled to 8 as PIL's "L"), and the samples of
+  // `region` as planes (the image is decoded whole).
+  void stored_layout(int* channels, SampleType* type) const;
+  Status decode_raster(const Box& region, RasterBuffer* buf);
 
  private:
   template <typename Read>

@@ -145,6 +145,39 @@ struct TiffDecoder::State {
   Status decode_stored(const Box& r, ImageBuffer* buf);
   std::uint16_t orientation = 1;  // the Orientation tag PIL applies: 1 (none) to 8
   ImageBuffer stored;             // a region as stored, before orientation
+  // Output pixel (x, y) is stored pixel (sx, sy), as PIL's transpose methods
+  // for orientations 2-8 map them (W, H: the stored size).
+  void source(int x, int y, int* sx, int* sy) const {
+    const int W = static_cast<int>(width), H = static_cast<int>(height);
+    switch (orientation) {
+      case 2: *sx = W - 1 - x, *sy = y; break;          // FLIP_LEFT_RIGHT
+      case 3: *sx = W - 1 - x, *sy = H - 1 - y; break;  // ROTATE_180
+      case 4: *sx = x, *sy = H - 1 - y; break;          // FLIP_TOP_BOTTOM
+      case 5: *sx = y, *sy = x; break;                  // TRANSPOSE
+      case 6: *sx = y, *sy = H - 1 - x; break;          // ROTATE_270
+      case 7: *sx = W - 1 - y, *sy = H - 1 - x; break;  // TRANSVERSE
+      case 8: *sx = W - 1 - y, *sy = x; break;          // ROTATE_90
+      default: *sx = x, *sy = y; break;                 // 1
+    }
+  }
+  // The stored box holding output region r: the map of two opposite corners.
+  Box stored_box(const Box& r) const {
+    int ax, ay, bx, by;
+    source(r.x, r.y, &ax, &ay);
+    source(r.x + r.width - 1, r.y + r.height - 1, &bx, &by);
+    return {std::min(ax, bx), std::min(ay, by), std::abs(ax - bx) + 1, std::abs(ay - by) + 1};
+  }
+  bool keep = false;                     // opened with stored=true
+  RasterBuffer stored_raster;            // decode_raster(): a region as stored, before orientation
+  Status read_raster(const Box& r, RasterBuffer* buf);  // r: a box of the image as stored
+  SampleType type = SampleType::kUint8;  // then: the samples' type
+
+  // Reads each strip or tile that box `r` (of the image as stored) touches,
+  // once, and calls row(rows, y, x, n) for each of its rows inside `r`: the
+  // unit's row (one per plane) holding image row y, columns [x, x + n) of
+  // the image (x counted in the unit from its first column `rows` point to).
+  template <typename Row>
+  Status for_each_row(const Box& r, Row&& row);
 };
 
 void TiffDecoder::State::convert(const std::uint8_t* const* rows, std::uint32_t x, std::uint32_t n,
@@ -204,7 +237,7 @@ TiffDecoder::TiffDecoder() : s_(std::make_unique<State>()) {}
 TiffDecoder::~TiffDecoder() = default;
 
 Status TiffDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width,
-                         int* height) {
+                         int* height, bool stored) {
   State& s = *s_;
   s.tif.reset();
   s.messages = Messages{};
@@ -256,74 +289,91 @@ Status TiffDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64
   }
   const std::string shape = std::to_string(spp) + " sample(s) of " + std::to_string(bits) + " bits";
   const bool gray = photometric == PHOTOMETRIC_MINISWHITE || photometric == PHOTOMETRIC_MINISBLACK;
-  // PIL's gray modes "I" and "F": 16 and 32-bit signed, 32-bit unsigned and float samples.
-  s.wide = Wide::kUint16;
-  if (gray && spp == 1 && format == SAMPLEFORMAT_INT && (bits == 16 || bits == 32)) {
-    s.wide = bits == 16 ? Wide::kInt16 : Wide::kInt32;
-  } else if (gray && spp == 1 && format == SAMPLEFORMAT_UINT && bits == 32) {
-    s.wide = Wide::kInt32;
-  } else if (gray && spp == 1 && format == SAMPLEFORMAT_IEEEFP && bits == 32) {
-    s.wide = Wide::kFloat32;
-  } else if (format != SAMPLEFORMAT_UINT) {
-    return Status::Unsupported("TIFF: sample format " + std::to_string(format) + " with " + shape +
-                               " (readable: unsigned integers; for gray also 16/32-bit signed and 32-bit float)");
-  }
-  const bool low_bits = bits == 1 || bits == 2 || bits == 4;
-  const bool unassociated_alpha = n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_UNASSALPHA;
-  s.invert = false;
-  s.premultiplied = false;
-  switch (photometric) {
-    case PHOTOMETRIC_MINISWHITE:
-    case PHOTOMETRIC_MINISBLACK:
-      s.kind = Kind::kGray;
-      if (spp == 1 && (low_bits || bits == 8 || bits == 16 || bits == 32)) {
-        // NOTE: as PIL: min-is-white gray of 16 bits or more is not inverted.
-        s.invert = photometric == PHOTOMETRIC_MINISWHITE && bits < 16;
-      } else if (!(photometric == PHOTOMETRIC_MINISBLACK && spp == 2 && bits == 8 && unassociated_alpha)) {
-        return Status::Unsupported("TIFF: gray with " + shape);
-      }
-      break;
-    case PHOTOMETRIC_PALETTE: {
-      s.kind = Kind::kPalette;
-      if (!((spp == 1 && (low_bits || bits == 8)) || (spp == 2 && bits == 8 && unassociated_alpha))) {
-        return Status::Unsupported("TIFF: palette with " + shape);
-      }
-      std::uint16_t *r = nullptr, *g = nullptr, *b = nullptr;
-      if (!TIFFGetField(t, TIFFTAG_COLORMAP, &r, &g, &b) || !r || !g || !b) {
-        return s.failed("palette image without a ColorMap");
-      }
-      // As PIL: each 16-bit entry's high byte.
-      s.palette.reset();
-      for (int i = 0; i < (1 << bits); ++i) {
-        s.palette.set(i, static_cast<std::uint8_t>(r[i] >> 8), static_cast<std::uint8_t>(g[i] >> 8),
-                      static_cast<std::uint8_t>(b[i] >> 8));
-      }
-      break;
+  s.keep = stored;
+  if (stored) {
+    // NOTE: kept as stored: the photometric interpretation does not matter
+    // (a 13-band tile is "min-is-black" with 13 samples), only the samples'.
+    if (format == SAMPLEFORMAT_UINT && (bits == 8 || bits == 16)) {
+      s.type = bits == 8 ? SampleType::kUint8 : SampleType::kUint16;
+    } else if (format == SAMPLEFORMAT_IEEEFP && bits == 32) {
+      s.type = SampleType::kFloat32;
+    } else {
+      return Status::Unsupported("TIFF: " + shape + " in sample format " + std::to_string(format) +
+                                 " cannot be kept as stored (readable: 8 or 16-bit unsigned integers, 32-bit floats)");
     }
-    case PHOTOMETRIC_RGB:
-      s.kind = Kind::kRgb;
-      if (!((bits == 8 && spp >= 3 && spp <= 6) || (bits == 16 && (spp == 3 || spp == 4)))) {
-        return Status::Unsupported("TIFF: RGB with " + shape);
+    if (photometric == PHOTOMETRIC_YCBCR && compression == COMPRESSION_JPEG) {
+      return Status::Unsupported("TIFF: JPEG-compressed YCbCr cannot be kept as stored (libtiff would convert it)");
+    }
+  } else {
+    // PIL's gray modes "I" and "F": 16 and 32-bit signed, 32-bit unsigned and float samples.
+    s.wide = Wide::kUint16;
+    if (gray && spp == 1 && format == SAMPLEFORMAT_INT && (bits == 16 || bits == 32)) {
+      s.wide = bits == 16 ? Wide::kInt16 : Wide::kInt32;
+    } else if (gray && spp == 1 && format == SAMPLEFORMAT_UINT && bits == 32) {
+      s.wide = Wide::kInt32;
+    } else if (gray && spp == 1 && format == SAMPLEFORMAT_IEEEFP && bits == 32) {
+      s.wide = Wide::kFloat32;
+    } else if (format != SAMPLEFORMAT_UINT) {
+      return Status::Unsupported("TIFF: sample format " + std::to_string(format) + " with " + shape +
+                                 " (readable: unsigned integers; for gray also 16/32-bit signed and 32-bit float)");
+    }
+    const bool low_bits = bits == 1 || bits == 2 || bits == 4;
+    const bool unassociated_alpha = n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_UNASSALPHA;
+    s.invert = false;
+    s.premultiplied = false;
+    switch (photometric) {
+      case PHOTOMETRIC_MINISWHITE:
+      case PHOTOMETRIC_MINISBLACK:
+        s.kind = Kind::kGray;
+        if (spp == 1 && (low_bits || bits == 8 || bits == 16 || bits == 32)) {
+          // NOTE: as PIL: min-is-white gray of 16 bits or more is not inverted.
+          s.invert = photometric == PHOTOMETRIC_MINISWHITE && bits < 16;
+        } else if (!(photometric == PHOTOMETRIC_MINISBLACK && spp == 2 && bits == 8 && unassociated_alpha)) {
+          return Status::Unsupported("TIFF: gray with " + shape);
+        }
+        break;
+      case PHOTOMETRIC_PALETTE: {
+        s.kind = Kind::kPalette;
+        if (!((spp == 1 && (low_bits || bits == 8)) || (spp == 2 && bits == 8 && unassociated_alpha))) {
+          return Status::Unsupported("TIFF: palette with " + shape);
+        }
+        std::uint16_t *r = nullptr, *g = nullptr, *b = nullptr;
+        if (!TIFFGetField(t, TIFFTAG_COLORMAP, &r, &g, &b) || !r || !g || !b) {
+          return s.failed("palette image without a ColorMap");
+        }
+        // As PIL: each 16-bit entry's high byte.
+        s.palette.reset();
+        for (int i = 0; i < (1 << bits); ++i) {
+          s.palette.set(i, static_cast<std::uint8_t>(r[i] >> 8), static_cast<std::uint8_t>(g[i] >> 8),
+                        static_cast<std::uint8_t>(b[i] >> 8));
+        }
+        break;
       }
-      s.premultiplied = spp >= 4 && n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_ASSOCALPHA;
-      break;
-    case PHOTOMETRIC_SEPARATED:
-      s.kind = Kind::kCmyk;
-      if (!((bits == 8 && spp >= 4 && spp <= 6) || (bits == 16 && spp == 4))) {
-        return Status::Unsupported("TIFF: CMYK with " + shape);
-      }
-      break;
-    case PHOTOMETRIC_YCBCR:
-      if (compression != COMPRESSION_JPEG || config != PLANARCONFIG_CONTIG || bits != 8 || spp != 3) {
-        return Status::Unsupported("TIFF: YCbCr other than 8-bit, contiguous and JPEG-compressed");
-      }
-      // As PIL: libjpeg (inside libtiff) converts to RGB and upsamples.
-      if (!TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB)) return s.failed("cannot read YCbCr as RGB");
-      s.kind = Kind::kRgb;
-      break;
-    default:
-      return Status::Unsupported("TIFF: photometric interpretation " + std::to_string(photometric) +
-                                 " (readable: gray, palette, RGB, CMYK, JPEG-compressed YCbCr)");
+      case PHOTOMETRIC_RGB:
+        s.kind = Kind::kRgb;
+        if (!((bits == 8 && spp >= 3 && spp <= 6) || (bits == 16 && (spp == 3 || spp == 4)))) {
+          return Status::Unsupported("TIFF: RGB with " + shape);
+        }
+        s.premultiplied = spp >= 4 && n_extra >= 1 && extra && extra[0] == EXTRASAMPLE_ASSOCALPHA;
+        break;
+      case PHOTOMETRIC_SEPARATED:
+        s.kind = Kind::kCmyk;
+        if (!((bits == 8 && spp >= 4 && spp <= 6) || (bits == 16 && spp == 4))) {
+          return Status::Unsupported("TIFF: CMYK with " + shape);
+        }
+        break;
+      case PHOTOMETRIC_YCBCR:
+        if (compression != COMPRESSION_JPEG || config != PLANARCONFIG_CONTIG || bits != 8 || spp != 3) {
+          return Status::Unsupported("TIFF: YCbCr other than 8-bit, contiguous and JPEG-compressed");
+        }
+        // As PIL: libjpeg (inside libtiff) converts to RGB and upsamples.
+        if (!TIFFSetField(t, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB)) return s.failed("cannot read YCbCr as RGB");
+        s.kind = Kind::kRgb;
+        break;
+      default:
+        return Status::Unsupported("TIFF: photometric interpretation " + std::to_string(photometric) +
+                                   " (readable: gray, palette, RGB, CMYK, JPEG-compressed YCbCr)");
+    }
   }
   s.width = w, s.height = h, s.bits = bits, s.spp = spp;
   // NOTE: PIL's TIFF plugin applies the Orientation tag when it loads the
@@ -367,25 +417,8 @@ Status TiffDecoder::decode(const Box& r, ImageBuffer* buf, ImageView* view) {
     if (st.ok()) *view = buf->view();
     return st;
   }
-  // Output pixel (x, y) is stored pixel (sx, sy), as PIL's transpose methods
-  // for orientations 2-8 map them (W, H: the stored size).
-  const int W = static_cast<int>(s.width), H = static_cast<int>(s.height);
-  auto source = [&](int x, int y, int* sx, int* sy) {
-    switch (s.orientation) {
-      case 2: *sx = W - 1 - x, *sy = y; break;          // FLIP_LEFT_RIGHT
-      case 3: *sx = W - 1 - x, *sy = H - 1 - y; break;  // ROTATE_180
-      case 4: *sx = x, *sy = H - 1 - y; break;          // FLIP_TOP_BOTTOM
-      case 5: *sx = y, *sy = x; break;                  // TRANSPOSE
-      case 6: *sx = y, *sy = H - 1 - x; break;          // ROTATE_270
-      case 7: *sx = W - 1 - y, *sy = H - 1 - x; break;  // TRANSVERSE
-      default: *sx = W - 1 - y, *sy = x; break;         // 8: ROTATE_90
-    }
-  };
-  // The stored box holding the region: the map of two opposite corners.
-  int ax, ay, bx, by;
-  source(r.x, r.y, &ax, &ay);
-  source(r.x + r.width - 1, r.y + r.height - 1, &bx, &by);
-  const Box stored{std::min(ax, bx), std::min(ay, by), std::abs(ax - bx) + 1, std::abs(ay - by) + 1};
+  auto source = [&](int x, int y, int* sx, int* sy) { s.source(x, y, sx, sy); };
+  const Box stored = s.stored_box(r);
   Status st = s.decode_stored(stored, &s.stored);
   if (!st.ok()) return st;
   buf->reset(r.width, r.height);
@@ -401,7 +434,8 @@ Status TiffDecoder::decode(const Box& r, ImageBuffer* buf, ImageView* view) {
   return Status::Ok();
 }
 
-Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
+template <typename Row>
+Status TiffDecoder::State::for_each_row(const Box& r, Row&& row) {
   State& s = *this;
   TIFF* t = s.tif.get();
   const int planes = s.planar ? s.spp : 1;
@@ -419,7 +453,6 @@ Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
   for (auto& u : s.units) {
     if (u.size() < static_cast<std::size_t>(unit_size)) u.resize(static_cast<std::size_t>(unit_size));
   }
-  buf->reset(r.width, r.height);
   const std::uint32_t x0 = static_cast<std::uint32_t>(r.x), y0 = static_cast<std::uint32_t>(r.y);
   const std::uint32_t x1 = x0 + static_cast<std::uint32_t>(r.width), y1 = y0 + static_cast<std::uint32_t>(r.height);
   std::vector<const std::uint8_t*> rows(static_cast<std::size_t>(planes));
@@ -455,12 +488,67 @@ Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
           rows[static_cast<std::size_t>(p)] =
               s.units[static_cast<std::size_t>(p)].data() + static_cast<std::size_t>(y - uy) * row_size;
         }
-        s.convert(rows.data(), cx0 - ux, cx1 - cx0,
-                  buf->row(static_cast<int>(y - y0)) + static_cast<std::size_t>(cx0 - x0) * 3);
+        row(rows.data(), y - y0, cx0 - ux, cx0 - x0, cx1 - cx0);
       }
     }
   }
   return Status::Ok();
+}
+
+Status TiffDecoder::State::decode_stored(const Box& r, ImageBuffer* buf) {
+  buf->reset(r.width, r.height);
+  return for_each_row(r, [&](const std::uint8_t* const* rows, std::uint32_t y, std::uint32_t ux, std::uint32_t x,
+                             std::uint32_t n) { convert(rows, ux, n, buf->row(static_cast<int>(y)) + std::size_t{x} * 3); });
+}
+
+int TiffDecoder::channels() const { return s_->spp; }
+SampleType TiffDecoder::sample_type() const { return s_->type; }
+
+Status TiffDecoder::decode_raster(const Box& r, RasterBuffer* buf) {
+  State& s = *s_;
+  if (!s.tif || !s.keep) return Status::Internal("TIFF: decode_raster() without a successful open(stored=true)");
+  s.messages.error.clear();
+  if (s.orientation == 1) return s.read_raster(r, buf);
+  // The Orientation tag applied as for RGB (decode()), each plane's samples moved whole.
+  const Box stored = s.stored_box(r);
+  Status st = s.read_raster(stored, &s.stored_raster);
+  if (!st.ok()) return st;
+  const RasterBuffer& in = s.stored_raster;
+  const std::size_t bytes = static_cast<std::size_t>(sample_bytes(s.type));
+  buf->reset(r.width, r.height, in.channels, in.type);
+  for (int k = 0; k < in.channels; ++k) {
+    std::uint8_t* out = buf->plane(k);
+    for (int y = 0; y < r.height; ++y) {
+      for (int x = 0; x < r.width; ++x, out += bytes) {
+        int sx, sy;
+        s.source(r.x + x, r.y + y, &sx, &sy);
+        std::memcpy(out, in.plane(k) + (static_cast<std::size_t>(sy - stored.y) * static_cast<std::size_t>(in.width) +
+                                        static_cast<std::size_t>(sx - stored.x)) * bytes, bytes);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status TiffDecoder::State::read_raster(const Box& r, RasterBuffer* buf) {
+  State& s = *this;
+  const int c = s.spp;
+  const std::size_t bytes = static_cast<std::size_t>(sample_bytes(s.type));
+  buf->reset(r.width, r.height, c, s.type);
+  // Sample k of unit column i: planar units hold one sample per pixel, contiguous ones all c.
+  const std::size_t step = s.planar ? bytes : bytes * static_cast<std::size_t>(c);
+  return s.for_each_row(r, [&](const std::uint8_t* const* rows, std::uint32_t y, std::uint32_t ux, std::uint32_t x,
+                               std::uint32_t n) {
+    for (int k = 0; k < c; ++k) {
+      const std::uint8_t* in = s.planar ? rows[k] + ux * step : rows[0] + ux * step + static_cast<std::size_t>(k) * bytes;
+      std::uint8_t* out = buf->plane(k) + (std::size_t{y} * static_cast<std::size_t>(r.width) + x) * bytes;
+      if (step == bytes) {
+        std::memcpy(out, in, n * bytes);
+      } else {
+        for (std::uint32_t i = 0; i < n; ++i, in += step, out += bytes) std::memcpy(out, in, bytes);
+      }
+    }
+  });
 }
 
 }  // namespace stoker::detail

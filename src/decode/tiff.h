@@ -51,11 +51,22 @@ class TiffDecoder {
 
   // Reads the first directory; the size is capped (max_pixels) before any
   // pixel memory is allocated. `data` is kept until the next open().
-  Status open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height);
+  // stored: the samples are kept as they are (decode_raster()): any
+  // photometric interpretation and 1..N samples per pixel, contiguous or
+  // planar, of 8 or 16-bit unsigned integers or 32-bit floats (the
+  // Orientation tag applied as for RGB); other sample formats and
+  // JPEG-compressed YCbCr are kUnsupported with the reason.
+  Status open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels, int* width, int* height,
+              bool stored = false);
   // Decodes `region` (of the image as oriented) into buf (*view is the
   // region): only the strips or tiles it touches are read and decompressed;
   // rows and columns outside it are not converted. REQUIRES: open() ok.
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+  // After open(stored=true): the samples per pixel and their type, and the
+  // samples of `region` (only the strips or tiles it touches) as planes.
+  int channels() const;
+  SampleType sample_type() const;
+  Status decode_raster(const Box& region, RasterBuffer* buf);
 
   struct State;
 

@@ -1,8 +1,10 @@
 #include "transform/image_ops.h"
+#include "transform/raster.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 // NOTE: every expression below reproduces Pillow's C or CPython's float
 // arithmetic operation by operation, each product and sum rounded to double on
@@ -272,7 +274,85 @@ inline void bilinear_rgb(std::uint8_t* out, const Plane& in, double xin, double 
   }
 }
 
+// bilinear_filter8 ("L"), bilinear_filter32I ("I") and bilinear_filter32F
+// ("F"): the same 2x2 blend as bilinear_rgb on one sample of type T; (b - a)
+// in T's arithmetic (int, or float for "F"), the rest in double; the result
+// converted to T as C converts (truncation for the integers).
+template <typename T>
+inline void bilinear_one(std::uint8_t* out, const Plane& in, double xin, double yin, const std::uint8_t* fill) {
+  if (!(xin >= 0.0 && xin < in.width && yin >= 0.0 && yin < in.height)) {
+    put_fill<sizeof(T)>(out, fill);
+    return;
+  }
+  xin -= 0.5;
+  yin -= 0.5;
+  const int x = xin < 0.0 ? -1 : static_cast<int>(xin);
+  const int y = yin < 0.0 ? -1 : static_cast<int>(yin);
+  const double dx = xin - x;
+  const double dy = yin - y;
+  const int i0 = x < 0 ? 0 : x, i1 = x + 1 < in.width ? x + 1 : in.width - 1;
+  auto at = [&](const std::uint8_t* row, int i) {
+    T v;
+    std::memcpy(&v, row + static_cast<std::ptrdiff_t>(i) * static_cast<std::ptrdiff_t>(sizeof(T)), sizeof(T));
+    return v;
+  };
+  using Diff = std::conditional_t<std::is_same_v<T, float>, float, int>;
+  const std::uint8_t* r0 = in.row(y < 0 ? 0 : y);
+  const bool has_r1 = y + 1 < in.height;
+  const std::uint8_t* r1 = has_r1 ? in.row(y + 1) : r0;
+  const T p0 = at(r0, i0), q0 = at(r0, i1);
+  const double t0 = static_cast<Diff>(static_cast<Diff>(q0) - static_cast<Diff>(p0)) * dx;
+  double v1 = static_cast<double>(p0) + t0;
+  const T p1 = at(r1, i0), q1 = at(r1, i1);
+  const double t1 = static_cast<Diff>(static_cast<Diff>(q1) - static_cast<Diff>(p1)) * dx;
+  const double v2 = has_r1 ? static_cast<double>(p1) + t1 : v1;
+  const double t = (v2 - v1) * dy;
+  v1 = v1 + t;
+  T k;
+  if constexpr (std::is_same_v<T, float>) {
+    k = static_cast<float>(v1);
+  } else {
+    k = static_cast<T>(static_cast<int>(v1));
+  }
+  std::memcpy(out, &k, sizeof(T));
+}
+
+template <typename T>
+void affine_plane(const Plane& in, const OutPlane& out, const double a[6], bool bilinear, const std::uint8_t* fill) {
+  if (!bilinear) {
+    nearest_affine<sizeof(T)>(in, out, a, fill);
+    return;
+  }
+  generic_affine<sizeof(T)>(out, a, [&](std::uint8_t* o, double xs, double ys) { bilinear_one<T>(o, in, xs, ys, fill); });
+}
+
 }  // namespace
+
+void pil_affine_plane(PlaneType t, const std::uint8_t* src, int w, int h, std::uint8_t* dst, const double matrix[6],
+                      bool bilinear, int fill) {
+  if (w <= 0 || h <= 0) return;
+  const std::ptrdiff_t stride = static_cast<std::ptrdiff_t>(w) * plane_bytes(t);
+  const Plane in{src, stride, w, h};
+  const OutPlane out{dst, stride, w, h};
+  // NOTE: "I" and "F" are not IMAGING_TYPE_SPECIAL: NEAREST takes the scale,
+  // fixed point or float loop on their 4-byte pixels, as on RGB's.
+  std::uint8_t f[4];
+  switch (t) {
+    case PlaneType::kUint8:
+      f[0] = static_cast<std::uint8_t>(fill < 0 ? 0 : (fill > 255 ? 255 : fill));
+      return affine_plane<std::uint8_t>(in, out, matrix, bilinear, f);
+    case PlaneType::kInt32: {
+      const std::int32_t v = fill;
+      std::memcpy(f, &v, 4);
+      return affine_plane<std::int32_t>(in, out, matrix, bilinear, f);
+    }
+    case PlaneType::kFloat32: {
+      const auto v = static_cast<float>(fill);
+      std::memcpy(f, &v, 4);
+      return affine_plane<float>(in, out, matrix, bilinear, f);
+    }
+  }
+}
 
 void pil_affine(const ImageView& src, ImageBuffer* dst, const double matrix[6], bool bilinear,
                 const std::uint8_t fill[3]) {

@@ -12,7 +12,7 @@
 #include "util/util.h"
 
 namespace stoker::detail {
-Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout, bool fixed_size)
+Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout, bool fixed_size, int channels)
     : transforms_(transforms), dtype_(dtype), layout_(layout) {
   OutputSize size;
   const Normalize* normalize = nullptr;
@@ -66,6 +66,10 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
     size = output_size(t, size);
     if (const auto* n = std::get_if<Normalize>(&t)) {
       if (dtype_ != DType::kFloat32) invalid("Normalize requires dtype float32 (got uint8)");
+      if (channels == 3 && ((n->mean.size() != 1 && n->mean.size() != 3) || (n->std.size() != 1 && n->std.size() != 3))) {
+        invalid("Normalize: mean and std need 1 or 3 values for an RGB image, got " + std::to_string(n->mean.size()) +
+                " and " + std::to_string(n->std.size()));
+      }
       normalize = n;
     }
     if (const auto* e = std::get_if<RandomErasing>(&t); e && e->random_values && dtype_ != DType::kFloat32) {
@@ -78,6 +82,7 @@ Pipeline::Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout
     invalid("transforms must give every sample the same size to batch them: end with RandomResizedCrop, "
             "CenterCrop or Resize((h, w)), after any Resize(int)");
   }
+  if (channels != 3) normalize = nullptr;  // a stored-channel raster: its field normalises (transform/raster.h)
   float mean[3], stdev[3];
   for (std::size_t c = 0; normalize && c < 3; ++c) {
     mean[c] = normalize->mean[normalize->mean.size() == 1 ? 0 : c];

@@ -38,7 +38,10 @@ class Pipeline {
   // Throws stoker::Error(kInvalidArgument) naming the transform and value.
   // fixed_size false: samples may differ in size (LoaderOptions::hook);
   // out_height()/out_width() are then 0 unless the list fixes the size.
-  Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout, bool fixed_size = true);
+  // channels: the image's (3); a stored-channel raster's field plans with a
+  // Pipeline of its count and runs the plan itself (transform/raster.h).
+  Pipeline(const std::vector<Transform>& transforms, DType dtype, Layout layout, bool fixed_size = true,
+           int channels = 3);
 
   int out_height() const { return out_h_; }
   int out_width() const { return out_w_; }

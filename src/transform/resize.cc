@@ -13,11 +13,6 @@ namespace {
 
 constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS
 
-inline double triangle(double x) {
-  x = std::fabs(x);
-  return x < 1.0 ? 1.0 - x : 0.0;
-}
-
 inline std::uint8_t clip8(std::int32_t v) {
   v >>= kPrecisionBits;
   return static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
@@ -523,38 +518,22 @@ bool simd_supported(Simd level) {
 }
 
 void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, double in1) {
-  if (in1 < 0) in1 = in_size;
-  const double scale = (in1 - in0) / out_size;
-  const double filterscale = std::max(scale, 1.0);
-  const double support = 1.0 * filterscale;  // bilinear support is 1
-  const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  // NOTE: the kernel size is known before the first emit (the same formula); sized here once.
+  const double scale = ((in1 < 0 ? in_size : in1) - in0) / out_size;
+  const int ksize = static_cast<int>(std::ceil(std::max(scale, 1.0))) * 2 + 1;
   axis->ksize = ksize;
   axis->first.resize(static_cast<std::size_t>(out_size));
   axis->count.resize(static_cast<std::size_t>(out_size));
   axis->weights.assign(static_cast<std::size_t>(out_size) * static_cast<std::size_t>(ksize), 0);
-  std::vector<double> k(static_cast<std::size_t>(ksize));
-  const double ss = 1.0 / filterscale;
-  for (int xx = 0; xx < out_size; ++xx) {
-    const double center = in0 + (xx + 0.5) * scale;
-    int xmin = static_cast<int>(center - support + 0.5);
-    if (xmin < 0) xmin = 0;
-    int xmax = static_cast<int>(center + support + 0.5);
-    if (xmax > in_size) xmax = in_size;
-    xmax -= xmin;
-    double ww = 0.0;
-    for (int x = 0; x < xmax; ++x) {
-      double w = triangle((x + xmin - center + 0.5) * ss);
-      k[static_cast<std::size_t>(x)] = w;
-      ww += w;
-    }
+  bilinear_coeffs(in_size, out_size, in0, in1, [&](int xx, int xmin, int n, const double* k) {
     std::int32_t* out = &axis->weights[static_cast<std::size_t>(xx) * static_cast<std::size_t>(ksize)];
-    for (int x = 0; x < xmax; ++x) {
-      double w = ww != 0.0 ? k[static_cast<std::size_t>(x)] / ww : k[static_cast<std::size_t>(x)];
+    for (int x = 0; x < n; ++x) {
+      const double w = k[x];
       out[x] = static_cast<std::int32_t>(w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
     }
     axis->first[static_cast<std::size_t>(xx)] = xmin;
-    axis->count[static_cast<std::size_t>(xx)] = xmax;
-  }
+    axis->count[static_cast<std::size_t>(xx)] = n;
+  });
 }
 
 void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* s, RowSink* sink, Simd simd,

@@ -5,6 +5,7 @@
 // the passes. Pure compute: no threads, no state beyond the scratch.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,42 @@ struct ResampleAxis {
   std::vector<int> count;
   std::vector<std::int32_t> weights;
 };
+
+// Pillow's precompute_coeffs for the bilinear (triangle) filter, for the
+// input range [in0, in1) (Pillow's `box`; the whole input when in1 < 0):
+// for each output xx, emit(xx, xmin, n, k) with k its n weights from input
+// xmin, normalised to sum 1 (in double, as Pillow keeps them for its 32-bit
+// modes "I" and "F"). Returns the kernel size (most weights of an output).
+template <typename Emit>
+int bilinear_coeffs(int in_size, int out_size, double in0, double in1, Emit&& emit) {
+  if (in1 < 0) in1 = in_size;
+  const double scale = (in1 - in0) / out_size;
+  const double filterscale = scale > 1.0 ? scale : 1.0;
+  const double support = 1.0 * filterscale;  // bilinear support is 1
+  const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  std::vector<double> k(static_cast<std::size_t>(ksize));
+  const double ss = 1.0 / filterscale;
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = in0 + (xx + 0.5) * scale;
+    int xmin = static_cast<int>(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = static_cast<int>(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      const double t = std::fabs((x + xmin - center + 0.5) * ss);
+      const double w = t < 1.0 ? 1.0 - t : 0.0;
+      k[static_cast<std::size_t>(x)] = w;
+      ww += w;
+    }
+    for (int x = 0; x < xmax; ++x) {
+      if (ww != 0.0) k[static_cast<std::size_t>(x)] /= ww;
+    }
+    emit(xx, xmin, xmax, k.data());
+  }
+  return ksize;
+}
 
 // Pillow's precompute_coeffs + normalize_coeffs_8bpc, for the input range
 // [in0, in1) (Pillow's `box`; the whole input when in1 < 0).

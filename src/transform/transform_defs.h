@@ -45,7 +45,7 @@ struct PlanState {
 };
 // Appends the transform's steps for this sample (drawing its randomness).
 void plan_transform(const Transform& t, PlanState* s);
-// What kind of transform it is (a Def<T>'s kPhotometric / kResamples,
+// What kind of transform it is (a Def<T>'s kPhotometric / kResamples / kColour ...,
 // false when it does not say).
 struct TransformTraits {
   bool photometric = false;  // per-pixel, applied to the output rows: no resize may follow it
@@ -54,6 +54,8 @@ struct TransformTraits {
   bool image_stage = false;  // a whole-image op after the geometry (image_ops.h): no geometric transform may follow
   bool on_tensor = false;    // acts on the output tensor (RandomErasing): may follow Normalize
   bool image_only = false;   // the policies: apply to the image alone, so refused with masks and boxes (as v2)
+  bool colour = false;       // colour-only (ColorJitter, Grayscale, the policies, ...): needs an RGB image, so
+                             // refused on a raster kept as stored (stoker.Image(channels="stored"))
 };
 TransformTraits transform_traits(const Transform& t);
 

@@ -373,6 +373,7 @@ struct Def<RandomVerticalFlip> : FlipDef<Def<RandomVerticalFlip>, RandomVertical
 template <>
 struct Def<RandomGrayscale> : ProbabilityDef<Def<RandomGrayscale>, RandomGrayscale> {
   static constexpr const char* kName = "RandomGrayscale";
+  static constexpr bool kColour = true;
   static constexpr bool kPhotometric = true;
   static void plan(const RandomGrayscale& x, PlanState* s) {
     // Into the image stage; Pipeline::plan_geometry moves a stage of
@@ -385,10 +386,11 @@ template <>
 struct Def<Normalize> {
   static constexpr const char* kName = "Normalize";
   static void check(const Normalize& x) {
-    auto ok_len = [](std::size_t n) { return n == 1 || n == 3; };
-    if (!ok_len(x.mean.size()) || !ok_len(x.std.size())) {
-      invalid("Normalize: mean and std need 1 or 3 values, got " + std::to_string(x.mean.size()) + " and " +
-              std::to_string(x.std.size()));
+    // NOTE: one value, or one per channel: 3 for an RGB image (Pipeline checks), the field's count for a
+    // stored-channel raster (its field checks).
+    if (x.mean.empty() || x.std.empty() || (x.mean.size() != x.std.size() && x.mean.size() != 1 && x.std.size() != 1)) {
+      invalid("Normalize: mean and std need 1 value or one per channel, got " + std::to_string(x.mean.size()) +
+              " and " + std::to_string(x.std.size()));
     }
     for (float v : x.std) {
       if (v == 0.0f) invalid("Normalize: std evaluated to zero, leading to division by zero");
@@ -439,6 +441,7 @@ struct ImageStageDef {
 template <>
 struct Def<ColorJitter> : ImageStageDef {
   static constexpr const char* kName = "ColorJitter";
+  static constexpr bool kColour = true;
   static void check(const ColorJitter& x) {
     auto range = [](const char* name, const std::array<double, 2>& r, double lo, double hi, const char* bound) {
       if (!(lo <= r[0] && r[0] <= r[1] && r[1] <= hi)) {
@@ -474,6 +477,7 @@ struct Def<ColorJitter> : ImageStageDef {
 template <>
 struct Def<Grayscale> : ImageStageDef {
   static constexpr const char* kName = "Grayscale";
+  static constexpr bool kColour = true;
   static void check(const Grayscale& x) {
     if (x.num_output_channels != 3) {
       invalid("Grayscale: num_output_channels must be 3 (batches keep 3 channels), got " +
@@ -547,6 +551,7 @@ struct Def<RandomSolarize>
     : ParamOpDef<Def<RandomSolarize>, RandomSolarize, double, &RandomSolarize::threshold> {
   static constexpr const char* kParam = "threshold";
   static constexpr const char* kName = "RandomSolarize";
+  static constexpr bool kColour = true;
   static void check(const RandomSolarize& x) { check_probability(kName, x.p); }
   static ImageOp op(const RandomSolarize& x) {
     ImageOp o{ImageOp::kSolarize};
@@ -559,6 +564,7 @@ template <>
 struct Def<RandomPosterize> : ParamOpDef<Def<RandomPosterize>, RandomPosterize, int, &RandomPosterize::bits> {
   static constexpr const char* kParam = "bits";
   static constexpr const char* kName = "RandomPosterize";
+  static constexpr bool kColour = true;
   static void check(const RandomPosterize& x) {
     check_probability(kName, x.p);
     if (x.bits < 0 || x.bits > 8) {
@@ -609,14 +615,17 @@ struct PlainOpDef : RandomOpDef<D, T> {
 template <>
 struct Def<RandomAutocontrast> : PlainOpDef<Def<RandomAutocontrast>, RandomAutocontrast, ImageOp::kAutocontrast> {
   static constexpr const char* kName = "RandomAutocontrast";
+  static constexpr bool kColour = true;
 };
 template <>
 struct Def<RandomEqualize> : PlainOpDef<Def<RandomEqualize>, RandomEqualize, ImageOp::kEqualize> {
   static constexpr const char* kName = "RandomEqualize";
+  static constexpr bool kColour = true;
 };
 template <>
 struct Def<RandomInvert> : PlainOpDef<Def<RandomInvert>, RandomInvert, ImageOp::kInvert> {
   static constexpr const char* kName = "RandomInvert";
+  static constexpr bool kColour = true;
 };
 
 // JSON of the warps' shared parameters.
@@ -712,6 +721,7 @@ void check_bins(const char* name, int bins) {
 template <>
 struct Def<TrivialAugmentWide> : ImageStageDef {
   static constexpr const char* kName = "TrivialAugmentWide";
+  static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const TrivialAugmentWide& x) { check_bins(kName, x.num_magnitude_bins); }
   static void plan(const TrivialAugmentWide& x, PlanState* s) { plan_trivial_augment(x, s); }
@@ -734,6 +744,7 @@ struct Def<TrivialAugmentWide> : ImageStageDef {
 template <>
 struct Def<RandAugment> : ImageStageDef {
   static constexpr const char* kName = "RandAugment";
+  static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const RandAugment& x) {
     check_bins(kName, x.num_magnitude_bins);
@@ -777,6 +788,7 @@ const char* policy_name(AutoAugmentPolicy p) {
 template <>
 struct Def<AutoAugment> : ImageStageDef {
   static constexpr const char* kName = "AutoAugment";
+  static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const AutoAugment&) {}
   static void plan(const AutoAugment& x, PlanState* s) { plan_auto_augment(x, s); }
@@ -810,6 +822,7 @@ struct Def<AutoAugment> : ImageStageDef {
 template <>
 struct Def<AugMix> : ImageStageDef {
   static constexpr const char* kName = "AugMix";
+  static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const AugMix& x) {
     if (x.severity < 1 || x.severity > 10) {
@@ -929,7 +942,10 @@ struct Def<RandomApply> : ImageStageDef {
   static TransformTraits traits(const RandomApply& x) {
     TransformTraits r;
     r.image_stage = true;
-    for (const Transform& t : x.transforms) r.image_only = r.image_only || transform_traits(t).image_only;
+    for (const Transform& t : x.transforms) {
+      r.image_only = r.image_only || transform_traits(t).image_only;
+      r.colour = r.colour || transform_traits(t).colour;
+    }
     return r;
   }
   static void plan(const RandomApply& x, PlanState* s) {
@@ -1000,6 +1016,7 @@ TransformTraits transform_traits(const Transform& t) {
     if constexpr (requires { D::kImageStage; }) r.image_stage = D::kImageStage;
     if constexpr (requires { D::kOnTensor; }) r.on_tensor = D::kOnTensor;
     if constexpr (requires { D::kImageOnly; }) r.image_only = D::kImageOnly;
+    if constexpr (requires { D::kColour; }) r.colour = D::kColour;
     return r;
   });
 }

@@ -185,6 +185,120 @@ INSTANTIATE_TEST_SUITE_P(Jpeg, TiffLayoutTest,
                          ::testing::Combine(/*tiled=*/::testing::Bool(), ::testing::Values(COMPRESSION_JPEG),
                                             /*planar=*/::testing::Values(false)));
 
+// --- TIFF kept as stored (ImageDecoder::open_raster / decode_raster) --------------------------------------------
+
+// `spp` samples per pixel of `bits` (8, 16: unsigned; 32: float), written by
+// libtiff (Deflate with the predictor for integers), contiguous or planar,
+// strips or tiles: sample k of pixel (x, y) is value(x, y, k).
+double stored_value(int x, int y, int k, int bits) {
+  const int v = (x * 37 + y * 101 + k * 997) % (bits == 8 ? 256 : 65536);
+  return bits == 32 ? v * 0.25 - 1000.5 : v;
+}
+Bytes write_stored_tiff(int w, int h, int spp, int bits, bool tiled, bool planar, const std::string& path) {
+  TIFF* t = TIFFOpen(path.c_str(), "w");
+  EXPECT_NE(t, nullptr);
+  TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
+  TIFFSetField(t, TIFFTAG_IMAGELENGTH, h);
+  TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, bits);
+  TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, spp);
+  TIFFSetField(t, TIFFTAG_SAMPLEFORMAT, bits == 32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT);
+  TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+  TIFFSetField(t, TIFFTAG_PLANARCONFIG, planar ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
+  TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
+  if (bits != 32) TIFFSetField(t, TIFFTAG_PREDICTOR, PREDICTOR_HORIZONTAL);
+  const int bytes = bits / 8, planes = planar ? spp : 1, per = planar ? 1 : spp;
+  auto put = [&](std::uint8_t* out, int x, int y, int k) {
+    const double v = stored_value(x, y, k, bits);
+    if (bits == 8) *out = static_cast<std::uint8_t>(v);
+    if (bits == 16) {
+      const auto u = static_cast<std::uint16_t>(v);
+      std::memcpy(out, &u, 2);
+    }
+    if (bits == 32) {
+      const auto f = static_cast<float>(v);
+      std::memcpy(out, &f, 4);
+    }
+  };
+  const int uw = tiled ? 16 : w, uh = tiled ? 16 : 1;
+  if (tiled) {
+    TIFFSetField(t, TIFFTAG_TILEWIDTH, uw);
+    TIFFSetField(t, TIFFTAG_TILELENGTH, uh);
+  } else {
+    TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 7);
+  }
+  Bytes unit(static_cast<std::size_t>(uw) * uh * per * bytes);
+  for (int p = 0; p < planes; ++p) {
+    for (int y = 0; y < h; y += uh) {
+      for (int x = 0; x < w; x += uw) {
+        std::fill(unit.begin(), unit.end(), 0);
+        for (int ty = 0; ty < uh && y + ty < h; ++ty) {
+          for (int tx = 0; tx < uw && x + tx < w; ++tx) {
+            for (int k = 0; k < per; ++k) {
+              put(unit.data() + ((static_cast<std::size_t>(ty) * uw + tx) * per + k) * bytes, x + tx, y + ty,
+                  planar ? p : k);
+            }
+          }
+        }
+        if (tiled) {
+          TIFFWriteTile(t, unit.data(), static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), 0,
+                        static_cast<std::uint16_t>(p));
+        } else {
+          TIFFWriteScanline(t, unit.data(), static_cast<std::uint32_t>(y), static_cast<std::uint16_t>(p));
+        }
+      }
+    }
+  }
+  TIFFClose(t);
+  return slurp(path);
+}
+
+double raster_at(const RasterBuffer& r, int k, int x, int y) {
+  const std::uint8_t* p = r.plane(k) + (static_cast<std::size_t>(y) * r.width + x) * sample_bytes(r.type);
+  if (r.type == SampleType::kUint8) return *p;
+  if (r.type == SampleType::kUint16) {
+    std::uint16_t u;
+    std::memcpy(&u, p, 2);
+    return u;
+  }
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
+class StoredTiffTest : public ::testing::TestWithParam<std::tuple<int, bool, bool>> {};
+
+TEST_P(StoredTiffTest, SamplesAsWrittenAndRegionsReadAsStored) {
+  const auto [bits, tiled, planar] = GetParam();
+  const int w = 45, h = 37, spp = 13;
+  stoker::testing::TempDir d;
+  const Bytes file = write_stored_tiff(w, h, spp, bits, tiled, planar, d.file("s.tif"));
+  ImageDecoder dec;
+  ASSERT_TRUE(dec.open_raster(file.data(), file.size(), 1u << 30).ok());
+  ASSERT_EQ(dec.width(), w);
+  ASSERT_EQ(dec.height(), h);
+  ASSERT_EQ(dec.channels(), spp);
+  EXPECT_EQ(dec.sample_type(), bits == 8 ? SampleType::kUint8 : bits == 16 ? SampleType::kUint16 : SampleType::kFloat32);
+  for (const Box& r : {Box{0, 0, w, h}, Box{17, 5, 20, 30}, Box{44, 36, 1, 1}, Box{3, 16, 13, 1}}) {
+    RasterBuffer buf;
+    ASSERT_TRUE(dec.decode_raster(r, &buf).ok());
+    ASSERT_EQ(buf.width, r.width);
+    ASSERT_EQ(buf.height, r.height);
+    for (int k = 0; k < spp; ++k) {
+      for (int y = 0; y < r.height; ++y) {
+        for (int x = 0; x < r.width; ++x) {
+          ASSERT_EQ(raster_at(buf, k, x, y), stored_value(r.x + x, r.y + y, k, bits)) << k << " " << x << "," << y;
+        }
+      }
+    }
+  }
+  // The same file through the RGB decoder: 13 gray samples are not a colour image.
+  EXPECT_EQ(dec.open(file.data(), file.size(), 1u << 30).code(), Code::kUnsupported);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, StoredTiffTest,
+                         ::testing::Combine(/*bits=*/::testing::Values(8, 16, 32), /*tiled=*/::testing::Bool(),
+                                            /*planar=*/::testing::Bool()));
+
 // A minimal little-endian TIFF: one strip (or tile) of `strip` bytes, the
 // given tags (type LONG, one value each).
 Bytes tiff_by_hand(const std::vector<std::pair<int, std::uint32_t>>& tags, const Bytes& strip, bool tiled = false) {
@@ -209,6 +323,19 @@ Bytes tiff_by_hand(const std::vector<std::pair<int, std::uint32_t>>& tags, const
   }
   put32(0);
   return out;
+}
+
+TEST(StoredTiffChecksTest, PixelCapComesBeforeMemoryAndOtherSampleFormatsNameTheReason) {
+  stoker::testing::TempDir d;
+  const Bytes file = write_stored_tiff(45, 37, 3, 16, false, false, d.file("s.tif"));
+  ImageDecoder dec;
+  Status st = dec.open_raster(file.data(), file.size(), 45 * 37 - 1);
+  EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.message();
+  const Bytes signed16 = tiff_by_hand({{256, 4}, {257, 2}, {258, 16}, {262, 1}, {277, 1}, {339, SAMPLEFORMAT_INT}},
+                                      Bytes(16, 0));
+  st = dec.open_raster(signed16.data(), signed16.size(), 1u << 30);
+  EXPECT_EQ(st.code(), Code::kUnsupported);
+  EXPECT_NE(st.message().find("sample format 2 cannot be kept as stored"), std::string::npos) << st.message();
 }
 
 TEST(TiffTest, SizeIsCappedBeforeAnyPixelMemory) {

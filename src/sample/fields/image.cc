@@ -266,6 +266,9 @@ class ImageFieldOp final : public FieldOp {
 
 }  // namespace
 
+// The image kept as stored (channels="stored", dtype="stored"): fields/raster.cc.
+std::unique_ptr<FieldOp> make_raster_field(FieldSetup& setup);
+
 extern const FieldDef kImageDef;
 const FieldDef kImageDef{
     .kind = FieldKind::kImage,
@@ -278,10 +281,20 @@ const FieldDef kImageDef{
     .folder = false,
     .in_volumes = false,
     .reads_itself = false,
-    .params = {},
+    .params = {"channels", "dtype"},
     .suffixes = {},
-    .check = nullptr,
-    .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> { return std::make_unique<ImageFieldOp>(s); },
+    .check =
+        [](const Field& f, const std::string& what) {
+          if ((f.channels == ImageChannels::kStored) != (f.dtype == ImageDType::kStored)) {
+            invalid(what + ": channels=\"stored\" and dtype=\"stored\" go together (a raster kept as stored), got channels=\"" +
+                    (f.channels == ImageChannels::kStored ? "stored" : "rgb") + "\", dtype=\"" +
+                    (f.dtype == ImageDType::kStored ? "stored" : "uint8") + "\"");
+          }
+        },
+    .make = [](FieldSetup& s) -> std::unique_ptr<FieldOp> {
+      if (s.field.field.channels == ImageChannels::kStored) return make_raster_field(s);
+      return std::make_unique<ImageFieldOp>(s);
+    },
 };
 
 }  // namespace stoker::detail

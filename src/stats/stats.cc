@@ -117,6 +117,22 @@ std::string Stats::to_json() const {
       << ",\"cache_budget_bytes\":" << v.cache_budget_bytes << ",\"label_index_builds\":" << v.label_index_builds
       << ",\"posneg_one_class\":" << v.posneg_one_class << ",\"resample_s\":" << v.resample_s << "}";
   }
+  o << ",\"memory\":";
+  if (!memory.active) {
+    o << "null";
+  } else {
+    o << "{\"budget\":" << memory.budget << ",\"used\":" << memory.used << ",\"peak\":" << memory.peak
+      << ",\"over_bytes\":" << memory.over_bytes;
+    for (const auto* group : {&memory.accounts, &memory.reserved}) {
+      o << (group == &memory.accounts ? ",\"accounts\":{" : "},\"reserved\":{");
+      first = true;
+      for (const auto& [k, v] : *group) {
+        o << (first ? "" : ",") << json_quote(k) << ":" << v;
+        first = false;
+      }
+    }
+    o << "}}";
+  }
   o << ",\"autotune_log\":[";
   for (std::size_t i = 0; i < autotune_log.size(); ++i) o << (i ? "," : "") << json_quote(autotune_log[i]);
   o << "]}";

@@ -642,6 +642,9 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   if (rf.active) remote_evidence(v, rf, wall, busy_read, busy, connections);
   const VolumeFacts vf = volume_facts(st);
   if (vf.active) volume_evidence(v, vf);
+  if (const MemoryFacts mf = memory_facts(st); mf.active) {
+    for (std::string& line : memory_lines(mf)) v->evidence.push_back(std::move(line));
+  }
   machine_evidence(v, f, m);
 
   if (v->wait_share - v->wait_runq_share < kInputBoundShare) {
@@ -1299,6 +1302,49 @@ VolumeFacts volume_facts(const nlohmann::json& stats) {
   r.posneg_one_class = number(j, "posneg_one_class");
   r.resample_s = number(j, "resample_s");
   return r;
+}
+
+MemoryFacts memory_facts(const nlohmann::json& stats) {
+  MemoryFacts r;
+  if (!stats.is_object()) return r;
+  const auto it = stats.find("memory");
+  if (it == stats.end() || !it->is_object()) return r;  // a loader from before the budget
+  const nlohmann::json& j = *it;
+  r.active = true;
+  r.budget = number(j, "budget");
+  r.used = number(j, "used");
+  r.peak = number(j, "peak");
+  r.over_bytes = number(j, "over_bytes");
+  if (const auto a = j.find("accounts"); a != j.end() && a->is_object()) {
+    for (const auto& [name, n] : a->items()) r.accounts.push_back({name, n.is_number() ? n.get<double>() : 0});
+  }
+  if (const auto a = j.find("reserved"); a != j.end() && a->is_object()) {
+    for (const auto& [name, n] : a->items()) {
+      if (n.is_number()) r.reserved[name] = n.get<double>();
+    }
+  }
+  return r;
+}
+
+std::vector<std::string> memory_lines(const MemoryFacts& m) {
+  constexpr double kMiB = 1 << 20;
+  const auto share = [&](double b) { return m.budget > 0 ? 100 * b / m.budget : 0.0; };
+  std::vector<std::string> out;
+  out.push_back(fmt("memory budget %.0f MiB (memory_budget): its accounts hold %.0f MiB now (%.0f%%), at most %.0f MiB "
+                    "at once%s",
+                    m.budget / kMiB, m.used / kMiB, share(m.used), m.peak / kMiB,
+                    m.over_bytes > 0 ? fmt("; what the loader needs to run at all (its batch buffers) went %.0f MiB beyond it: raise memory_budget",
+                                           m.over_bytes / kMiB)
+                                           .c_str()
+                                     : ""));
+  for (const auto& [name, bytes] : m.accounts) {
+    const auto r = m.reserved.find(name);
+    out.push_back(fmt("  %s: %.1f MiB (%.0f%% of the budget)%s", name.c_str(), bytes / kMiB, share(bytes),
+                      r == m.reserved.end() ? ""
+                                            : fmt(", %.1f MiB reserved (%.0f%%)", r->second / kMiB, share(r->second))
+                                                  .c_str()));
+  }
+  return out;
 }
 
 std::string series_label(const Series& s) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "doctor/channel.h"
@@ -221,6 +222,22 @@ struct VolumeFacts {
   double resample_s = 0;
 };
 VolumeFacts volume_facts(const nlohmann::json& stats);
+
+// A loader snapshot's memory budget (its stats' "memory": Stats::Memory in
+// stoker/stats.h): the limit, what its accounts hold, each account by the
+// name the loader gives it (src/memory/memory_budget.h), in name order.
+// Not active for a snapshot without it (null, missing, not an
+// object); fields missing or of another type read as 0.
+struct MemoryFacts {
+  bool active = false;
+  double budget = 0, used = 0, peak = 0, over_bytes = 0;
+  std::vector<std::pair<std::string, double>> accounts;
+  std::map<std::string, double> reserved;
+};
+MemoryFacts memory_facts(const nlohmann::json& stats);
+// The evidence lines: the budget, then one per account with its bytes and
+// share of the budget.
+std::vector<std::string> memory_lines(const MemoryFacts& m);
 
 // Decompression-bound: decode the largest stage, and inflating volumes at
 // least this share of the workers' decode time.

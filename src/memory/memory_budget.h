@@ -7,11 +7,13 @@
 // fewer shards ahead). Thread-safe: any thread may charge or release.
 //
 // How the limit is shared (src/memory/README.md):
-//  - batch_buffers are charged as they are allocated, first: the loader
-//    cannot run without them (charge_required);
+//  - batch_buffers first: the loader reserves its deepest ring plus the two
+//    batches a loop holds, and charges each buffer as it is allocated
+//    whatever the limit (charge_required): it cannot run without them;
 //  - remote_shards reserve what their epoch's plan holds at once plus their
 //    fetch-ahead (reserve()): no other account may take a reservation's
-//    unused part, so the sample cache filling up never starves a fetch;
+//    unused part, so the sample cache filling up never starves a fetch
+//    (a shard needed now beyond it evicts shards used later, or waits);
 //  - volume_cache and sample_cache take what is left, charge by charge.
 // The sum of the accounts never exceeds the limit, except by required
 // charges when the limit is below what the loader needs to run at all

@@ -155,7 +155,9 @@ TEST(MemoryBudgetTest, CachesShareOneBudgetAndReturnItWhenGone) {
   std::vector<std::uint8_t> bytes(10'000, 7);
   auto cache = std::make_unique<SampleCache>(1000, b);
   std::size_t stored = 0;
-  for (std::size_t i = 0; i < 1000; ++i) stored += cache->insert(i, bytes.data(), bytes.size()) == SampleCache::Insert::kStored;
+  for (std::size_t i = 0; i < 1000; ++i) {
+    stored += cache->insert(i, bytes.data(), bytes.size()) == SampleCache::Insert::kStored;
+  }
   EXPECT_GT(stored, 0u);
   EXPECT_LT(stored, 1000u);  // the budget ran out
   EXPECT_TRUE(cache->full());

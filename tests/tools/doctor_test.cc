@@ -602,16 +602,19 @@ TEST(DoctorTest, MemoryAccountsAreShownWithTheirShareOfTheBudget) {
   EXPECT_EQ(m.used, 550 << 20);
   ASSERT_EQ(m.accounts.size(), 4u);
   const std::vector<std::string> lines = memory_lines(m);
-  EXPECT_TRUE(has(lines, "memory budget 1000 MiB (memory_budget): its accounts hold 550 MiB now (55%)")) << joined(lines);
-  EXPECT_TRUE(has(lines, "  batch_buffers: 100.0 MiB (10% of the budget)")) << joined(lines);
-  EXPECT_TRUE(has(lines, "  remote_shards: 200.0 MiB (20% of the budget), 300.0 MiB reserved (30%)")) << joined(lines);
-  EXPECT_TRUE(has(lines, "  sample_cache: 250.0 MiB (25% of the budget)")) << joined(lines);
-  EXPECT_TRUE(has(lines, "  volume_cache: 0.0 MiB (0% of the budget)")) << joined(lines);
+  EXPECT_TRUE(has(lines, "memory budget 1000 MiB (memory_budget): its accounts hold 550 MiB now (55%)"))
+      << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account batch_buffers: 100.0 MiB (10% of the budget)")) << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account remote_shards: 200.0 MiB (20% of the budget), 300.0 MiB reserved (30%)"))
+      << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account sample_cache: 250.0 MiB (25% of the budget)")) << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account volume_cache: 0.0 MiB (0% of the budget)")) << joined(lines);
 
   RunFacts f = run(1000, 10, 9.5, 15, 2, 1);
   f.series["loader-1-0"].last["stats"]["memory"] = stats["memory"];
   const Verdict v = diagnose(f, Probes{}, /*probe=*/false);
-  EXPECT_TRUE(has(v.evidence, "  sample_cache: 250.0 MiB (25% of the budget)")) << joined(v.evidence);
+  EXPECT_TRUE(has(v.evidence, "memory account sample_cache: 250.0 MiB (25% of the budget)"))
+      << joined(v.evidence);
 
   EXPECT_FALSE(memory_facts(json{{"memory", nullptr}}).active);  // a loader from before the budget
   EXPECT_FALSE(memory_facts(json{{"samples", 1}}).active);

@@ -1339,7 +1339,7 @@ std::vector<std::string> memory_lines(const MemoryFacts& m) {
                                      : ""));
   for (const auto& [name, bytes] : m.accounts) {
     const auto r = m.reserved.find(name);
-    out.push_back(fmt("  %s: %.1f MiB (%.0f%% of the budget)%s", name.c_str(), bytes / kMiB, share(bytes),
+    out.push_back(fmt("memory account %s: %.1f MiB (%.0f%% of the budget)%s", name.c_str(), bytes / kMiB, share(bytes),
                       r == m.reserved.end() ? ""
                                             : fmt(", %.1f MiB reserved (%.0f%%)", r->second / kMiB, share(r->second))
                                                   .c_str()));

@@ -102,6 +102,7 @@ class MixtureSource : public Source {
   bool member_extent(std::size_t i, const std::string& member, Extent* out) const override;
   std::vector<std::string> members(std::size_t i) const override;
   std::string relative_key(std::size_t i) const override;
+  void use_memory(const std::shared_ptr<detail::MemoryBudget>& budget) const override;
   // The sources' classes when they all have the same and no label offset or
   // map; else empty.
   const std::vector<std::string>& classes() const override { return classes_; }

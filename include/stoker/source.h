@@ -12,6 +12,9 @@
 namespace stoker {
 
 struct Stats;
+namespace detail {
+class MemoryBudget;  // src/memory/memory_budget.h
+}
 
 // An indexed, immutable set of records. Thread-safe: any number of workers
 // may call read() concurrently.
@@ -75,6 +78,11 @@ class Source {
   virtual void plan_ahead(const std::vector<std::uint32_t>& /*records*/) const {}
   virtual void progress(std::size_t /*done*/) const {}
   virtual void io_stats(Stats* /*stats*/) const {}
+  // A source that holds memory of its own (remote shards in memory) charges
+  // the loader's budget from now on (its remote_shards account), in place of
+  // the budget it resolved alone; the Loader calls it before its first
+  // plan(). A source used by one loader at a time.
+  virtual void use_memory(const std::shared_ptr<detail::MemoryBudget>& /*budget*/) const {}
 };
 
 // How shards that live elsewhere are fetched: https://host/train-{000..127}.tar,

@@ -182,6 +182,26 @@ struct Stats {
   };
   Volume volume;
 
+  // The loader's memory budget (memory_budget; src/memory/README.md): its
+  // limit, the bytes its accounts hold now and the most they held at once,
+  // each account's bytes ("batch_buffers", "remote_shards", "volume_cache",
+  // "sample_cache") and the reservations
+  // (remote_shards: what its epoch's plan holds at once, kept from the
+  // caches). used <= budget, except by what the loader needs to run at all
+  // (its batch buffers; a remote shard needed now beyond the reservation)
+  // when the budget is smaller: over_bytes says by how much, at most.
+  struct Memory {
+    bool active = false;
+    std::uint64_t budget = 0;
+    std::uint64_t used = 0;
+    std::uint64_t peak = 0;
+    std::uint64_t over_bytes = 0;
+    std::map<std::string, std::uint64_t> accounts;
+    std::map<std::string, std::uint64_t> reserved;
+    bool operator==(const Memory&) const = default;
+  };
+  Memory memory;
+
   // Busy seconds and samples per worker thread (index = worker id).
   struct Thread {
     double read_s = 0, decode_s = 0, transform_s = 0, python_s = 0;

@@ -799,7 +799,10 @@ class Loader:
             resident_bytes, stray_reads,
             index, index_scanned_bytes, cache_dir_hits, cache_dir_misses,
             cache_dir_bytes_written, cache_dir_evictions,
-            cache_dir_bypass), h2d_s, h2d_bytes.
+            cache_dir_bypass), memory (the memory budget: budget, used, peak,
+            over_bytes, accounts: bytes per account, batch_buffers,
+            remote_shards, volume_cache, sample_cache;
+            reserved: reservations), h2d_s, h2d_bytes.
 
         Example:
             >>> s = loader.stats()

@@ -26,12 +26,13 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
     : source_(std::move(source)), opt_((validated || (validate_options(opt), true), std::move(opt))), created_ns_(now_ns()) {
   if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
   maker_.emplace(*source_, opt_, nullptr);
-  const std::uint64_t budget = opt_.memory_budget ? opt_.memory_budget : detail::default_memory_budget();
+  // NOTE: resolved once; every part that holds memory charges its account.
+  memory_ = std::make_shared<detail::MemoryBudget>(detail::MemoryBudget::resolve(opt_.memory_budget));
   if (maker_->keeps_own_cache()) {
     // NOTE: volumes keep their own cache: inflated .nii.gz volumes and label
     // indexes in every mode (no page cache holds inflated bytes), every
     // volume under "ram"/"decoded".
-    maker_->set_own_cache(budget, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
+    maker_->set_own_cache(memory_, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
   } else {
     detail::CacheService::Client client;
     client.footprint = [this](std::size_t i) { return maker_->footprint(static_cast<std::uint32_t>(i)); };
@@ -49,7 +50,7 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
       }
       client.image_part = image.part;
     }
-    caching_ = std::make_unique<detail::CacheService>(*source_, &opt_, budget, std::move(client));
+    caching_ = std::make_unique<detail::CacheService>(*source_, &opt_, memory_, std::move(client));
     maker_->set_cache(caching_->cache(), caching_->rewrite());
     if (caching_->cache()) maker_->set_first_batch_flag(&before_first_batch_);
   }
@@ -75,15 +76,21 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
   }
   num_samples_ = detail::samples_per_rank(order_);
   num_batches_ = detail::batches_per_rank(order_);
-  // NOTE: a streaming source starts fetching the first epoch now (the first
-  // batch comes sooner), and refuses here an order its budget cannot hold.
-  if (source_->wants_plan()) source_->plan(detail::resumed_order(order_, 0, {}), 0);
   threads_ = opt_.threads > 0 ? opt_.threads : opt_.max_threads > 0 ? opt_.max_threads : available_cores();
   const int depth = opt_.prefetch > 0 ? opt_.prefetch : std::max(2, threads_);
   const int max_depth = opt_.prefetch > 0 ? depth : 2 * depth;
   tuner_.emplace(threads_, threads_, opt_.threads == 0, depth, max_depth, depth, opt_.prefetch == 0);
-  pool_ = std::make_shared<SlotPool>(spec().batch_bytes);
+  pool_ = std::make_shared<SlotPool>(spec().batch_bytes, memory_);
   ring_.resize(static_cast<std::size_t>(max_depth));
+  // NOTE: the budget is shared in this order (src/memory/README.md): the
+  // batch buffers first (the deepest ring and the two a consumer holds),
+  // then a streaming source's plan, and the caches fill what is left.
+  (void)memory_->reserve(detail::MemoryAccount::kBatchBuffers,
+                         static_cast<std::uint64_t>(max_depth + 2) * pool_->buffer_bytes());
+  source_->use_memory(memory_);
+  // NOTE: a streaming source starts fetching the first epoch now (the first
+  // batch comes sooner), and refuses here an order its budget cannot hold.
+  if (source_->wants_plan()) source_->plan(detail::resumed_order(order_, 0, {}), 0);
   if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
   if (opt_.trace) {
     opt_.stage_timing = true;

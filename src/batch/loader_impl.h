@@ -19,6 +19,7 @@
 #include "batch/autotune.h"
 #include "batch/slot_pool.h"
 #include "cache/cache_service.h"
+#include "memory/memory_budget.h"
 #include "order/order.h"
 #include "sample/sample_maker.h"
 #include "stats/channel.h"
@@ -91,6 +92,7 @@ class Loader::Impl {
     static std::atomic<int> n{0};
     return n.fetch_add(1);
   }();
+  std::shared_ptr<detail::MemoryBudget> memory_;  // the budget every part charges (src/memory/)
   std::optional<detail::SampleMaker> maker_;     // one sample from one record (thread-free)
   // The caching policy (cache/cache_service.h); null for volumes (their own cache).
   // NOTE: after maker_, so it is destroyed first (its preload reads through the maker).

@@ -40,6 +40,7 @@ Stats Loader::Impl::stats() const {
   s.batch_buffers_in_use = pc.in_use;
   s.batch_buffers_held = pc.held;
   s.batch_buffers_held_peak = pc.held_peak;
+  memory_->add_stats(&s);
   corrupt_.add_to(&s);
   if (mix_) {
     double total = 0;

@@ -11,6 +11,7 @@
 #include <new>
 #include <vector>
 
+#include "memory/memory_budget.h"
 #include "util/thread_annotations.h"
 
 namespace stoker::detail {
@@ -34,7 +35,10 @@ struct Slot {
 // schedule (tests/batch/slot_pool_test.cc checks it on scripted consumers).
 class SlotPool {
  public:
-  explicit SlotPool(std::size_t batch_bytes) : batch_bytes_(batch_bytes) {}
+  // Each buffer is charged to the budget's batch_buffers account (null: none)
+  // as it is allocated, whatever the limit: the loader needs it to run.
+  explicit SlotPool(std::size_t batch_bytes, std::shared_ptr<MemoryBudget> budget = nullptr)
+      : batch_bytes_(batch_bytes), memory_(std::move(budget), MemoryAccount::kBatchBuffers) {}
 
   // A free buffer, or a new one when all are in the ring or held by batches.
   // Throws std::bad_alloc when a new one cannot be allocated (the loader
@@ -48,17 +52,13 @@ class SlotPool {
       return s;
     }
     auto slot = std::make_unique<Slot>();
-    // NOTE: batches of MBs are aligned to 2 MiB and offered to transparent
-    // huge pages: a fresh batch buffer is then ~20 page faults instead of
-    // ~10,000 (what the first batch of a loader, or a grown pool, pays).
-    constexpr std::size_t kHuge = 2u << 20;
-    const std::size_t align = batch_bytes_ >= kHuge ? kHuge : 64;
-    std::size_t bytes = (std::max<std::size_t>(batch_bytes_, 1) + align - 1) / align * align;
+    const std::size_t align = alignment(), bytes = buffer_bytes();
     auto* p = static_cast<std::uint8_t*>(std::aligned_alloc(align, bytes));
     if (!p) throw std::bad_alloc();
-    if (align == kHuge) (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if refused
+    if (align == kHugePage) (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if refused
     slot->data.reset(p);
     all_.push_back(std::move(slot));  // NOTE: counted only once it is had (a throw above counts nothing)
+    memory_.charge_required(bytes);
     ++in_use_;
     return all_.back().get();
   }
@@ -92,9 +92,21 @@ class SlotPool {
   }
   std::size_t allocated() const { return counts().allocated; }
   std::size_t batch_bytes() const { return batch_bytes_; }
+  // What one buffer takes: batch_bytes() rounded up to its alignment.
+  std::size_t buffer_bytes() const {
+    const std::size_t align = alignment();
+    return (std::max<std::size_t>(batch_bytes_, 1) + align - 1) / align * align;
+  }
 
  private:
+  // NOTE: batches of MBs are aligned to 2 MiB and offered to transparent
+  // huge pages: a fresh batch buffer is then ~20 page faults instead of
+  // ~10,000 (what the first batch of a loader, or a grown pool, pays).
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  std::size_t alignment() const { return batch_bytes_ >= kHugePage ? kHugePage : 64; }
+
   const std::size_t batch_bytes_;
+  MemoryCharge memory_;  // every buffer's bytes, released with the pool
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Slot>> all_ GUARDED_BY(mu_);
   std::vector<Slot*> free_ GUARDED_BY(mu_);

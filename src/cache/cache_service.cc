@@ -5,12 +5,13 @@
 
 namespace stoker::detail {
 
-CacheService::CacheService(const Source& source, LoaderOptions* opt, std::uint64_t budget, Client client)
+CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared_ptr<MemoryBudget> budget,
+                           Client client)
     : source_(source), client_(std::move(client)) {
-  if (opt->cache == Cache::kAuto) choose(opt, budget);
+  if (opt->cache == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
   mode_ = opt->cache;
   if (mode_ == Cache::kMmap) return;
-  cache_ = std::make_unique<SampleCache>(source_.size(), budget);
+  cache_ = std::make_unique<SampleCache>(source_.size(), std::move(budget));
   if (mode_ != Cache::kRam) return;
   if (opt->cache_rewrite && client_.image_part >= 0) {
     rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part);

@@ -36,7 +36,9 @@ class CacheService {
   // makes the cache; with cache="ram", the preload (unless opt->preload is
   // false or the source is read in its plan's order) and the rewrite
   // (opt->cache_rewrite). The preload threads wait for first_batch_out().
-  CacheService(const Source& source, LoaderOptions* opt, std::uint64_t budget, Client client);
+  // The cache charges the budget's sample_cache account: it gets what the
+  // other accounts leave (cache="auto" decides from what is left now).
+  CacheService(const Source& source, LoaderOptions* opt, std::shared_ptr<MemoryBudget> budget, Client client);
   ~CacheService();  // stop()
   CacheService(const CacheService&) = delete;
   CacheService& operator=(const CacheService&) = delete;

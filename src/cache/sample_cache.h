@@ -16,7 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "cache/arena.h"
+#include "memory/arena.h"
+#include "memory/memory_budget.h"
 #include "decode/image.h"
 #include "util/thread_annotations.h"
 
@@ -24,8 +25,14 @@ namespace stoker::detail {
 
 class SampleCache {
  public:
+  // Entries are charged to the budget's sample_cache account (with what
+  // other accounts hold or reserve, the cache gets what is left).
+  SampleCache(std::size_t records, std::shared_ptr<MemoryBudget> budget)
+      : budget_(budget->limit()), memory_(std::move(budget), MemoryAccount::kSampleCache), entries_(records),
+        state_(records) {}
+  // A budget of its own (tests, benchmarks).
   SampleCache(std::size_t records, std::uint64_t budget_bytes)
-      : budget_(budget_bytes), entries_(records), state_(records) {}
+      : SampleCache(records, std::make_shared<MemoryBudget>(budget_bytes)) {}
   SampleCache(const SampleCache&) = delete;
   SampleCache& operator=(const SampleCache&) = delete;
 
@@ -90,7 +97,7 @@ class SampleCache {
         return Insert::kStored;
       }
     }
-    used_.fetch_sub(cost, std::memory_order_relaxed);  // another thread stored it first
+    uncharge(cost);  // another thread stored it first
     return Insert::kAlreadyHeld;
   }
 
@@ -120,7 +127,11 @@ class SampleCache {
         gone = std::exchange(entries_[i], std::move(next));
       }
     }
-    used_.fetch_sub(gone ? was : now, std::memory_order_relaxed);
+    if (gone) {
+      to_holes(was);
+    } else {
+      uncharge(now);
+    }
     return gone != nullptr;
   }
 
@@ -136,7 +147,7 @@ class SampleCache {
       entries_[i] = nullptr;
     }
     if (e) {
-      used_.fetch_sub(e->cost(), std::memory_order_relaxed);
+      to_holes(e->cost());
       count_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
@@ -166,31 +177,52 @@ class SampleCache {
   std::uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
   std::uint64_t bytes() const { return used_.load(std::memory_order_relaxed); }
   std::uint64_t records() const { return count_.load(std::memory_order_relaxed); }
+  // The loader's whole budget (other accounts may hold part of it).
   std::uint64_t budget() const { return budget_; }
-  // Memory freed entries still hold (cache/arena.h), charged to the budget.
+  // Memory freed entries still hold (memory/arena.h), charged to the budget.
   std::uint64_t holes() const { return arena_->holes() + replacements_->holes(); }
   bool full() const { return full_.load(std::memory_order_relaxed); }
 
  private:
-  // The budget is charged before the entry is published (compare-exchange
-  // on the byte count), so concurrent inserts can never overshoot it. It
-  // counts the memory that freed entries (replaced by their rewritten form)
-  // still hold until the rest of their mapping is freed too.
-  bool charge(std::uint64_t cost) {
+  // The budget is charged before the entry is published (the budget's
+  // account, under its lock), so concurrent inserts can never overshoot it.
+  // The account also holds the memory that freed entries (replaced by their
+  // rewritten form, or refused) still hold until the rest of their mapping
+  // is freed too: an entry's cost moves to holes_charged_ when it goes, and
+  // each charge settles holes_charged_ to the arenas' holes.
+  bool charge(std::uint64_t cost) EXCLUDES(charge_mu_) {
+    MutexLock lock(charge_mu_);
     const std::uint64_t freed = holes();
-    std::uint64_t used = used_.load(std::memory_order_relaxed);
-    do {
-      if (used + freed + cost > budget_) {
-        full_.store(true, std::memory_order_relaxed);
-        return false;
-      }
-    } while (!used_.compare_exchange_weak(used, used + cost, std::memory_order_relaxed));
+    if (freed < holes_charged_) {
+      memory_.release(holes_charged_ - freed);
+      holes_charged_ = freed;
+    }
+    if (!memory_.try_charge(cost + (freed - holes_charged_))) {
+      full_.store(true, std::memory_order_relaxed);
+      return false;
+    }
+    holes_charged_ = freed;
+    used_.fetch_add(cost, std::memory_order_relaxed);
     return true;
+  }
+  void uncharge(std::uint64_t cost) {
+    used_.fetch_sub(cost, std::memory_order_relaxed);
+    memory_.release(cost);
+  }
+  // A freed entry's cost: a hole until its mapping is returned (charge()
+  // settles it).
+  void to_holes(std::uint64_t cost) EXCLUDES(charge_mu_) {
+    MutexLock lock(charge_mu_);
+    used_.fetch_sub(cost, std::memory_order_relaxed);
+    holes_charged_ += cost;
   }
 
   Mutex& stripe(std::size_t i) const { return stripes_[i % stripes_.size()]; }
 
   const std::uint64_t budget_;
+  MemoryCharge memory_;  // entries and holes_charged_, in the budget's sample_cache account
+  Mutex charge_mu_;
+  std::uint64_t holes_charged_ GUARDED_BY(charge_mu_) = 0;
   // NOTE: an arena's mappings are populated whole when mapped, so their
   // size is kept to an eighth of the budget (2-32 MiB): the unused rest of
   // the last one is what the cache holds beyond its budget.
@@ -213,10 +245,5 @@ class SampleCache {
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, count_{0};
   std::atomic<bool> full_{false};
 };
-
-// Default memory budget: half of MemAvailable, never above half of what the
-// cgroup (v2 memory.max, or v1 limit) still allows, divided among the ranks
-// torchrun starts on this node (LOCAL_WORLD_SIZE).
-std::uint64_t default_memory_budget();
 
 }  // namespace stoker::detail

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "decode/volume_format.h"
+#include "memory/memory_budget.h"
 #include "transform/volume/ops.h"
 
 namespace stoker::detail {
@@ -28,7 +29,14 @@ struct VolumeEntry {
 
 class VolumeCache {
  public:
-  explicit VolumeCache(std::uint64_t budget) : budget_(budget) {}
+  // Entries are charged to the budget's volume_cache account.
+  explicit VolumeCache(std::shared_ptr<MemoryBudget> budget)
+      : budget_(budget->limit()), memory_(std::move(budget), MemoryAccount::kVolumeCache) {}
+  // The same entries charged to `budget` instead (those that do not fit it
+  // are dropped, last first): record 0's, kept while the schema was decided,
+  // move to the loader's budget.
+  // REQUIRES: no other thread uses the cache yet.
+  void rebind(std::shared_ptr<MemoryBudget> budget);
   // Room kept for label indexes: volumes fill at most budget - reserve.
   void set_reserve(std::uint64_t reserve) { reserve_ = std::min(reserve, budget_); }
 
@@ -41,13 +49,16 @@ class VolumeCache {
   bool put(std::uint64_t key, std::shared_ptr<const LabelIndex> x);
 
   std::uint64_t budget() const { return budget_; }
+  MemoryBudget* memory() const { return memory_.budget(); }
   std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
   std::uint64_t entries() const;
 
  private:
   bool charge(std::uint64_t n, std::uint64_t limit);
+  void uncharge(std::uint64_t n);
 
-  const std::uint64_t budget_;
+  std::uint64_t budget_;
+  MemoryCharge memory_;  // bytes_, in the budget's volume_cache account
   std::uint64_t reserve_ = 0;
   std::atomic<std::uint64_t> bytes_{0};
   mutable std::mutex mu_;

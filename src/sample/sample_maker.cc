@@ -437,7 +437,7 @@ void SampleMaker::hook_sample(std::uint32_t rec, const Scratch& s, HookSample* o
 bool SampleMaker::keeps_own_cache() const {
   return owner_ >= 0 && fields_[static_cast<std::size_t>(owner_)]->keeps_own_cache();
 }
-void SampleMaker::set_own_cache(std::uint64_t budget, bool all) {
+void SampleMaker::set_own_cache(const std::shared_ptr<MemoryBudget>& budget, bool all) {
   for (const auto& f : fields_) f->set_own_cache(budget, all);
 }
 void SampleMaker::add_stats(Stats* stats) const {

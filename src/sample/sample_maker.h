@@ -85,7 +85,7 @@ class SampleMaker {
   // keep every record, as cache="ram"/"decoded" ask). add_stats(): the
   // fields' own stats (stats()["volume"]).
   bool keeps_own_cache() const;
-  void set_own_cache(std::uint64_t budget, bool all);
+  void set_own_cache(const std::shared_ptr<MemoryBudget>& budget, bool all);
   void add_stats(Stats* stats) const;
 
  private:

@@ -16,17 +16,19 @@ VolumeStore::VolumeStore(const Source& source, const LoaderOptions& opt, const V
     : source_(source), opt_(opt), prog_(prog) {
   tty_ = ::isatty(2) != 0;
   progress_ = opt.progress == Progress::kOn || (opt.progress == Progress::kAuto && tty_);
-  // NOTE: set_cache() replaces it with the loader's budget; record 0's probe may use it.
-  cache_ = std::make_unique<VolumeCache>(opt.memory_budget ? opt.memory_budget : default_memory_budget());
+  // NOTE: record 0's probe may keep entries here, under a budget of the
+  // store's own (a maker without a loader keeps it); set_cache() moves them
+  // to the loader's budget.
+  cache_ = std::make_unique<VolumeCache>(std::make_shared<MemoryBudget>(MemoryBudget::resolve(opt.memory_budget)));
 }
 
-void VolumeStore::set_cache(std::uint64_t budget, bool all) {
-  if (cache_->budget() != budget) cache_ = std::make_unique<VolumeCache>(budget);  // else record 0's entries stay
+void VolumeStore::set_cache(std::shared_ptr<MemoryBudget> budget, bool all) {
+  if (cache_->memory() != budget.get()) cache_->rebind(budget);
   cache_volumes_ = true;
   cache_all_ = all;
   // The set's voxels, estimated from record 0's: more than the budget, and
   // only what is worth keeping is kept.
-  tight_ = static_cast<double>(record0_bytes_) * static_cast<double>(source_.size()) > static_cast<double>(budget);
+  tight_ = static_cast<double>(record0_bytes_) * static_cast<double>(source_.size()) > static_cast<double>(budget->limit());
   // Label indexes (1/8 + 1/128 byte per voxel) are small and cost a whole label to rebuild: room is kept for them.
   if (record0_index_bytes_ > 0) cache_->set_reserve(static_cast<std::uint64_t>(record0_index_bytes_ * 1.25) * source_.size());
 }

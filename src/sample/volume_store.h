@@ -61,9 +61,10 @@ class VolumeStore {
     record0_bytes_ = voxel_bytes;
     record0_index_bytes_ = index_bytes;
   }
-  // The loader's budget: volumes kept under it (gzipped or resampled ones;
-  // every one when `all`); label indexes are kept in every mode.
-  void set_cache(std::uint64_t budget, bool all);
+  // The loader's budget: volumes kept under it, in its volume_cache account
+  // (gzipped or resampled ones; every one when `all`); label indexes are
+  // kept in every mode. REQUIRES: before any worker uses the store.
+  void set_cache(std::shared_ptr<MemoryBudget> budget, bool all);
 
   void count_load() const { loads_.fetch_add(1, std::memory_order_relaxed); }
   void count_patches(int n, std::uint64_t bytes_read) const {

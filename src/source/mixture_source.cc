@@ -220,6 +220,10 @@ std::string MixtureSource::relative_key(std::size_t i) const {
   return p.source->relative_key(i - p.start);
 }
 
+void MixtureSource::use_memory(const std::shared_ptr<detail::MemoryBudget>& budget) const {
+  for (const Part& p : parts_) p.source->use_memory(budget);
+}
+
 std::string MixtureSource::describe() const {
   std::string d = "mixture of " + std::to_string(parts_.size()) + " sources, " + std::to_string(samples_per_epoch_) +
                   " samples per epoch: ";

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -15,6 +16,9 @@
 
 namespace stoker {
 struct Stats;
+}
+namespace stoker::detail {
+class MemoryBudget;
 }
 
 namespace stoker::detail {
@@ -38,6 +42,7 @@ class ShardBytes {
   virtual void plan_ahead(std::vector<Use> /*the next epoch's uses, by first use*/) const {}
   virtual void progress(std::size_t /*done*/) const {}
   virtual void io_stats(Stats* /*s*/) const {}
+  virtual void use_memory(const std::shared_ptr<MemoryBudget>& /*budget*/) const {}
   // The local file holding shard `shard`, "" when it is not local.
   virtual std::string local_path(std::uint32_t /*shard*/) const { return ""; }
 };

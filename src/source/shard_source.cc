@@ -237,6 +237,7 @@ class ShardSource final : public Source {
   }
   void progress(std::size_t done) const override { bytes_->progress(done); }
   void io_stats(Stats* s) const override { bytes_->io_stats(s); }
+  void use_memory(const std::shared_ptr<MemoryBudget>& budget) const override { bytes_->use_memory(budget); }
 
  private:
   struct Record {

@@ -177,6 +177,7 @@ constexpr const char* kBoxes = "boxes fields";
 constexpr const char* kMixture = "mixture";
 constexpr const char* kRemote = "remote shards (io_stats)";
 constexpr const char* kVolume = "volume fields";
+constexpr const char* kMemory = "the memory budget (src/memory/)";
 
 template <>
 const std::vector<Stat<Stats::Thread>>& fields_of<Stats::Thread>() {
@@ -270,6 +271,25 @@ const std::vector<Stat<Stats::Volume>>& fields_of<Stats::Volume>() {
       stat<&V::posneg_one_class>("posneg_one_class", kCounter, "patches",
                                  "RandCropByPosNegLabel patches whose class was empty (the other used)", kVolume),
       stat<&V::resample_s>("resample_s", kSeconds, "s", "worker seconds resampling volumes (Spacing)", kVolume),
+  };
+  return t;
+}
+
+template <>
+const std::vector<Stat<Stats::Memory>>& fields_of<Stats::Memory>() {
+  using M = Stats::Memory;
+  static const std::vector<Stat<M>> t = {
+      stat<&M::budget>("budget", kGauge, "bytes", "the loader's memory budget (memory_budget, or half of the available memory)",
+                       kMemory),
+      stat<&M::used>("used", kGauge, "bytes", "bytes the accounts hold now", kMemory),
+      stat<&M::peak>("peak", kGauge, "bytes", "the most the accounts held at once", kMemory),
+      stat<&M::over_bytes>("over_bytes", kGauge, "bytes",
+                           "the most used went above budget: what the loader needs to run at all, on a smaller budget",
+                           kMemory),
+      stat<&M::accounts>("accounts", kCounts, "bytes",
+                         "bytes per account: batch_buffers, remote_shards, volume_cache, sample_cache", kMemory),
+      stat<&M::reserved>("reserved", kCounts, "bytes",
+                         "bytes reserved per account, kept from the others (remote_shards: its plan's peak)", kMemory),
   };
   return t;
 }
@@ -369,6 +389,7 @@ const std::vector<Stat<Stats>>& fields_of<Stats>() {
           "mixture", "a mixture's sources: weight share, draws per epoch, samples drawn (empty otherwise)", kMixture),
       group<&S::remote>("remote", "remote shards' transfers (null for local data)", kRemote),
       group<&S::volume>("volume", "3D volume reads and the volume cache (null for other schemas)", kVolume),
+      group<&S::memory>("memory", "the memory budget's accounts (src/memory/README.md)", kMemory),
       stat<&S::autotune_log>("autotune_log", kTextList, "", "each tuner change with the measurements behind it",
                              kTuner),
       // Added by the Python stoker.Loader.

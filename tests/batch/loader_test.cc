@@ -218,6 +218,62 @@ TEST(LoaderTest, RamPreloadLoadsEveryRecordAndChangesNoBatch) {
   }
 }
 
+// stats().memory: the named accounts, summing to `used`, never above
+// memory_budget, while the preload and the workers fill a RAM cache that does
+// not fit it (checked after every batch); the batches are as without it.
+TEST(LoaderTest, MemoryAccountsNeverSumAboveTheBudget) {
+  TempDir d;
+  auto list = numbered_list(d, 40);
+  auto o = small(6);
+  o.shuffle = true;
+  o.dtype = DType::kUInt8;
+  Loader plain(list, o);
+  const Stats p = plain.stats();
+  ASSERT_TRUE(p.memory.active);
+  o.cache = Cache::kRam;
+  // Room for the batch buffers' reservation and about half of the records.
+  std::uint64_t records = 0;
+  for (std::size_t i = 0; i < plain.source().size(); ++i) {
+    std::vector<std::uint8_t> bytes;
+    ASSERT_TRUE(plain.source().read(i, &bytes).ok());
+    records += bytes.size();
+  }
+  o.memory_budget = p.memory.reserved.at("batch_buffers") + records / 2;
+  Loader ram(list, o);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    plain.set_epoch(static_cast<std::uint64_t>(epoch));
+    ram.set_epoch(static_cast<std::uint64_t>(epoch));
+    std::vector<std::vector<std::uint8_t>> got;
+    for (const Batch& b : ram) {
+      auto* px = static_cast<const std::uint8_t*>(b.images());
+      got.emplace_back(px, px + b.image_bytes());
+      const Stats s = ram.stats();
+      std::uint64_t sum = 0;
+      for (const auto& [name, bytes] : s.memory.accounts) sum += bytes;
+      ASSERT_EQ(sum, s.memory.used);
+      ASSERT_LE(s.memory.used, o.memory_budget);
+    }
+    std::vector<std::vector<std::uint8_t>> want;
+    for (const Batch& b : plain) {
+      auto* px = static_cast<const std::uint8_t*>(b.images());
+      want.emplace_back(px, px + b.image_bytes());
+    }
+    EXPECT_EQ(got, want);
+  }
+  const Stats s = ram.stats();
+  EXPECT_EQ(s.memory.budget, o.memory_budget);
+  EXPECT_LE(s.memory.peak, o.memory_budget);
+  EXPECT_EQ(s.memory.over_bytes, 0u);
+  std::vector<std::string> names;
+  for (const auto& [name, bytes] : s.memory.accounts) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"batch_buffers", "remote_shards", "sample_cache", "volume_cache"}));
+  EXPECT_GT(s.cache_records, 0u);
+  EXPECT_LT(s.cache_records, 40u);  // the cache got what the buffers left: about half
+  EXPECT_GE(s.memory.accounts.at("sample_cache"), s.cache_bytes);
+  EXPECT_GE(s.memory.accounts.at("batch_buffers"), s.batch_buffer_bytes);
+  EXPECT_GT(s.batch_buffer_bytes, 0u);
+}
+
 TEST(LoaderTest, RestartMidEpoch) {
   TempDir d;
   Loader l(numbered_list(d, 20), small(3));

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import stoker
+from memory_checks import batch_buffers_reserved, memory_within
 
 TF = [stoker.RandomResizedCrop(48), stoker.RandomHorizontalFlip()]
 
@@ -61,9 +62,10 @@ def test_ram_preload_loads_every_record_in_the_background(photos):
 
 
 def test_ram_preload_starts_without_iterating_and_stops_at_the_budget(photos):
-    budget = jpeg_bytes(photos) // 3
-    plain = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF)
-    ram = stoker.Loader(photos, batch_size=5, shuffle=True, transforms=TF, cache="ram", memory_budget=budget)
+    kw = dict(batch_size=5, shuffle=True, transforms=TF)
+    budget = jpeg_bytes(photos) // 3  # for the cache, beside the batch buffers (memory_budget holds both)
+    plain = stoker.Loader(photos, **kw)
+    ram = stoker.Loader(photos, cache="ram", memory_budget=budget + batch_buffers_reserved(photos, **kw), **kw)
     s = preload_ended(ram)  # no batch asked for: it starts after a hold-back of a second
     assert s["cache_preload"] == "budget full"
     assert 0 < s["cache_records"] < 24 and s["cache_bytes"] <= budget
@@ -154,9 +156,10 @@ def test_decoded_cache_stores_the_downscaled_image(photos):
 
 
 def test_partial_cache_under_a_small_budget(photos):
-    budget = 24 * 128 * 128 * 3 // 3  # about a third of the stored images
-    loader = stoker.Loader(photos, batch_size=6, shuffle=True, transforms=TF, cache="decoded", cache_max_side=128,
-                           memory_budget=budget)
+    budget = 24 * 128 * 128 * 3 // 3  # about a third of the stored images, beside the batch buffers
+    kw = dict(batch_size=6, shuffle=True, transforms=TF)
+    loader = stoker.Loader(photos, cache="decoded", cache_max_side=128,
+                           memory_budget=budget + batch_buffers_reserved(photos, **kw), **kw)
     for e in range(3):
         epoch_of(loader, e)
     s = loader.stats()
@@ -247,3 +250,31 @@ def test_default_budget_is_shared_by_the_ranks_of_a_node(photos):
 
     alone, shared = budget(None), budget(4)
     assert 0.2 < shared / alone < 0.3, (alone, shared)  # available memory moves a little between the two
+
+
+def test_memory_accounts_stay_within_a_small_budget_with_a_ram_cache(photos):
+    """stats()["memory"]: a RAM cache under a budget of half the set's bytes fills what the batch buffers leave
+    (its sample_cache account) and stops there; the accounts never sum above memory_budget, checked after every
+    batch; batches are those without the cache."""
+    size = sum(os.path.getsize(os.path.join(r, n)) for r, _, names in os.walk(photos) for n in names)
+    budget = size // 2
+    kw = dict(batch_size=4, shuffle=True, transforms=[stoker.Resize(32), stoker.CenterCrop(32)], dtype="uint8",
+              threads=2)
+    plain = stoker.Loader(photos, **kw)
+    ram = stoker.Loader(photos, cache="ram", memory_budget=budget, **kw)
+    for e in range(2):
+        got = []
+        ram.set_epoch(e)
+        for x, y in ram:
+            got.append((x.clone(), y.clone()))
+            memory_within(ram.stats(), budget)
+        assert same(got, epoch_of(plain, e))
+    s = ram.stats()
+    m = memory_within(s, budget)
+    a = m["accounts"]
+    assert 0 < s["cache_records"] < 24, "half the set's bytes hold some records, not all"
+    assert a["sample_cache"] >= s["cache_bytes"] > 0
+    assert a["batch_buffers"] >= s["batch_buffer_bytes"] > 0
+    assert a["remote_shards"] == 0 and a["volume_cache"] == 0
+    assert m["reserved"]["batch_buffers"] > 0
+    assert plain.stats()["memory"]["accounts"]["sample_cache"] == 0

@@ -17,6 +17,7 @@ import stoker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remote_servers as rs  # noqa: E402
+from memory_checks import memory_within  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.exists(rs.NGINX), reason="nginx is not installed (scripts/install-deps.sh)")
 
@@ -72,6 +73,31 @@ def test_http_batches_equal_local_for_two_epochs(www, web, opts):
     s = remote.stats()["remote"]
     assert s["index"] == "sidecar" and s["index_scanned_bytes"] == 0
     assert here.stats()["remote"] is None
+
+
+def test_remote_shards_and_a_ram_cache_share_one_memory_budget(www, web):
+    """Remote shards reserve their plan's bytes in memory_budget and cache="ram" fills what is left (each used
+    to take a whole budget): their accounts together stay within it after every batch, the cache stops when
+    full, and batches equal local ones."""
+    size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(www, "n-*.tar")))
+    budget = size * 3 // 2
+    kw = dict(KW, shuffle=False)  # the plan holds one shard at a time (a full shuffle would hold all four)
+    remote = stoker.Loader(web.url + "/n-{0..3}.tar", cache="ram", memory_budget=budget, **kw)
+    here = stoker.Loader(local(www), **kw)
+    held = 0  # the most shard bytes seen in memory
+    for epoch in (0, 1):
+        got = []
+        remote.set_epoch(epoch)
+        for x, y in remote:
+            got.append((x.numpy().copy(), y.numpy().copy()))
+            held = max(held, memory_within(remote.stats(), budget)["accounts"]["remote_shards"])
+        assert_same(got, batches(here, epoch))
+    s = remote.stats()
+    m = memory_within(s, budget)
+    assert m["reserved"]["remote_shards"] > 0 and m["reserved"]["batch_buffers"] > 0, m
+    assert m["accounts"]["sample_cache"] >= s["cache_bytes"] > 0, (m, s["cache_bytes"])
+    assert 0 < s["cache_records"] < 37, "the cache got what the shards left, not the whole budget"
+    assert 0 < held <= m["reserved"]["remote_shards"], (held, m)
 
 
 @pytest.mark.parametrize("window", [0, 1])

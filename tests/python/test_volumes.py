@@ -29,6 +29,7 @@ from scipy import stats as sps
 import monai_ref as M
 import stoker
 import volume_fixtures as V
+from memory_checks import memory_within
 
 SEED = 13
 
@@ -287,6 +288,30 @@ def test_nii_gz_is_inflated_once_then_served_from_the_volume_cache(tmp_path):
     for i, (pi, pl) in enumerate(rows):
         np.testing.assert_array_equal(e0["image"][i], M.center_spatial_crop(V.nifti_raw(pi), 16).astype(np.float32))
         np.testing.assert_array_equal(e0["label"][i], M.center_spatial_crop(V.nifti_raw(pl), 16))
+
+
+def test_the_volume_cache_is_an_account_of_the_memory_budget(tmp_path):
+    """Inflated volumes and label indexes are charged to stats()["memory"]'s volume_cache account, within
+    memory_budget; a budget too small for them keeps fewer, and the batches do not change."""
+    rows = []
+    for i in range(4):
+        pi = V.write_nifti(tmp_path / f"m{i}.nii.gz", V.coord_volume((20, 20, 20), "int16", offset=i * 1000),
+                           np.eye(4), gz=True)
+        pl = V.write_nifti(tmp_path / f"m{i}_lab.nii.gz", np.full((20, 20, 20), i % 3, np.uint8), np.eye(4), gz=True)
+        rows.append((pi, pl))
+    csv = V.write_list(tmp_path / "m.csv", rows)
+    big, small = 64 << 20, 20 ** 3 * 3
+    a = make(csv, [stoker.CenterSpatialCrop((8, 8, 8))], batch_size=2, memory_budget=big, cache="ram")
+    b = make(csv, [stoker.CenterSpatialCrop((8, 8, 8))], batch_size=2, memory_budget=small, cache="ram")
+    ea, eb = run(a, (0, 1)), run(b, (0, 1))
+    for k in ea:
+        np.testing.assert_array_equal(ea[k], eb[k], err_msg=k)
+    sa, sb = a.stats(), b.stats()
+    ma = memory_within(sa, big)
+    assert ma["accounts"]["volume_cache"] == sa["volume"]["cache_bytes"] >= 4 * 20 ** 3 * 3, ma
+    assert ma["accounts"]["sample_cache"] == 0 and ma["accounts"]["remote_shards"] == 0
+    mb = sb["memory"]
+    assert mb["accounts"]["volume_cache"] == sb["volume"]["cache_bytes"] < ma["accounts"]["volume_cache"], mb
 
 
 # ---------------------------------------------------------------- 2. crops and pads

@@ -112,6 +112,13 @@ Stats filled() {
   s.volume.label_index_builds = 48;
   s.volume.posneg_one_class = 49;
   s.volume.resample_s = 6.5;
+  s.memory.active = true;
+  s.memory.budget = 1ull << 33;
+  s.memory.used = 52;
+  s.memory.peak = 53;
+  s.memory.over_bytes = 54;
+  s.memory.accounts = {{"batch_buffers", 55}, {"remote_shards", 0}, {"sample_cache", 56}, {"volume_cache", 57}};
+  s.memory.reserved = {{"batch_buffers", 58}, {"remote_shards", 59}};
   s.per_thread = {{0.5, 0.25, 0.125, 0.0625, 50}, {1.5, 1.25, 1.125, 1.0625, 51}};
   return s;
 }
@@ -148,7 +155,7 @@ TEST(StatsTableTest, KeysAreThoseStatsAlwaysHad) {
       "cache_preload_bytes", "cache_preload_s", "cache_mode", "cache_auto", "cache_rewrite", "cache_rewritten",
       "cache_rewrite_on_read", "cache_rewrite_settled", "cache_rewrite_bytes_before", "cache_rewrite_bytes_after",
       "cache_rewrite_cpu_s", "corrupt", "corrupt_by_reason", "thread_errors", "boxes_dropped", "boxes_truncated",
-      "corrupt_examples", "per_thread", "mixture", "remote", "volume", "autotune_log"};
+      "corrupt_examples", "per_thread", "mixture", "remote", "volume", "memory", "autotune_log"};
   std::vector<std::string> got;
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(filled().to_json());
   for (const auto& [k, v] : ordered.items()) got.push_back(k);
@@ -168,6 +175,9 @@ TEST(StatsTableTest, KeysAreThoseStatsAlwaysHad) {
                                            "inflate_bytes", "inflate_s", "cache_hits", "cache_misses",
                                            "cache_entries", "cache_bytes", "cache_budget_bytes",
                                            "label_index_builds", "posneg_one_class", "resample_s"}));
+  std::set<std::string> memory;
+  for (const auto& [k, v] : j["memory"].items()) memory.insert(k);
+  EXPECT_EQ(memory, (std::set<std::string>{"budget", "used", "peak", "over_bytes", "accounts", "reserved"}));
   EXPECT_EQ(thread, (std::set<std::string>{"read_s", "decode_s", "transform_s", "python_s", "samples"}));
   EXPECT_EQ(mixture, (std::set<std::string>{"name", "weight_share", "per_epoch", "drawn"}));
 }

@@ -12,7 +12,9 @@
 #include <iterator>
 
 #include "doctor/html.h"
+#include "memory/memory_budget.h"
 #include "stats/stats_table.h"
+#include "stoker/stats.h"
 
 namespace stoker::doctor {
 namespace {
@@ -589,6 +591,43 @@ TEST(DoctorTest, RemoteFactsParse) {
   EXPECT_TRUE(odd.active);
   EXPECT_EQ(odd.fetch_wait_s, 0);
   EXPECT_TRUE(odd.prefetch_log.empty());
+}
+
+// The memory budget as a loader writes it (MemoryBudget::add_stats, then
+// Stats::to_json): the verdict shows the budget, then a line per account with
+// its bytes and share, the reservation beside its account.
+TEST(DoctorTest, MemoryAccountsAreShownWithTheirShareOfTheBudget) {
+  detail::MemoryBudget b(/*limit=*/1000 << 20);
+  b.charge_required(detail::MemoryAccount::kBatchBuffers, 100 << 20);
+  (void)b.reserve(detail::MemoryAccount::kRemoteShards, 300 << 20);
+  ASSERT_TRUE(b.try_charge(detail::MemoryAccount::kRemoteShards, 200 << 20));
+  ASSERT_TRUE(b.try_charge(detail::MemoryAccount::kSampleCache, 250 << 20));
+  Stats st;
+  b.add_stats(&st);
+  const json stats = json::parse(st.to_json());
+  // Through the codec, as the doctor reads a loader's snapshot.
+  const Stats::Memory m = detail::stats_from_json(stats).memory;
+  ASSERT_TRUE(m.active);
+  EXPECT_EQ(m.budget, 1000u << 20);
+  EXPECT_EQ(m.used, 550u << 20);
+  ASSERT_EQ(m.accounts.size(), 4u);
+  const std::vector<std::string> lines = memory_lines(m);
+  EXPECT_TRUE(has(lines, "memory budget 1000 MiB (memory_budget): its accounts hold 550 MiB now (55%)"))
+      << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account batch_buffers: 100.0 MiB (10% of the budget)")) << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account remote_shards: 200.0 MiB (20% of the budget), 300.0 MiB reserved (30%)"))
+      << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account sample_cache: 250.0 MiB (25% of the budget)")) << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account volume_cache: 0.0 MiB (0% of the budget)")) << joined(lines);
+
+  RunFacts f = run(1000, 10, 9.5, 15, 2, 1);
+  f.series["loader-1-0"].last["stats"]["memory"] = stats["memory"];
+  const Verdict v = diagnose(f, Probes{}, /*probe=*/false);
+  EXPECT_TRUE(has(v.evidence, "memory account sample_cache: 250.0 MiB (25% of the budget)"))
+      << joined(v.evidence);
+
+  EXPECT_FALSE(detail::stats_from_json(json{{"memory", nullptr}}).memory.active);  // a loader from before the budget
+  EXPECT_FALSE(detail::stats_from_json(json{{"samples", 1}}).memory.active);
 }
 }  // namespace
 }  // namespace stoker::doctor

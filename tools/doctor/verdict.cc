@@ -651,6 +651,9 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   if (rf.active) remote_evidence(v, rf, wall, busy_read, busy, connections);
   const Stats::Volume& vf = st.volume;
   if (vf.active) volume_evidence(v, vf);
+  if (st.memory.active) {
+    for (std::string& line : memory_lines(st.memory)) v->evidence.push_back(std::move(line));
+  }
   machine_evidence(v, f, m);
 
   if (v->wait_share - v->wait_runq_share < kInputBoundShare) {
@@ -1246,6 +1249,29 @@ double StepModel::rate(double ratio, double cpu_per_sample) const {
     (f(mid) > mid ? lo : hi) = mid;
   }
   return hi > 0 ? 1.0 / hi : 0;
+}
+
+std::vector<std::string> memory_lines(const Stats::Memory& m) {
+  constexpr double kMiB = 1 << 20;
+  const auto budget = static_cast<double>(m.budget);
+  const auto share = [&](double b) { return budget > 0 ? 100 * b / budget : 0.0; };
+  std::vector<std::string> out;
+  out.push_back(fmt("memory budget %.0f MiB (memory_budget): its accounts hold %.0f MiB now (%.0f%%), at most %.0f MiB "
+                    "at once%s",
+                    budget / kMiB, static_cast<double>(m.used) / kMiB, share(static_cast<double>(m.used)),
+                    static_cast<double>(m.peak) / kMiB,
+                    m.over_bytes > 0 ? fmt("; what the loader needs to run at all (its batch buffers) went %.0f MiB beyond it: raise memory_budget",
+                                           static_cast<double>(m.over_bytes) / kMiB)
+                                           .c_str()
+                                     : ""));
+  for (const auto& [name, n] : m.accounts) {
+    const auto bytes = static_cast<double>(n);
+    const auto r = m.reserved.find(name);
+    const double reserved = r == m.reserved.end() ? 0 : static_cast<double>(r->second);
+    out.push_back(fmt("memory account %s: %.1f MiB (%.0f%% of the budget)%s", name.c_str(), bytes / kMiB, share(bytes),
+                      r == m.reserved.end() ? "" : fmt(", %.1f MiB reserved (%.0f%%)", reserved / kMiB, share(reserved)).c_str()));
+  }
+  return out;
 }
 
 std::string series_label(const Series& s) {

@@ -153,6 +153,10 @@ constexpr double kCollateShare = 0.5;
 
 // A series' name for charts and the report: which loop it is ("DataLoader in
 // train_one_epoch (train.py:40)", "stoker loader over ...").
+// A loader's memory budget (its stats' "memory": Stats::Memory) as evidence
+// lines: the budget, then one per account with its bytes and share of the
+// budget (the names as the loader writes them, src/memory/memory_budget.h).
+std::vector<std::string> memory_lines(const Stats::Memory& m);
 std::string series_label(const Series& s);
 
 // The probe, replaceable in tests.

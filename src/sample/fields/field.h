@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cache/auto_cache.h"
+#include "memory/memory_budget.h"
 #include "sample/fields/field_def.h"
 #include "sample/sample.h"
 #include "stoker/hook.h"
@@ -129,7 +130,7 @@ class FieldOp {
   // Kinds that keep their own cache (volumes): its budget (`all`: every
   // record, as cache="ram"/"decoded" ask), and their stats.
   virtual bool keeps_own_cache() const { return false; }
-  virtual void set_own_cache(std::uint64_t /*budget*/, bool /*all*/) {}
+  virtual void set_own_cache(const std::shared_ptr<MemoryBudget>& /*budget*/, bool /*all*/) {}
   virtual void add_stats(Stats* /*stats*/) const {}
   // LoaderOptions::hook: the field's part of the sample handed to it.
   virtual void hook(const FieldScratch* /*s*/, HookSample* /*out*/) const {}

@@ -178,7 +178,7 @@ class VolumeFieldOp final : public VolumeOwner {
   // indexes in every mode (no page cache holds inflated bytes), every
   // volume under cache="ram"/"decoded".
   bool keeps_own_cache() const override { return true; }
-  void set_own_cache(std::uint64_t budget, bool all) override { store_->set_cache(budget, all); }
+  void set_own_cache(const std::shared_ptr<MemoryBudget>& budget, bool all) override { store_->set_cache(budget, all); }
   void add_stats(Stats* stats) const override { store_->add_stats(stats, prog_.num_samples); }
 
  private:

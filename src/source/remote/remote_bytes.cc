@@ -41,6 +41,8 @@ struct RemoteShardBytes::Shard {
 
 namespace {
 constexpr int kMaxDepth = 32;
+// Shards' worth of fetch-ahead reserved beyond the plan's peak.
+constexpr std::uint64_t kAheadShards = 2;
 }
 
 // A resident shard can serve a use: not failed, and its bytes cover the span.
@@ -73,7 +75,14 @@ RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<Ob
   }
 }
 
-RemoteShardBytes::~RemoteShardBytes() { stop(); }
+RemoteShardBytes::~RemoteShardBytes() {
+  stop();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (memory_) {
+    memory_->release(MemoryAccount::kRemoteShards, resident_);
+    (void)memory_->reserve(MemoryAccount::kRemoteShards, 0);
+  }
+}
 
 void RemoteShardBytes::stop() {
   {
@@ -134,33 +143,57 @@ std::uint64_t RemoteShardBytes::peak_bytes(const std::vector<Use>& uses) const {
   return static_cast<std::uint64_t>(peak);
 }
 
+MemoryBudget& RemoteShardBytes::memory_locked() const {
+  if (!memory_) memory_ = std::make_shared<MemoryBudget>(MemoryBudget::resolve(opt_.memory_budget));
+  return *memory_;
+}
+
+bool RemoteShardBytes::reserve_locked(std::uint64_t need) const {
+  if (need <= limit_) return true;
+  if (opt_.memory_budget && need > opt_.memory_budget) return false;
+  limit_ = memory_locked().reserve(MemoryAccount::kRemoteShards, need);
+  return need <= limit_;
+}
+
+void RemoteShardBytes::use_memory(const std::shared_ptr<MemoryBudget>& budget) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (memory_ == budget) return;
+  if (memory_) {
+    memory_->release(MemoryAccount::kRemoteShards, resident_);
+    (void)memory_->reserve(MemoryAccount::kRemoteShards, 0);
+  }
+  memory_ = budget;
+  limit_ = 0;
+  if (resident_ > 0 && !memory_->try_charge(MemoryAccount::kRemoteShards, resident_)) {
+    memory_->charge_required(MemoryAccount::kRemoteShards, resident_);
+  }
+}
+
 void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
+  const std::uint64_t peak = cache_ ? 0 : peak_bytes(uses);
+  std::uint64_t largest = 1;
+  for (const Use& u : uses) largest = std::max(largest, fetch_bytes(u));
+  std::unique_lock<std::mutex> lock(mu_);
   if (!cache_) {
-    const std::uint64_t peak = peak_bytes(uses);
-    if (peak > opt_.memory_budget) {
-      std::uint64_t largest = 1;
-      for (const Use& u : uses) largest = std::max(largest, shards_[u.shard]->info.size);
-      const std::uint64_t fits = std::max<std::uint64_t>(1, opt_.memory_budget / (2 * largest));
+    // NOTE: the budget's remote_shards account reserves the plan's peak and
+    // a little fetch-ahead before the caches fill: a shuffle needs its peak
+    // to run at all, the caches only speed it up.
+    std::uint64_t want = std::max(peak + kAheadShards * largest, resident_);
+    if (opt_.memory_budget) want = std::max(peak, std::min(want, opt_.memory_budget));
+    if (!reserve_locked(want) && !reserve_locked(peak)) {
+      const std::uint64_t budget = memory_locked().limit(), room = limit_;
+      lock.unlock();
+      std::uint64_t biggest = 1;
+      for (const Use& u : uses) biggest = std::max(biggest, shards_[u.shard]->info.size);
+      const std::uint64_t cap = opt_.memory_budget ? std::min(opt_.memory_budget, room) : room;
+      const std::uint64_t fits = std::max<std::uint64_t>(1, cap / (2 * biggest));
       const auto mib = [](std::uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
       throw Error(Code::kInvalidArgument,
                   "remote shards: this epoch holds up to " + mib(peak) + " of shards in memory at once (a shuffle reads "
-                  "every shard it spans at once), more than the memory budget of " + mib(opt_.memory_budget) +
-                  ": shuffle within windows of shards (shuffle_window=" + std::to_string(fits) +
+                  "every shard it spans at once), more than the memory budget of " + mib(budget) + " has room for (" +
+                  mib(cap) + " beside the loader's batch buffers and caches: stats()[\"memory\"]): shuffle within "
+                  "windows of shards (shuffle_window=" + std::to_string(fits) +
                   " fits), give cache_dir= (shards then wait on local disk), or raise memory_budget");
-    }
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  std::vector<std::size_t> index(shards_.size(), SIZE_MAX);
-  for (std::size_t k = 0; k < uses.size(); ++k) index[uses[k].shard] = k;
-  for (std::size_t s = 0; s < shards_.size(); ++s) {
-    Shard* sh = shards_[s].get();
-    if (sh->state == Shard::State::kAbsent) continue;
-    // Kept only when the new plan uses it and it holds what the plan reads.
-    const bool keep = index[s] != SIZE_MAX && holds(*sh, uses[index[s]]);
-    if (keep) {
-      sh->release_pending = false;
-    } else {
-      release_locked(sh);
     }
   }
   // The most shards the plan uses at once (a window's): that many beyond
@@ -171,9 +204,27 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
     events.push_back({u.last + 1, -1});
   }
   std::sort(events.begin(), events.end());
-  int live = 0;
-  concurrency_ = 1;
-  for (const auto& e : events) concurrency_ = std::max(concurrency_, live += e.second);
+  int live = 0, concurrency = 1;
+  for (const auto& e : events) concurrency = std::max(concurrency, live += e.second);
+  std::vector<std::size_t> index(shards_.size(), SIZE_MAX);
+  for (std::size_t k = 0; k < uses.size(); ++k) index[uses[k].shard] = k;
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    Shard* sh = shards_[s].get();
+    if (sh->state == Shard::State::kAbsent) continue;
+    // Kept only when the new plan uses it, among the shards it starts with
+    // (those the fetchers would hold now anyway: the peak reserved models a
+    // shard held from its first use, so one kept longer in memory could push
+    // a shard needed later beyond the reservation), and it holds what the
+    // plan reads.
+    const bool soon = cache_ || index[s] < static_cast<std::size_t>(concurrency + depth_);
+    const bool keep = index[s] != SIZE_MAX && soon && holds(*sh, uses[index[s]]);
+    if (keep) {
+      sh->release_pending = false;
+    } else {
+      release_locked(sh);
+    }
+  }
+  concurrency_ = concurrency;
   plan_ = std::move(uses);
   plan_index_ = std::move(index);
   ahead_.clear();
@@ -211,7 +262,7 @@ void RemoteShardBytes::progress(std::size_t done) const {
     // NOTE: one of the next epoch's first shards stays (within the budget),
     // rather than being fetched again for it soon after.
     const std::size_t a = ahead_index_.empty() ? SIZE_MAX : ahead_index_[u.shard];
-    if (a < static_cast<std::size_t>(ahead_count()) && holds(*sh, ahead_[a]) && (cache_ || resident_ <= opt_.memory_budget)) {
+    if (a < static_cast<std::size_t>(ahead_count()) && holds(*sh, ahead_[a]) && (cache_ || resident_ <= limit_)) {
       continue;
     }
     release_locked(sh);
@@ -237,6 +288,7 @@ void RemoteShardBytes::release_locked(Shard* sh) const {
     return;
   }
   resident_ -= sh->charged;
+  if (sh->charged) memory_locked().release(MemoryAccount::kRemoteShards, sh->charged);
   sh->charged = 0;
   if (sh->mem) {
     // NOTE: kept for the next shard (its pages are faulted in already: a
@@ -255,16 +307,30 @@ void RemoteShardBytes::release_locked(Shard* sh) const {
 }
 
 bool RemoteShardBytes::may_start_locked(std::size_t k) const {
-  // NOTE: a shard needed now always starts (the plan's peak was checked
-  // against the budget); those ahead of it only within depth and budget.
-  if (k < demand_) return true;
+  // NOTE: shards ahead of those needed now start only within depth and the
+  // reservation. One needed now (a worker waits for it: the ring reads ahead
+  // of the consumer, further than the plan's peak models) starts when it
+  // fits; else shards the plan uses only after it (kept from the last epoch,
+  // fetched for the next) make room, to be fetched again; else it waits for
+  // the consumer to read through shards: every shard still resident is then
+  // used before this one, so the consumer reaches them and releases them
+  // (the reservation holds the plan's peak), and the budget is never passed.
   if (k >= demand_ + static_cast<std::size_t>(ahead_count())) return false;
-  return fits_locked(plan_[k]);
+  if (fits_locked(plan_[k])) return true;
+  if (k >= demand_) return false;
+  for (const auto& p : shards_) {
+    Shard* sh = p.get();
+    const std::size_t j = plan_index_[sh->index];
+    if (sh->state != Shard::State::kReady || sh->readers > 0 || (j != SIZE_MAX && j <= k)) continue;
+    release_locked(sh);
+    if (fits_locked(plan_[k])) return true;
+  }
+  return false;
 }
 
 bool RemoteShardBytes::fits_locked(const Use& u) const {
   if (cache_) return true;
-  return resident_ == 0 || resident_ + fetch_bytes(u) <= opt_.memory_budget;
+  return resident_ == 0 || reserve_locked(resident_ + fetch_bytes(u));
 }
 
 void RemoteShardBytes::tune_locked(double fetch_s, std::uint64_t bytes) const {
@@ -431,6 +497,12 @@ void RemoteShardBytes::fetch(Shard* sh) const {
     }
     sh->charged = span;
     resident_ += span;
+    // NOTE: within the reservation (may_start_locked) this never fails; if
+    // it did, the shard is fetched anyway and counted in
+    // stats()["memory"]["over_bytes"].
+    (void)reserve_locked(resident_);
+    MemoryBudget& m = memory_locked();
+    if (!m.try_charge(MemoryAccount::kRemoteShards, span)) m.charge_required(MemoryAccount::kRemoteShards, span);
   }
   std::uint8_t* dst = sh->mem.get();
   std::uint64_t pos = 0;
@@ -487,7 +559,10 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
         }
       }
       lock.lock();
-      if (--sh->readers == 0 && sh->release_pending) release_locked(sh);
+      if (--sh->readers == 0 && sh->release_pending) {
+        release_locked(sh);
+        fetch_cv_.notify_all();  // room for a shard waiting to start
+      }
       return st;
     }
   }

@@ -11,7 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "cache/arena.h"
+#include "memory/arena.h"
+#include "memory/memory_budget.h"
 #include "source/remote/node_cache.h"
 #include "source/remote/transport.h"
 #include "source/shard_bytes.h"
@@ -21,7 +22,9 @@ namespace stoker::detail {
 
 struct RemoteBytesOptions {
   int connections = 8;             // fetches at once
-  std::uint64_t memory_budget = 0; // shard bytes in memory at once (required > 0)
+  // The most shard bytes in memory at once (0: no cap of its own); within
+  // the loader's budget either way (use_memory()).
+  std::uint64_t memory_budget = 0;
   std::string index_how;           // Stats::Remote::index
 };
 
@@ -39,6 +42,7 @@ class RemoteShardBytes final : public ShardBytes {
   void plan_ahead(std::vector<Use> uses) const override;
   void progress(std::size_t done) const override;
   void io_stats(Stats* s) const override;
+  void use_memory(const std::shared_ptr<MemoryBudget>& budget) const override;
 
  private:
   struct Shard;
@@ -49,6 +53,12 @@ class RemoteShardBytes final : public ShardBytes {
   void release_locked(Shard* sh) const;
   bool may_start_locked(std::size_t k) const;
   bool fits_locked(const Use& u) const;
+  // The budget (one of the store's own, from opt_.memory_budget, until the
+  // loader gives its: use_memory()).
+  MemoryBudget& memory_locked() const;
+  // Room for `need` bytes resident: the reservation grown to it when the
+  // budget has room (never above opt_.memory_budget).
+  bool reserve_locked(std::uint64_t need) const;
   // Shards started beyond those needed now: the plan's concurrency (a
   // window's shards) plus the depth less one.
   int ahead_count() const { return concurrency_ + depth_ - 1; }
@@ -92,7 +102,12 @@ class RemoteShardBytes final : public ShardBytes {
   mutable std::size_t next_ = 0;             // plan_ items below this have been started (or skipped)
   mutable std::size_t demand_ = 0;           // plan_ items below this are needed now (read or first)
   mutable std::size_t done_ = 0;             // positions below this are all read
-  mutable std::uint64_t resident_ = 0;       // bytes in memory (fetched or being fetched)
+  mutable std::uint64_t resident_ = 0;       // bytes in memory (fetched or being fetched), charged to memory_
+  // The budget's remote_shards account, and its reservation: what the plan
+  // holds at once plus kAheadShards of fetch-ahead, grown while the budget
+  // has room (the caches take what is left).
+  mutable std::shared_ptr<MemoryBudget> memory_;
+  mutable std::uint64_t limit_ = 0;
   mutable int depth_ = 2;                    // autotuned: ceil(fetch time / consumption time) + 1
   mutable int concurrency_ = 1;              // the most shards the plan uses at once
   mutable std::vector<Use> ahead_;           // the next epoch's plan (plan_ahead), by first use

@@ -6,7 +6,6 @@
 #include <mutex>
 #include <thread>
 
-#include "cache/sample_cache.h"
 #include "source/file_reader.h"
 #include "source/remote/node_cache.h"
 #include "source/remote/remote_bytes.h"
@@ -231,7 +230,7 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
   }
   RemoteBytesOptions bopt;
   bopt.connections = remote.connections;
-  bopt.memory_budget = remote.memory_budget ? remote.memory_budget : default_memory_budget();
+  bopt.memory_budget = remote.memory_budget;  // 0: the budget's (use_memory(), else its own)
   bopt.index_how = how;
   std::vector<std::string> names;  // NOTE: what keys, messages and describe() show: no user:password@
   for (const auto& u : urls) names.push_back(redact_url(u));

@@ -1,7 +1,7 @@
 // The caches' memory: blocks are writable and distinct, freed blocks are
 // counted as holes until their whole mapping is returned, and the cache's
 // budget counts those holes.
-#include "cache/arena.h"
+#include "memory/arena.h"
 #include "cache/sample_cache.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "cache/arena.h"
+#include "memory/arena.h"
 
 #include <sys/mman.h>
 

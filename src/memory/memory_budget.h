@@ -1,0 +1,140 @@
+// A loader's memory budget: one byte limit, resolved once (memory_budget, or
+// half of the memory available), and a named account for every part that
+// holds memory under it. Every holder charges its account before it keeps
+// bytes and releases them when it lets them go; a charge that would take the
+// accounts' sum above the limit fails, and the holder then does what it does
+// when its budget is spent (a cache stops admitting, the remote store fetches
+// fewer shards ahead). Thread-safe: any thread may charge or release.
+//
+// How the limit is shared (src/memory/README.md):
+//  - batch_buffers first: the loader reserves its deepest ring plus the two
+//    batches a loop holds, and charges each buffer as it is allocated
+//    whatever the limit (charge_required): it cannot run without them;
+//  - remote_shards reserve what their epoch's plan holds at once plus their
+//    fetch-ahead (reserve()): no other account may take a reservation's
+//    unused part, so the sample cache filling up never starves a fetch
+//    (a shard needed now beyond it evicts shards used later, or waits);
+//  - volume_cache and sample_cache take what is left, charge by charge.
+// The sum of the accounts never exceeds the limit, except by required
+// charges when the limit is below what the loader needs to run at all
+// (over_bytes() counts it; every cache is then empty).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "util/thread_annotations.h"
+
+namespace stoker {
+struct Stats;
+}
+
+namespace stoker::detail {
+
+// NOTE: the workers' decode scratch (each field kind's decoder and buffers,
+// sample/) is not an account yet: its kinds do not say their bytes.
+enum class MemoryAccount : std::uint8_t { kBatchBuffers, kRemoteShards, kVolumeCache, kSampleCache };
+inline constexpr std::size_t kMemoryAccounts = 4;
+// The account's name as stats()["memory"]["accounts"] and the doctor spell
+// it ("sample_cache", ...): the one table of them.
+const char* memory_account_name(MemoryAccount a);
+
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(std::uint64_t limit) : limit_(limit) {}
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+
+  // The limit for the option memory_budget: itself, or when 0,
+  // default_memory_budget().
+  static std::uint64_t resolve(std::uint64_t option);
+
+  std::uint64_t limit() const { return limit_; }
+
+  // Charges n bytes to `a` when the accounts (each counted at least at its
+  // reservation) stay within the limit; false, nothing charged, otherwise.
+  [[nodiscard]] bool try_charge(MemoryAccount a, std::uint64_t n) EXCLUDES(mu_);
+  // Charges n bytes whatever the limit: memory the loader needs to run at
+  // all. What this puts above the limit is counted in over_bytes().
+  void charge_required(MemoryAccount a, std::uint64_t n) EXCLUDES(mu_);
+  // Returns n bytes charged to `a` (never more than it holds).
+  void release(MemoryAccount a, std::uint64_t n) EXCLUDES(mu_);
+  // Sets `a`'s reservation to at most `want` bytes: as much of it as the
+  // limit has room for beside the other accounts. Returns the reservation
+  // (>= what `a` holds now, which is never taken back).
+  std::uint64_t reserve(MemoryAccount a, std::uint64_t want) EXCLUDES(mu_);
+  // What a try_charge of `a` could take now (its reservation's unused part
+  // included).
+  std::uint64_t room(MemoryAccount a) const EXCLUDES(mu_);
+
+  std::uint64_t used(MemoryAccount a) const EXCLUDES(mu_);
+  std::uint64_t reserved(MemoryAccount a) const EXCLUDES(mu_);
+  std::uint64_t used() const EXCLUDES(mu_);
+  // The most the accounts held at once, and the most required charges put
+  // above the limit.
+  std::uint64_t peak() const EXCLUDES(mu_);
+  std::uint64_t over_bytes() const EXCLUDES(mu_);
+
+  // stats()["memory"]: the limit, the sum, its peak, each account.
+  void add_stats(Stats* s) const EXCLUDES(mu_);
+
+ private:
+  // What an account counts for against the limit: its charges, or its
+  // reservation when that is more.
+  std::uint64_t held_locked(std::size_t k) const REQUIRES(mu_) {
+    return used_[k] > reserved_[k] ? used_[k] : reserved_[k];
+  }
+  void charged_locked(std::size_t k, std::uint64_t n) REQUIRES(mu_);
+
+  const std::uint64_t limit_;
+  mutable Mutex mu_;
+  std::array<std::uint64_t, kMemoryAccounts> used_ GUARDED_BY(mu_){};
+  std::array<std::uint64_t, kMemoryAccounts> reserved_ GUARDED_BY(mu_){};
+  std::uint64_t committed_ GUARDED_BY(mu_) = 0;  // the sum of held_locked() over the accounts
+  std::uint64_t total_ GUARDED_BY(mu_) = 0;      // the sum of used_
+  std::uint64_t peak_ GUARDED_BY(mu_) = 0;
+  std::uint64_t over_ GUARDED_BY(mu_) = 0;
+};
+
+// Bytes charged to one account of a budget, released on destruction; a
+// holder's own tally of what it charged. Thread-safe as the budget is.
+// Without a budget (null) every charge succeeds and nothing is counted.
+class MemoryCharge {
+ public:
+  MemoryCharge() = default;
+  MemoryCharge(std::shared_ptr<MemoryBudget> budget, MemoryAccount a) : budget_(std::move(budget)), account_(a) {}
+  MemoryCharge(const MemoryCharge&) = delete;
+  MemoryCharge& operator=(const MemoryCharge&) = delete;
+  ~MemoryCharge() { release_all(); }
+
+  [[nodiscard]] bool try_charge(std::uint64_t n);
+  void charge_required(std::uint64_t n);
+  void release(std::uint64_t n);
+  void release_all();
+  // Releases everything and charges `budget` from now on.
+  // REQUIRES: no other thread charges or releases meanwhile.
+  void reset(std::shared_ptr<MemoryBudget> budget) {
+    release_all();
+    budget_ = std::move(budget);
+  }
+  std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  MemoryBudget* budget() const { return budget_.get(); }
+  const std::shared_ptr<MemoryBudget>& shared() const { return budget_; }
+  MemoryAccount account() const { return account_; }
+
+ private:
+  std::shared_ptr<MemoryBudget> budget_;
+  MemoryAccount account_ = MemoryAccount::kSampleCache;
+  std::atomic<std::uint64_t> bytes_{0};
+};
+
+// Default memory budget: half of MemAvailable, never above half of what the
+// cgroup (v2 memory.max, or v1 limit) still allows, divided among the ranks
+// torchrun starts on this node (LOCAL_WORLD_SIZE).
+std::uint64_t default_memory_budget();
+
+}  // namespace stoker::detail

@@ -3,11 +3,13 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "augment_docs.h"
 #include "bindings.h"
+#include "stoker/names.h"
 #include "stoker/transforms.h"
 #include "transform/transform_defs.h"
 
@@ -64,17 +66,20 @@ std::vector<double> angle_range(const py::object& v, const char* name, std::init
   throw py::value_error(std::string(name) + " should be a sequence of length " + msg + ".");
 }
 
-// InterpolationMode.NEAREST / BILINEAR: stoker's or torchvision's enum (by
-// its value) or the strings "nearest" and "bilinear".
-Interpolation interpolation_arg(const char* who, const py::object& v) {
-  std::string s;
-  if (py::isinstance<py::str>(v)) {
-    s = v.cast<std::string>();
-  } else if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
-    s = v.attr("value").cast<std::string>();
+// An enum argument: stoker's or torchvision's enum (by its value) or the
+// value's string, one of the names stoker/names.h gives E; else `bad`.
+template <typename E>
+std::optional<E> enum_arg(const py::object& v) {
+  if (py::isinstance<py::str>(v)) return find_name<E>(v.cast<std::string>());
+  if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
+    return find_name<E>(v.attr("value").cast<std::string>());
   }
-  if (s == "nearest") return Interpolation::kNearest;
-  if (s == "bilinear") return Interpolation::kBilinear;
+  return std::nullopt;
+}
+
+// InterpolationMode.NEAREST / BILINEAR.
+Interpolation interpolation_arg(const char* who, const py::object& v) {
+  if (const auto i = enum_arg<Interpolation>(v)) return *i;
   throw py::value_error(std::string(who) + ": interpolation must be InterpolationMode.NEAREST or BILINEAR, got " +
                         py::repr(v).cast<std::string>());
 }
@@ -116,15 +121,7 @@ std::array<double, 2> pair_arg(const char* who, const char* name, const py::obje
 }
 
 AutoAugmentPolicy policy_arg(const py::object& v) {
-  std::string s;
-  if (py::isinstance<py::str>(v)) {
-    s = v.cast<std::string>();
-  } else if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
-    s = v.attr("value").cast<std::string>();
-  }
-  if (s == "imagenet") return AutoAugmentPolicy::kImageNet;
-  if (s == "cifar10") return AutoAugmentPolicy::kCifar10;
-  if (s == "svhn") return AutoAugmentPolicy::kSvhn;
+  if (const auto p = enum_arg<AutoAugmentPolicy>(v)) return *p;
   throw py::value_error("The provided policy " + py::repr(v).cast<std::string>() + " is not recognized.");
 }
 
@@ -215,7 +212,7 @@ void bind_augment(py::module_& m) {
              x.fill = fill_arg("RandomRotation", fill);
              return checked(x);
            }),
-           py::arg("degrees"), py::arg("interpolation") = "nearest", py::arg("expand") = false,
+           py::arg("degrees"), py::arg("interpolation") = name_of(RandomRotation{}.interpolation), py::arg("expand") = false,
            py::arg("center") = py::none(), py::arg("fill") = 0)
       .def("__repr__", repr<RandomRotation>);
 
@@ -248,7 +245,7 @@ void bind_augment(py::module_& m) {
              return checked(x);
            }),
            py::arg("degrees"), py::arg("translate") = py::none(), py::arg("scale") = py::none(),
-           py::arg("shear") = py::none(), py::arg("interpolation") = "nearest", py::arg("fill") = 0,
+           py::arg("shear") = py::none(), py::arg("interpolation") = name_of(RandomAffine{}.interpolation), py::arg("fill") = 0,
            py::arg("center") = py::none())
       .def("__repr__", repr<RandomAffine>);
 
@@ -257,7 +254,7 @@ void bind_augment(py::module_& m) {
              return checked(TrivialAugmentWide{bins, interpolation_arg("TrivialAugmentWide", interpolation),
                                                fill_arg("TrivialAugmentWide", fill)});
            }),
-           py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = "nearest",
+           py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = name_of(TrivialAugmentWide{}.interpolation),
            py::arg("fill") = py::none())
       .def("__repr__", repr<TrivialAugmentWide>);
 
@@ -267,7 +264,7 @@ void bind_augment(py::module_& m) {
                                         fill_arg("RandAugment", fill)});
            }),
            py::arg("num_ops") = 2, py::arg("magnitude") = 9, py::arg("num_magnitude_bins") = 31,
-           py::arg("interpolation") = "nearest", py::arg("fill") = py::none())
+           py::arg("interpolation") = name_of(RandAugment{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<RandAugment>);
 
   py::class_<AutoAugment>(m, "AutoAugment", docs::kAutoAugment)
@@ -275,7 +272,7 @@ void bind_augment(py::module_& m) {
              return checked(AutoAugment{policy_arg(policy), interpolation_arg("AutoAugment", interpolation),
                                         fill_arg("AutoAugment", fill)});
            }),
-           py::arg("policy") = "imagenet", py::arg("interpolation") = "nearest",
+           py::arg("policy") = name_of(AutoAugment{}.policy), py::arg("interpolation") = name_of(AutoAugment{}.interpolation),
            py::arg("fill") = py::none())
       .def("__repr__", repr<AutoAugment>);
 
@@ -329,7 +326,7 @@ void bind_augment(py::module_& m) {
              return checked(x);
            }),
            py::arg("severity") = 3, py::arg("mixture_width") = 3, py::arg("chain_depth") = -1, py::arg("alpha") = 1.0,
-           py::arg("all_ops") = true, py::arg("interpolation") = "bilinear", py::arg("fill") = py::none())
+           py::arg("all_ops") = true, py::arg("interpolation") = name_of(AugMix{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<AugMix>);
 
   py::class_<RandomApply>(m, "RandomApply", docs::kRandomApply)

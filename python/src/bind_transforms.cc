@@ -6,12 +6,14 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "bindings.h"
 #include "order/rng.h"
 #include "stoker/transforms.h"
 #include "transform/pipeline.h"
 #include "transform/transform_defs.h"
+#include "transform/volume_defs.h"
 #include "batch/batch_mix.h"
 #include "transform/resize.h"
 
@@ -42,6 +44,14 @@ std::pair<int, int> size_arg(const char* who, const py::object& size) {
   if (v.size() == 2) return {v[0], v[1]};
   throw py::value_error(std::string(who) + ": size must be an int or a sequence of 1 or 2 ints, got " +
                         std::to_string(v.size()) + " values");
+}
+
+// The name of each alternative of the variant V, by `name_of` on a default-made one.
+template <typename V, std::size_t... I, typename F>
+py::list alternative_names(std::index_sequence<I...>, F name_of) {
+  py::list out;
+  (out.append(name_of(V{std::in_place_index<I>})), ...);
+  return out;
 }
 
 template <typename... T>
@@ -490,6 +500,18 @@ void bind_transforms(py::module_& m) {
   // Every transform class, in the variant's order (from the variant itself):
   // what stoker.Loader accepts in transforms=.
   m.attr("_transform_types") = transform_types(static_cast<Transform*>(nullptr));
+  // Every transform's name, from the C++ registries (the Def<T> of each
+  // alternative): {"image": [...], "volume": [...]}, in the variants' order.
+  // tests/python/test_names.py checks python/stoker's surface against it.
+  m.def("_transform_names", [] {
+    py::dict out;
+    out["image"] = alternative_names<Transform>(std::make_index_sequence<std::variant_size_v<Transform>>{},
+                                                [](const Transform& t) { return detail::transform_name(t); });
+    out["volume"] = alternative_names<VolumeTransform>(
+        std::make_index_sequence<std::variant_size_v<VolumeTransform>>{},
+        [](const VolumeTransform& t) { return detail::volume_transform_name(t); });
+    return out;
+  });
 
 
 }

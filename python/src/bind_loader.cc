@@ -95,7 +95,7 @@ void bind_loader(py::module_& m) {
   py::class_<Loader, std::unique_ptr<Loader, ReleaseGilDelete>>(m, "_Loader")
       // Options come as JSON (python/stoker: every keyword of stoker.Loader,
       // its transforms and views included), decoded and validated by the one
-      // codec in C++ (src/batch/options.cc): the doctor's snapshot uses the same.
+      // codec in C++ (src/options/options.cc): the doctor's snapshot uses the same.
       .def(py::init([](const std::vector<std::string>& sources, const std::string& options, const py::object& stage) {
              LoaderOptions o = loader_options(options, stage);
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while

@@ -100,7 +100,7 @@ _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, 
                    Spacing]
 _FieldType = _Field  # any field class (stoker.fields.FIELD_TYPES)
 
-# Loader's defaults: LoaderOptions{} through the one options codec (src/batch/options.cc), not copies.
+# Loader's defaults: LoaderOptions{} through the one options codec (src/options/options.cc), not copies.
 _DEFAULTS = json.loads(_stoker._default_options())
 
 
@@ -585,7 +585,7 @@ class Loader:
             raise ValueError("batch_transforms (MixUp/CutMix) act on one image per sample; views give several")
         rank, world_size = _resolve_distributed(rank, world_size)
         self.output = output
-        # NOTE: the options' types and ranges are checked once, in C++ (src/batch/options.cc),
+        # NOTE: the options' types and ranges are checked once, in C++ (src/options/options.cc),
         # which names the option; the doctor's snapshot carries the same JSON.
         options = dict(batch_size=batch_size, shuffle=bool(shuffle), seed=seed, drop_last=bool(drop_last),
                        threads=threads, prefetch=prefetch, max_threads=max_threads, rank=rank,

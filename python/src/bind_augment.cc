@@ -142,7 +142,7 @@ void bind_augment(py::module_& m) {
       .def("__repr__", repr<ColorJitter>);
 
   py::class_<Grayscale>(m, "Grayscale", docs::kGrayscale)
-      .def(py::init([](int n) { return checked(Grayscale{n}); }), py::arg("num_output_channels") = 3)
+      .def(py::init([](int n) { return checked(Grayscale{n}); }), py::arg("num_output_channels") = Grayscale{}.num_output_channels)
       .def("__repr__", repr<Grayscale>);
 
   py::class_<GaussianBlur>(m, "GaussianBlur", docs::kGaussianBlur)
@@ -178,24 +178,24 @@ void bind_augment(py::module_& m) {
 
   py::class_<RandomSolarize>(m, "RandomSolarize", docs::kRandomSolarize)
       .def(py::init([](double threshold, double p) { return checked(RandomSolarize{threshold, p}); }),
-           py::arg("threshold"), py::arg("p") = 0.5)
+           py::arg("threshold"), py::arg("p") = RandomSolarize{}.p)
       .def("__repr__", repr<RandomSolarize>);
   py::class_<RandomPosterize>(m, "RandomPosterize", docs::kRandomPosterize)
       .def(py::init([](int bits, double p) { return checked(RandomPosterize{bits, p}); }), py::arg("bits"),
-           py::arg("p") = 0.5)
+           py::arg("p") = RandomPosterize{}.p)
       .def("__repr__", repr<RandomPosterize>);
   py::class_<RandomAdjustSharpness>(m, "RandomAdjustSharpness", docs::kRandomAdjustSharpness)
       .def(py::init([](double f, double p) { return checked(RandomAdjustSharpness{f, p}); }),
-           py::arg("sharpness_factor"), py::arg("p") = 0.5)
+           py::arg("sharpness_factor"), py::arg("p") = RandomAdjustSharpness{}.p)
       .def("__repr__", repr<RandomAdjustSharpness>);
   py::class_<RandomAutocontrast>(m, "RandomAutocontrast", docs::kRandomAutocontrast)
-      .def(py::init([](double p) { return checked(RandomAutocontrast{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomAutocontrast{p}); }), py::arg("p") = RandomAutocontrast{}.p)
       .def("__repr__", repr<RandomAutocontrast>);
   py::class_<RandomEqualize>(m, "RandomEqualize", docs::kRandomEqualize)
-      .def(py::init([](double p) { return checked(RandomEqualize{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomEqualize{p}); }), py::arg("p") = RandomEqualize{}.p)
       .def("__repr__", repr<RandomEqualize>);
   py::class_<RandomInvert>(m, "RandomInvert", docs::kRandomInvert)
-      .def(py::init([](double p) { return checked(RandomInvert{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomInvert{p}); }), py::arg("p") = RandomInvert{}.p)
       .def("__repr__", repr<RandomInvert>);
 
   py::class_<RandomRotation>(m, "RandomRotation", docs::kRandomRotation)
@@ -254,7 +254,7 @@ void bind_augment(py::module_& m) {
              return checked(TrivialAugmentWide{bins, interpolation_arg("TrivialAugmentWide", interpolation),
                                                fill_arg("TrivialAugmentWide", fill)});
            }),
-           py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = name_of(TrivialAugmentWide{}.interpolation),
+           py::arg("num_magnitude_bins") = TrivialAugmentWide{}.num_magnitude_bins, py::arg("interpolation") = name_of(TrivialAugmentWide{}.interpolation),
            py::arg("fill") = py::none())
       .def("__repr__", repr<TrivialAugmentWide>);
 
@@ -263,7 +263,7 @@ void bind_augment(py::module_& m) {
              return checked(RandAugment{num_ops, magnitude, bins, interpolation_arg("RandAugment", interpolation),
                                         fill_arg("RandAugment", fill)});
            }),
-           py::arg("num_ops") = 2, py::arg("magnitude") = 9, py::arg("num_magnitude_bins") = 31,
+           py::arg("num_ops") = RandAugment{}.num_ops, py::arg("magnitude") = RandAugment{}.magnitude, py::arg("num_magnitude_bins") = RandAugment{}.num_magnitude_bins,
            py::arg("interpolation") = name_of(RandAugment{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<RandAugment>);
 
@@ -304,7 +304,7 @@ void bind_augment(py::module_& m) {
              if (!(x.p >= 0 && x.p <= 1)) throw py::value_error("Random erasing probability should be between 0 and 1");
              return checked(x);
            }),
-           py::arg("p") = 0.5, py::arg("scale") = py::make_tuple(0.02, 0.33), py::arg("ratio") = py::make_tuple(0.3, 3.3),
+           py::arg("p") = RandomErasing{}.p, py::arg("scale") = py::make_tuple(0.02, 0.33), py::arg("ratio") = py::make_tuple(0.3, 3.3),
            py::arg("value") = 0, py::arg("inplace") = false)
       .def("__repr__", repr<RandomErasing>);
 
@@ -325,15 +325,15 @@ void bind_augment(py::module_& m) {
              }
              return checked(x);
            }),
-           py::arg("severity") = 3, py::arg("mixture_width") = 3, py::arg("chain_depth") = -1, py::arg("alpha") = 1.0,
-           py::arg("all_ops") = true, py::arg("interpolation") = name_of(AugMix{}.interpolation), py::arg("fill") = py::none())
+           py::arg("severity") = AugMix{}.severity, py::arg("mixture_width") = AugMix{}.mixture_width, py::arg("chain_depth") = AugMix{}.chain_depth, py::arg("alpha") = AugMix{}.alpha,
+           py::arg("all_ops") = AugMix{}.all_ops, py::arg("interpolation") = name_of(AugMix{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<AugMix>);
 
   py::class_<RandomApply>(m, "RandomApply", docs::kRandomApply)
       .def(py::init([](std::vector<Transform> transforms, double p) {
              return checked(RandomApply{std::move(transforms), p});
            }),
-           py::arg("transforms"), py::arg("p") = 0.5)
+           py::arg("transforms"), py::arg("p") = RandomApply{}.p)
       .def("__repr__", repr<RandomApply>);
 }
 

@@ -402,7 +402,7 @@ void bind_transforms(py::module_& m) {
              }
              return checked(x);
            }),
-           py::arg("size"), py::arg("padding") = py::none(), py::arg("pad_if_needed") = false, py::arg("fill") = 0,
+           py::arg("size"), py::arg("padding") = py::none(), py::arg("pad_if_needed") = RandomCrop{}.pad_if_needed, py::arg("fill") = 0,
            py::arg("padding_mode") = "constant")
       .def_readonly("height", &RandomCrop::height, "The output height.")
       .def_readonly("width", &RandomCrop::width, "The output width.")
@@ -445,18 +445,18 @@ void bind_transforms(py::module_& m) {
 
   py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip",
                                    fill(kFlipDoc, {{"how", "left-right"}, {"name", "RandomHorizontalFlip"}}).c_str())
-      .def(py::init([](double p) { return checked(RandomHorizontalFlip{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomHorizontalFlip{p}); }), py::arg("p") = RandomHorizontalFlip{}.p)
       .def_readonly("p", &RandomHorizontalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomHorizontalFlip>);
 
   py::class_<RandomVerticalFlip>(m, "RandomVerticalFlip",
                                  fill(kFlipDoc, {{"how", "upside down"}, {"name", "RandomVerticalFlip"}}).c_str())
-      .def(py::init([](double p) { return checked(RandomVerticalFlip{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomVerticalFlip{p}); }), py::arg("p") = RandomVerticalFlip{}.p)
       .def_readonly("p", &RandomVerticalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomVerticalFlip>);
 
   py::class_<RandomGrayscale>(m, "RandomGrayscale", kRandomGrayscaleDoc)
-      .def(py::init([](double p) { return checked(RandomGrayscale{p}); }), py::arg("p") = 0.1)
+      .def(py::init([](double p) { return checked(RandomGrayscale{p}); }), py::arg("p") = RandomGrayscale{}.p)
       .def_readonly("p", &RandomGrayscale::p, "The probability of the conversion.")
       .def("__repr__", repr<RandomGrayscale>);
 

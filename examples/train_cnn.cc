@@ -49,15 +49,14 @@ TORCH_MODULE(Net);
 
 // A tensor viewing the batch's images; keeps the batch alive.
 torch::Tensor images_of(const stoker::Batch& b) {
-  auto s = b.shape();
   auto* keep = new stoker::Batch(b);
-  return torch::from_blob(keep->mutable_images(), {s[0], s[1], s[2], s[3]},
-                          [keep](void*) { delete keep; }, torch::kFloat32);
+  const stoker::TensorView* images = keep->tensor("image");
+  return torch::from_blob(images->data, images->dims, [keep](void*) { delete keep; }, torch::kFloat32);
 }
 
 torch::Tensor labels_of(const stoker::Batch& b) {
   auto* keep = new stoker::Batch(b);
-  return torch::from_blob(const_cast<std::int64_t*>(keep->labels()), {static_cast<std::int64_t>(b.size())},
+  return torch::from_blob(keep->tensor("label")->data, {static_cast<std::int64_t>(b.size())},
                           [keep](void*) { delete keep; }, torch::kInt64);
 }
 

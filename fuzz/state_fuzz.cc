@@ -87,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::size_t batches = 0;
   while (std::optional<stoker::Batch> b = loader.next()) {
     if (++batches > fresh) __builtin_trap();
-    const std::int64_t* labels = b->labels();
+    const auto* labels = static_cast<const std::int64_t*>(b->tensor("label")->data);
     for (std::size_t i = 0; labels && i < b->size(); ++i) {
       if (labels[i] < 0 || labels[i] >= kRecords) __builtin_trap();
     }

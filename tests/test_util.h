@@ -5,9 +5,19 @@
 #include <string>
 #include <vector>
 
+#include "stoker/loader.h"
 #include "util/temp_dir.h"
 
 namespace stoker::testing {
+
+// The default schema's tensors of a batch (Batch::tensors(); the
+// single-tensor accessors Batch::images() and labels() are deprecated): the
+// images (or arrays), their bytes, and the "label" field's values.
+inline const void* images_of(const Batch& b) { return b.tensors().at(0).data; }
+inline std::size_t image_bytes_of(const Batch& b) { return b.tensors().at(0).bytes; }
+inline const std::int64_t* labels_of(const Batch& b) {
+  return static_cast<const std::int64_t*>(b.tensor("label")->data);
+}
 
 // A fresh directory under $TMPDIR, removed by the destructor (util/temp_dir.h).
 class TempDir : public detail::TempDir {

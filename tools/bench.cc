@@ -13,6 +13,7 @@
 #include "doctor/html.h"
 #include "doctor/sweep.h"
 #include "stoker/loader.h"
+#include "stoker/names.h"
 
 namespace stoker::cli {
 namespace {
@@ -30,11 +31,18 @@ struct BenchArgs {
   std::size_t records = 512;
 };
 
+// The dtypes' names (stoker/names.h), for --dtype.
+std::vector<std::string> dtype_names() {
+  std::vector<std::string> out;
+  for (const auto& [value, name] : EnumNames<DType>::kNames) out.push_back(name);
+  return out;
+}
+
 LoaderOptions options_for(const BenchArgs& a) {
   LoaderOptions o;
   o.batch_size = a.batch_size;
   o.shuffle = true;
-  o.dtype = a.dtype == "uint8" ? DType::kUInt8 : DType::kFloat32;
+  o.dtype = parse<DType>(a.dtype, "--dtype");
   if (a.pipeline == "train") {
     o.transforms.emplace_back(RandomResizedCrop{a.size, a.size});
     o.transforms.emplace_back(RandomHorizontalFlip{});
@@ -55,7 +63,7 @@ void run_sweep(const BenchArgs& a) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::printf("stoker bench --sweep threads: %s, %zu records (spread over the source), batch %zu, %s %s\n",
               a.source.c_str(), a.records, a.batch_size, a.pipeline.c_str(), a.dtype.c_str());
-  auto points = doctor::sweep(setup, a.records, cores, {"mmap", "ram", "decoded"});
+  auto points = doctor::sweep(setup, a.records, cores, {Cache::kMmap, Cache::kRam, Cache::kDecoded});
   std::printf("%s", doctor::sweep_table(points).c_str());
   if (!a.html.empty()) {
     std::ofstream f(a.html);
@@ -106,7 +114,7 @@ void add_bench_command(CLI::App& app) {
                   "train: RandomResizedCrop+flip(+Normalize); val: Resize+CenterCrop(+Normalize)")
       ->check(CLI::IsMember({"train", "val"}))
       ->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "float32 or uint8")->check(CLI::IsMember({"float32", "uint8"}))->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "float32 or uint8")->check(CLI::IsMember(dtype_names()))->capture_default_str();
   cmd->add_option("--sweep", a->sweep, "threads: throughput by thread count (1..cores) and cache mode (mmap, ram, "
                                       "decoded) on --records records")
       ->check(CLI::IsMember({"threads"}));

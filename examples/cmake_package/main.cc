@@ -1,8 +1,10 @@
 // Iterates one epoch of an image folder (or list file, or shards) with
 // stoker's C++ API and prints what it got: the smallest program built
 // against an installed stoker (find_package or pkg-config).
+#include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include "stoker/stoker.h"
 
@@ -21,10 +23,11 @@ int main(int argc, char** argv) {
     std::size_t samples = 0;
     long long label_sum = 0;
     for (const stoker::Batch& b : loader) {
-      const auto s = b.shape();
+      const std::vector<std::int64_t>& s = b.tensor("image")->dims;
+      const auto* labels = static_cast<const std::int64_t*>(b.tensor("label")->data);
       std::printf("batch %zu: %lld x %lld x %lld x %lld\n", b.index(), static_cast<long long>(s[0]),
                   static_cast<long long>(s[1]), static_cast<long long>(s[2]), static_cast<long long>(s[3]));
-      for (std::size_t i = 0; i < b.size(); ++i) label_sum += b.labels()[i];
+      for (std::size_t i = 0; i < b.size(); ++i) label_sum += labels[i];
       samples += b.size();
     }
     std::printf("%zu samples, label sum %lld, %s (stoker %s)\n", samples, label_sum,

@@ -8,7 +8,7 @@
 //   stoker::Loader loader("data/train", opt);
 //   for (int epoch = 0; epoch < 3; ++epoch) {
 //     loader.set_epoch(epoch);
-//     for (const stoker::Batch& b : loader) { /* b.images(), b.labels() */ }
+//     for (const stoker::Batch& b : loader) { /* b.tensor("image"), b.tensor("label") */ }
 //   }
 #pragma once
 
@@ -57,21 +57,23 @@ class Batch {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   // The tensor named `name`, or nullptr.
   const TensorView* tensor(const std::string& name) const;
-  // The first tensor (the default schema's images or arrays) and the first
-  // label field's values (nullptr when the schema has none).
-  const void* images() const;
-  void* mutable_images();
-  const std::int64_t* labels() const;
   std::size_t size() const { return size_; }
   std::size_t index() const { return index_; }  // batch index within the epoch
-  // Images: {size, C, H, W} or {size, H, W, C} according to the layout.
-  std::array<std::int64_t, 4> shape() const { return shape_; }
   DType dtype() const { return dtype_; }
-  std::size_t image_bytes() const;  // bytes of images()
-  // The batch's shape and NumPy dtype string ("<f4", "|u1", ...), for images
-  // and for .npy arrays (SampleKind::kArray) alike: {size, dims of a sample...}.
-  const std::vector<std::int64_t>& dims() const { return dims_; }
-  const std::string& descr() const { return descr_; }
+
+  // DEPRECATED (the single-tensor accessors of before named fields; removed
+  // in the next release): each is a part of tensors().
+  // The first tensor's data (the default schema's images or arrays) and the
+  // first label field's values (nullptr when the schema has none).
+  [[deprecated("use tensors()[0].data or tensor(\"image\")->data")]] const void* images() const;
+  [[deprecated("use tensors()[0].data or tensor(\"image\")->data")]] void* mutable_images();
+  [[deprecated("use tensor(\"label\")->data")]] const std::int64_t* labels() const;
+  // Images: {size, C, H, W} or {size, H, W, C} according to the layout.
+  [[deprecated("use tensors()[0].dims")]] std::array<std::int64_t, 4> shape() const { return shape_; }
+  [[deprecated("use tensors()[0].bytes")]] std::size_t image_bytes() const;  // bytes of images()
+  // The first tensor's shape and NumPy dtype string ("<f4", "|u1", ...).
+  [[deprecated("use tensors()[0].dims")]] const std::vector<std::int64_t>& dims() const { return dims_; }
+  [[deprecated("use tensors()[0].descr")]] const std::string& descr() const { return descr_; }
 
  private:
   friend class Loader;
@@ -117,15 +119,18 @@ class Loader {
   std::size_t num_samples() const;
   const Source& source() const;
   const LoaderOptions& options() const;
-  // Shape of one image sample in the output layout ({C, H, W} or {H, W, C}).
-  std::array<std::int64_t, 3> sample_shape() const;
-  // Shape of one sample, images or arrays, and its NumPy dtype string.
-  std::vector<std::int64_t> sample_dims() const;
-  std::string sample_descr() const;
-  bool arrays() const;  // samples are .npy arrays, not images
   // Every tensor of one sample, in batch order: name, dtype and shape of one
   // sample (dims without the batch dimension; data null).
   std::vector<TensorView> sample_tensors() const;
+  // DEPRECATED (removed in the next release): the first tensor of
+  // sample_tensors(). Shape of one image sample in the output layout
+  // ({C, H, W} or {H, W, C}); of one sample, images or arrays, and its NumPy
+  // dtype string; whether samples are .npy arrays (the first tensor is
+  // named "array").
+  [[deprecated("use sample_tensors()[0].dims")]] std::array<std::int64_t, 3> sample_shape() const;
+  [[deprecated("use sample_tensors()[0].dims")]] std::vector<std::int64_t> sample_dims() const;
+  [[deprecated("use sample_tensors()[0].descr")]] std::string sample_descr() const;
+  [[deprecated("use sample_tensors()[0].name == \"array\"")]] bool arrays() const;
 
   // The epoch the next start_epoch() runs; it advances by one after each
   // epoch that was started (finished or not), unless set_epoch() is called.
@@ -158,9 +163,10 @@ class Loader {
   // Writes {"traceEvents": [...]} to `path` (open it in ui.perfetto.dev or
   // chrome://tracing). Throws stoker::Error when it cannot be written.
   void write_trace(const std::string& path) const;
-  // The sources this loader was created from, as given (empty when created
+  // DEPRECATED (removed in the next release; keep the sources you passed):
+  // the sources this loader was created from, as given (empty when created
   // from a Source object).
-  const std::vector<std::string>& source_specs() const;
+  [[deprecated("keep the sources passed to the constructor")]] const std::vector<std::string>& source_specs() const;
 
   // Where iteration stands, for resume: the epoch in progress and the
   // batches of it already handed out by each rank (or the next epoch and 0

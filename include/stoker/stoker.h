@@ -3,6 +3,7 @@
 
 #include "stoker/fields.h"
 #include "stoker/loader.h"
+#include "stoker/names.h"
 #include "stoker/options.h"
 #include "stoker/source.h"
 #include "stoker/stats.h"

@@ -3,11 +3,13 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "augment_docs.h"
 #include "bindings.h"
+#include "stoker/names.h"
 #include "stoker/transforms.h"
 #include "transform/transform_defs.h"
 
@@ -64,17 +66,20 @@ std::vector<double> angle_range(const py::object& v, const char* name, std::init
   throw py::value_error(std::string(name) + " should be a sequence of length " + msg + ".");
 }
 
-// InterpolationMode.NEAREST / BILINEAR: stoker's or torchvision's enum (by
-// its value) or the strings "nearest" and "bilinear".
-Interpolation interpolation_arg(const char* who, const py::object& v) {
-  std::string s;
-  if (py::isinstance<py::str>(v)) {
-    s = v.cast<std::string>();
-  } else if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
-    s = v.attr("value").cast<std::string>();
+// An enum argument: stoker's or torchvision's enum (by its value) or the
+// value's string, one of the names stoker/names.h gives E; else `bad`.
+template <typename E>
+std::optional<E> enum_arg(const py::object& v) {
+  if (py::isinstance<py::str>(v)) return find_name<E>(v.cast<std::string>());
+  if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
+    return find_name<E>(v.attr("value").cast<std::string>());
   }
-  if (s == "nearest") return Interpolation::kNearest;
-  if (s == "bilinear") return Interpolation::kBilinear;
+  return std::nullopt;
+}
+
+// InterpolationMode.NEAREST / BILINEAR.
+Interpolation interpolation_arg(const char* who, const py::object& v) {
+  if (const auto i = enum_arg<Interpolation>(v)) return *i;
   throw py::value_error(std::string(who) + ": interpolation must be InterpolationMode.NEAREST or BILINEAR, got " +
                         py::repr(v).cast<std::string>());
 }
@@ -116,15 +121,7 @@ std::array<double, 2> pair_arg(const char* who, const char* name, const py::obje
 }
 
 AutoAugmentPolicy policy_arg(const py::object& v) {
-  std::string s;
-  if (py::isinstance<py::str>(v)) {
-    s = v.cast<std::string>();
-  } else if (py::hasattr(v, "value") && py::isinstance<py::str>(v.attr("value"))) {
-    s = v.attr("value").cast<std::string>();
-  }
-  if (s == "imagenet") return AutoAugmentPolicy::kImageNet;
-  if (s == "cifar10") return AutoAugmentPolicy::kCifar10;
-  if (s == "svhn") return AutoAugmentPolicy::kSvhn;
+  if (const auto p = enum_arg<AutoAugmentPolicy>(v)) return *p;
   throw py::value_error("The provided policy " + py::repr(v).cast<std::string>() + " is not recognized.");
 }
 
@@ -145,7 +142,7 @@ void bind_augment(py::module_& m) {
       .def("__repr__", repr<ColorJitter>);
 
   py::class_<Grayscale>(m, "Grayscale", docs::kGrayscale)
-      .def(py::init([](int n) { return checked(Grayscale{n}); }), py::arg("num_output_channels") = 3)
+      .def(py::init([](int n) { return checked(Grayscale{n}); }), py::arg("num_output_channels") = Grayscale{}.num_output_channels)
       .def("__repr__", repr<Grayscale>);
 
   py::class_<GaussianBlur>(m, "GaussianBlur", docs::kGaussianBlur)
@@ -181,24 +178,24 @@ void bind_augment(py::module_& m) {
 
   py::class_<RandomSolarize>(m, "RandomSolarize", docs::kRandomSolarize)
       .def(py::init([](double threshold, double p) { return checked(RandomSolarize{threshold, p}); }),
-           py::arg("threshold"), py::arg("p") = 0.5)
+           py::arg("threshold"), py::arg("p") = RandomSolarize{}.p)
       .def("__repr__", repr<RandomSolarize>);
   py::class_<RandomPosterize>(m, "RandomPosterize", docs::kRandomPosterize)
       .def(py::init([](int bits, double p) { return checked(RandomPosterize{bits, p}); }), py::arg("bits"),
-           py::arg("p") = 0.5)
+           py::arg("p") = RandomPosterize{}.p)
       .def("__repr__", repr<RandomPosterize>);
   py::class_<RandomAdjustSharpness>(m, "RandomAdjustSharpness", docs::kRandomAdjustSharpness)
       .def(py::init([](double f, double p) { return checked(RandomAdjustSharpness{f, p}); }),
-           py::arg("sharpness_factor"), py::arg("p") = 0.5)
+           py::arg("sharpness_factor"), py::arg("p") = RandomAdjustSharpness{}.p)
       .def("__repr__", repr<RandomAdjustSharpness>);
   py::class_<RandomAutocontrast>(m, "RandomAutocontrast", docs::kRandomAutocontrast)
-      .def(py::init([](double p) { return checked(RandomAutocontrast{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomAutocontrast{p}); }), py::arg("p") = RandomAutocontrast{}.p)
       .def("__repr__", repr<RandomAutocontrast>);
   py::class_<RandomEqualize>(m, "RandomEqualize", docs::kRandomEqualize)
-      .def(py::init([](double p) { return checked(RandomEqualize{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomEqualize{p}); }), py::arg("p") = RandomEqualize{}.p)
       .def("__repr__", repr<RandomEqualize>);
   py::class_<RandomInvert>(m, "RandomInvert", docs::kRandomInvert)
-      .def(py::init([](double p) { return checked(RandomInvert{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomInvert{p}); }), py::arg("p") = RandomInvert{}.p)
       .def("__repr__", repr<RandomInvert>);
 
   py::class_<RandomRotation>(m, "RandomRotation", docs::kRandomRotation)
@@ -215,7 +212,7 @@ void bind_augment(py::module_& m) {
              x.fill = fill_arg("RandomRotation", fill);
              return checked(x);
            }),
-           py::arg("degrees"), py::arg("interpolation") = "nearest", py::arg("expand") = false,
+           py::arg("degrees"), py::arg("interpolation") = name_of(RandomRotation{}.interpolation), py::arg("expand") = false,
            py::arg("center") = py::none(), py::arg("fill") = 0)
       .def("__repr__", repr<RandomRotation>);
 
@@ -248,7 +245,7 @@ void bind_augment(py::module_& m) {
              return checked(x);
            }),
            py::arg("degrees"), py::arg("translate") = py::none(), py::arg("scale") = py::none(),
-           py::arg("shear") = py::none(), py::arg("interpolation") = "nearest", py::arg("fill") = 0,
+           py::arg("shear") = py::none(), py::arg("interpolation") = name_of(RandomAffine{}.interpolation), py::arg("fill") = 0,
            py::arg("center") = py::none())
       .def("__repr__", repr<RandomAffine>);
 
@@ -257,7 +254,7 @@ void bind_augment(py::module_& m) {
              return checked(TrivialAugmentWide{bins, interpolation_arg("TrivialAugmentWide", interpolation),
                                                fill_arg("TrivialAugmentWide", fill)});
            }),
-           py::arg("num_magnitude_bins") = 31, py::arg("interpolation") = "nearest",
+           py::arg("num_magnitude_bins") = TrivialAugmentWide{}.num_magnitude_bins, py::arg("interpolation") = name_of(TrivialAugmentWide{}.interpolation),
            py::arg("fill") = py::none())
       .def("__repr__", repr<TrivialAugmentWide>);
 
@@ -266,8 +263,8 @@ void bind_augment(py::module_& m) {
              return checked(RandAugment{num_ops, magnitude, bins, interpolation_arg("RandAugment", interpolation),
                                         fill_arg("RandAugment", fill)});
            }),
-           py::arg("num_ops") = 2, py::arg("magnitude") = 9, py::arg("num_magnitude_bins") = 31,
-           py::arg("interpolation") = "nearest", py::arg("fill") = py::none())
+           py::arg("num_ops") = RandAugment{}.num_ops, py::arg("magnitude") = RandAugment{}.magnitude, py::arg("num_magnitude_bins") = RandAugment{}.num_magnitude_bins,
+           py::arg("interpolation") = name_of(RandAugment{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<RandAugment>);
 
   py::class_<AutoAugment>(m, "AutoAugment", docs::kAutoAugment)
@@ -275,7 +272,7 @@ void bind_augment(py::module_& m) {
              return checked(AutoAugment{policy_arg(policy), interpolation_arg("AutoAugment", interpolation),
                                         fill_arg("AutoAugment", fill)});
            }),
-           py::arg("policy") = "imagenet", py::arg("interpolation") = "nearest",
+           py::arg("policy") = name_of(AutoAugment{}.policy), py::arg("interpolation") = name_of(AutoAugment{}.interpolation),
            py::arg("fill") = py::none())
       .def("__repr__", repr<AutoAugment>);
 
@@ -307,7 +304,7 @@ void bind_augment(py::module_& m) {
              if (!(x.p >= 0 && x.p <= 1)) throw py::value_error("Random erasing probability should be between 0 and 1");
              return checked(x);
            }),
-           py::arg("p") = 0.5, py::arg("scale") = py::make_tuple(0.02, 0.33), py::arg("ratio") = py::make_tuple(0.3, 3.3),
+           py::arg("p") = RandomErasing{}.p, py::arg("scale") = py::make_tuple(0.02, 0.33), py::arg("ratio") = py::make_tuple(0.3, 3.3),
            py::arg("value") = 0, py::arg("inplace") = false)
       .def("__repr__", repr<RandomErasing>);
 
@@ -328,15 +325,15 @@ void bind_augment(py::module_& m) {
              }
              return checked(x);
            }),
-           py::arg("severity") = 3, py::arg("mixture_width") = 3, py::arg("chain_depth") = -1, py::arg("alpha") = 1.0,
-           py::arg("all_ops") = true, py::arg("interpolation") = "bilinear", py::arg("fill") = py::none())
+           py::arg("severity") = AugMix{}.severity, py::arg("mixture_width") = AugMix{}.mixture_width, py::arg("chain_depth") = AugMix{}.chain_depth, py::arg("alpha") = AugMix{}.alpha,
+           py::arg("all_ops") = AugMix{}.all_ops, py::arg("interpolation") = name_of(AugMix{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<AugMix>);
 
   py::class_<RandomApply>(m, "RandomApply", docs::kRandomApply)
       .def(py::init([](std::vector<Transform> transforms, double p) {
              return checked(RandomApply{std::move(transforms), p});
            }),
-           py::arg("transforms"), py::arg("p") = 0.5)
+           py::arg("transforms"), py::arg("p") = RandomApply{}.p)
       .def("__repr__", repr<RandomApply>);
 }
 

@@ -8,8 +8,10 @@
 #include "order/rng.h"
 #include "source/file_list_source.h"
 #include "source/file_reader.h"
+#include "sample/fields/field_def.h"
 #include "stats/stats_table.h"
 #include "stoker/loader.h"
+#include "stoker/names.h"
 #include "transform/pipeline.h"
 
 namespace py = pybind11;
@@ -81,34 +83,23 @@ std::pair<py::object, std::int64_t> next_batch(Loader& l) {
   if (!b) return {py::none(), -1};
   // NOTE: with a Python stage the batch is the stage's (stoker._pystage), by its index.
   if (l.options().hook) return {py::none(), static_cast<std::int64_t>(b->index())};
-  // The default schema: (images, labels); a schema of named
+  auto view = [&](const TensorView& t) {
+    return view_of(*b, py::dtype(t.descr), {t.dims.begin(), t.dims.end()}, t.data);
+  };
+  // The default schema: (images, labels), its two tensors; a schema of named
   // fields: a dict of its tensors, in schema order.
   if (l.options().fields.empty() && l.options().views.empty()) {
-    std::vector<py::ssize_t> dims(b->dims().begin(), b->dims().end());
-    py::array images = view_of(*b, py::dtype(b->descr()), dims, b->mutable_images());
-    py::array labels = view_of(*b, py::dtype::of<std::int64_t>(), {dims[0]},
-                               const_cast<std::int64_t*>(b->labels()));
-    return {py::make_tuple(images, labels), static_cast<std::int64_t>(b->index())};
+    return {py::make_tuple(view(b->tensors().at(0)), view(b->tensors().at(1))), static_cast<std::int64_t>(b->index())};
   }
   py::dict out;
-  for (const TensorView& t : b->tensors()) {
-    out[py::str(t.name)] = view_of(*b, py::dtype(t.descr), {t.dims.begin(), t.dims.end()}, t.data);
-  }
+  for (const TensorView& t : b->tensors()) out[py::str(t.name)] = view(t);
   return {out, static_cast<std::int64_t>(b->index())};
 }
 
-// stoker.Loader(views={name: (count, [transforms])}) as Python passes it.
-using ViewArg = std::tuple<std::string, int, std::vector<Transform>>;
-void set_views(LoaderOptions* o, std::vector<ViewArg> views) {
-  for (auto& [name, count, transforms] : views) o->views.push_back({name, count, std::move(transforms)});
-}
-
-// The options every constructor takes: JSON, the transforms, the views, the Python stage.
-LoaderOptions loader_options(const std::string& options, std::vector<Transform> transforms, std::vector<ViewArg> views,
-                             const py::object& stage) {
+// The options every constructor takes: JSON (the transforms and views in
+// it, as every other option), and the Python stage.
+LoaderOptions loader_options(const std::string& options, const py::object& stage) {
   LoaderOptions o = options_from_json(options);
-  o.transforms = std::move(transforms);
-  set_views(&o, std::move(views));
   o.hook = make_hook(stage);
   return o;  // NOTE: validated once, by the Loader
 }
@@ -119,64 +110,57 @@ using LoaderPtr = std::unique_ptr<Loader, ReleaseGilDelete>;
 
 void bind_loader(py::module_& m) {
   py::class_<Loader, std::unique_ptr<Loader, ReleaseGilDelete>>(m, "_Loader")
-      // Options come as JSON (python/stoker: every keyword of stoker.Loader but
-      // the transforms), decoded and validated by the one codec in C++
-      // (src/batch/options.cc): the doctor's snapshot uses the same.
-      .def(py::init([](const std::vector<std::string>& sources, const std::string& options,
-                       std::vector<Transform> transforms, std::vector<ViewArg> views, const py::object& stage) {
-             LoaderOptions o = loader_options(options, std::move(transforms), std::move(views), stage);
+      // Options come as JSON (python/stoker: every keyword of stoker.Loader,
+      // its transforms and views included), decoded and validated by the one
+      // codec in C++ (src/options/options.cc): the doctor's snapshot uses the same.
+      .def(py::init([](const std::vector<std::string>& sources, const std::string& options, const py::object& stage) {
+             LoaderOptions o = loader_options(options, stage);
              py::gil_scoped_release release;  // scanning a folder or indexing shards takes a while
              return LoaderPtr(new Loader(sources, std::move(o)));
            }),
-           py::arg("sources"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{},
-           py::arg("stage") = py::none())
+           py::arg("sources"), py::arg("options"), py::arg("stage") = py::none())
       // A mixture (stoker.Mix), as the JSON of its one codec (src/source/mixture_source.cc).
       .def_static(
           "_mixture",
-          [](const std::string& mixture, const std::string& options, std::vector<Transform> transforms,
-             std::vector<ViewArg> views, const py::object& stage) {
+          [](const std::string& mixture, const std::string& options, const py::object& stage) {
             Mixture mix = mixture_from_json(mixture);
-            LoaderOptions o = loader_options(options, std::move(transforms), std::move(views), stage);
+            LoaderOptions o = loader_options(options, stage);
             py::gil_scoped_release release;
             return LoaderPtr(new Loader(mix, std::move(o)));
           },
-          py::arg("mixture"), py::arg("options"), py::arg("transforms"), py::arg("views") = std::vector<ViewArg>{},
-          py::arg("stage") = py::none())
+          py::arg("mixture"), py::arg("options"), py::arg("stage") = py::none())
       // An explicit list of files (stoker.datasets' samples): record i is paths[i] with labels[i].
       .def_static(
           "_files",
           [](std::vector<std::string> paths, std::vector<std::int64_t> labels, std::vector<std::string> classes,
              const std::string& what, const std::string& root, const std::string& options,
-             std::vector<Transform> transforms, const py::object& stage) {
+             const py::object& stage) {
             if (paths.size() != labels.size()) throw Error(Code::kInvalidArgument, "_files: paths and labels differ in length");
-            LoaderOptions o = loader_options(options, std::move(transforms), {}, stage);
+            LoaderOptions o = loader_options(options, stage);
             std::shared_ptr<const Source> source =
                 detail::make_file_list_source(std::move(paths), std::move(labels), std::move(classes), what, root);
             py::gil_scoped_release release;
             return LoaderPtr(new Loader(std::move(source), std::move(o)));
           },
           py::arg("paths"), py::arg("labels"), py::arg("classes"), py::arg("what"), py::arg("root"),
-          py::arg("options"), py::arg("transforms"), py::arg("stage") = py::none())
+          py::arg("options"), py::arg("stage") = py::none())
       // stoker.Records: record i is read(i)'s bytes or path.
       .def_static(
           "_records",
           [](std::size_t size, py::object read, const std::string& what, const std::string& options,
-             std::vector<Transform> transforms, const py::object& stage) {
-            LoaderOptions o = loader_options(options, std::move(transforms), {}, stage);
+             const py::object& stage) {
+            LoaderOptions o = loader_options(options, stage);
             std::shared_ptr<const Source> source = make_records(size, std::move(read), what);
             py::gil_scoped_release release;
             return LoaderPtr(new Loader(std::move(source), std::move(o)));
           },
-          py::arg("size"), py::arg("read"), py::arg("what"), py::arg("options"), py::arg("transforms"),
-          py::arg("stage") = py::none())
+          py::arg("size"), py::arg("read"), py::arg("what"), py::arg("options"), py::arg("stage") = py::none())
       .def("close", &Loader::close, py::call_guard<py::gil_scoped_release>())
       .def("__len__", &Loader::num_batches)
       .def_property_readonly("num_samples", &Loader::num_samples)
       // The records of an epoch before sharding: a mixture's draws per epoch.
       .def_property_readonly("dataset_size", [](const Loader& l) { return l.state_dict().dataset_size; })
       .def_property_readonly("classes", [](const Loader& l) { return l.source().classes(); })
-      .def_property_readonly("sample_shape", &Loader::sample_dims)
-      .def_property_readonly("arrays", &Loader::arrays)
       .def_property_readonly("sample_tensors",
                              [](const Loader& l) {
                                py::list out;
@@ -219,19 +203,33 @@ void bind_loader(py::module_& m) {
       "_pipeline_error",
       [](std::vector<Transform> transforms, const std::string& dtype, bool fixed_size) -> std::string {
         try {
-          detail::Pipeline p(transforms, dtype == "uint8" ? DType::kUInt8 : DType::kFloat32, Layout::kNCHW, fixed_size);
+          detail::Pipeline p(transforms, find_name<DType>(dtype).value_or(DType::kFloat32), Layout::kNCHW, fixed_size);
         } catch (const Error& e) {
           return e.what();
         }
         return "";
       },
-      py::arg("transforms"), py::arg("dtype") = "float32", py::arg("fixed_size") = false);
+      py::arg("transforms"), py::arg("dtype") = name_of(LoaderOptions{}.dtype), py::arg("fixed_size") = false);
 
   // Every stat of stats(), as the one stats table declares it (docs/stats.md is checked against it).
   m.def("_stats_table", [] { return stats_table_list(detail::stats_table()); });
 
   // LoaderOptions{} through the one options codec: stoker.Loader's defaults are read from it.
   m.def("_default_options", [] { return options_to_json(LoaderOptions{}); });
+  // Every enum's names (stoker/names.h), by the enum's key ("cache": ["mmap", ...]), and the field kinds'
+  // ("field_kind", from their definitions): python/stoker's enums and allowed values read them here.
+  m.def("_enum_names", [] {
+    py::dict out;
+    for_each_enum([&](auto names) {
+      py::list values;
+      for (const auto& [value, name] : decltype(names)::kNames) values.append(name);
+      out[decltype(names)::kKey] = values;
+    });
+    py::list kinds;
+    for (const detail::FieldDef* d : detail::field_defs()) kinds.append(d->name);
+    out["field_kind"] = kinds;
+    return out;
+  });
 
   // Each transform as the options codec writes it (the doctor's probe reads a script's pipeline so).
   m.def(

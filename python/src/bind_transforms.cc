@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "bindings.h"
 #include "order/rng.h"
@@ -13,6 +14,7 @@
 #include "transform/pipeline.h"
 #include "transform/transform_defs.h"
 #include "transform/batch_mix.h"
+#include "transform/volume/defs.h"
 #include "transform/resize.h"
 
 namespace py = pybind11;
@@ -42,6 +44,14 @@ std::pair<int, int> size_arg(const char* who, const py::object& size) {
   if (v.size() == 2) return {v[0], v[1]};
   throw py::value_error(std::string(who) + ": size must be an int or a sequence of 1 or 2 ints, got " +
                         std::to_string(v.size()) + " values");
+}
+
+// The name of each alternative of the variant V, by `name_of` on a default-made one.
+template <typename V, std::size_t... I, typename F>
+py::list alternative_names(std::index_sequence<I...>, F name_of) {
+  py::list out;
+  (out.append(name_of(V{std::in_place_index<I>})), ...);
+  return out;
 }
 
 template <typename... T>
@@ -398,7 +408,7 @@ void bind_transforms(py::module_& m) {
              }
              return checked(x);
            }),
-           py::arg("size"), py::arg("padding") = py::none(), py::arg("pad_if_needed") = false, py::arg("fill") = 0,
+           py::arg("size"), py::arg("padding") = py::none(), py::arg("pad_if_needed") = RandomCrop{}.pad_if_needed, py::arg("fill") = 0,
            py::arg("padding_mode") = "constant")
       .def_readonly("height", &RandomCrop::height, "The output height.")
       .def_readonly("width", &RandomCrop::width, "The output width.")
@@ -441,18 +451,18 @@ void bind_transforms(py::module_& m) {
 
   py::class_<RandomHorizontalFlip>(m, "RandomHorizontalFlip",
                                    fill(kFlipDoc, {{"how", "left-right"}, {"name", "RandomHorizontalFlip"}}).c_str())
-      .def(py::init([](double p) { return checked(RandomHorizontalFlip{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomHorizontalFlip{p}); }), py::arg("p") = RandomHorizontalFlip{}.p)
       .def_readonly("p", &RandomHorizontalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomHorizontalFlip>);
 
   py::class_<RandomVerticalFlip>(m, "RandomVerticalFlip",
                                  fill(kFlipDoc, {{"how", "upside down"}, {"name", "RandomVerticalFlip"}}).c_str())
-      .def(py::init([](double p) { return checked(RandomVerticalFlip{p}); }), py::arg("p") = 0.5)
+      .def(py::init([](double p) { return checked(RandomVerticalFlip{p}); }), py::arg("p") = RandomVerticalFlip{}.p)
       .def_readonly("p", &RandomVerticalFlip::p, "The probability of the flip.")
       .def("__repr__", repr<RandomVerticalFlip>);
 
   py::class_<RandomGrayscale>(m, "RandomGrayscale", kRandomGrayscaleDoc)
-      .def(py::init([](double p) { return checked(RandomGrayscale{p}); }), py::arg("p") = 0.1)
+      .def(py::init([](double p) { return checked(RandomGrayscale{p}); }), py::arg("p") = RandomGrayscale{}.p)
       .def_readonly("p", &RandomGrayscale::p, "The probability of the conversion.")
       .def("__repr__", repr<RandomGrayscale>);
 
@@ -496,6 +506,18 @@ void bind_transforms(py::module_& m) {
   // Every transform class, in the variant's order (from the variant itself):
   // what stoker.Loader accepts in transforms=.
   m.attr("_transform_types") = transform_types(static_cast<Transform*>(nullptr));
+  // Every transform's name, from the C++ registries (the Def<T> of each
+  // alternative): {"image": [...], "volume": [...]}, in the variants' order.
+  // tests/python/test_names.py checks python/stoker's surface against it.
+  m.def("_transform_names", [] {
+    py::dict out;
+    out["image"] = alternative_names<Transform>(std::make_index_sequence<std::variant_size_v<Transform>>{},
+                                                [](const Transform& t) { return detail::transform_name(t); });
+    out["volume"] = alternative_names<VolumeTransform>(
+        std::make_index_sequence<std::variant_size_v<VolumeTransform>>{},
+        [](const VolumeTransform& t) { return detail::volume_transform_name(t); });
+    return out;
+  });
 
 
 }

@@ -100,7 +100,7 @@ _Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, 
                    Spacing]
 _FieldType = _Field  # any field class (stoker.fields.FIELD_TYPES)
 
-# Loader's defaults: LoaderOptions{} through the one options codec (src/batch/options.cc), not copies.
+# Loader's defaults: LoaderOptions{} through the one options codec (src/options/options.cc), not copies.
 _DEFAULTS = json.loads(_stoker._default_options())
 
 
@@ -171,8 +171,13 @@ def _check_int(name, value, minimum):
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
 
+def _transforms_json(transforms):
+    """stoker's transforms as the options' JSON carries them (each by its C++ definition's to_json)."""
+    return [json.loads(t) for t in _stoker._transforms_json(list(transforms))]
+
+
 def _view_args(views):
-    """Loader(views=) as the C++ loader takes it: [(name, count, [transforms])], checked here for its types."""
+    """Loader(views=) as the options' JSON carries it: [{name, count, transforms}], checked here for its types."""
     if views is None:
         return []
     if not isinstance(views, dict) or not views:
@@ -188,7 +193,7 @@ def _view_args(views):
         for t in transforms:
             if not isinstance(t, _stoker._transform_types):
                 raise ValueError(f"views: view {name!r}: {t!r} is not a stoker transform")
-        out.append((name, count, transforms))
+        out.append(dict(name=name, count=count, transforms=_transforms_json(transforms)))
     return out
 
 
@@ -580,7 +585,7 @@ class Loader:
             raise ValueError("batch_transforms (MixUp/CutMix) act on one image per sample; views give several")
         rank, world_size = _resolve_distributed(rank, world_size)
         self.output = output
-        # NOTE: the options' types and ranges are checked once, in C++ (src/batch/options.cc),
+        # NOTE: the options' types and ranges are checked once, in C++ (src/options/options.cc),
         # which names the option; the doctor's snapshot carries the same JSON.
         options = dict(batch_size=batch_size, shuffle=bool(shuffle), seed=seed, drop_last=bool(drop_last),
                        threads=threads, prefetch=prefetch, max_threads=max_threads, rank=rank,
@@ -595,20 +600,19 @@ class Loader:
                        cache_dir=os.fspath(cache_dir) if cache_dir is not None else "", cache_limit=cache_limit,
                        remote_connections=remote_connections, remote_retries=remote_retries,
                        progress={None: "auto", True: "on", False: "off"}[progress],
-                       fields=[f._json() for f in fields or ()],
-                       volume_transforms=[t._json() for t in volume_transforms])
+                       fields=[f._json() for f in fields or ()], transforms=_transforms_json(transforms),
+                       views=view_args, volume_transforms=[t._json() for t in volume_transforms])
         options_json = json.dumps(options, default=_json_value)
         stage = self._stage
         if mixture is not None:
-            self._impl = _stoker._Loader._mixture(mixture, options_json, transforms, view_args, stage)
+            self._impl = _stoker._Loader._mixture(mixture, options_json, stage)
         elif isinstance(records, Records):
-            self._impl = _stoker._Loader._records(len(records), records._read, records.name, options_json,
-                                                  transforms, stage)
+            self._impl = _stoker._Loader._records(len(records), records._read, records.name, options_json, stage)
         elif records is not None:
             self._impl = _stoker._Loader._files(records.paths, records.labels, records.classes, records.name,
-                                                records.root, options_json, transforms, stage)
+                                                records.root, options_json, stage)
         else:
-            self._impl = _stoker._Loader(sources, options_json, transforms, view_args, stage)
+            self._impl = _stoker._Loader(sources, options_json, stage)
         if stage is not None:
             _pystage.register(self._impl)
         if output == "torch" and stage is None:

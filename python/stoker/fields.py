@@ -4,7 +4,7 @@ Each field's first argument is its key in the batch dict; `member=` names the
 list file column or shard member suffix it is read from when that differs
 (for labels and boxes also "json:<key>", a key of the record's .json member).
 The kinds, their parameters and their checks are defined once, in C++
-(include/stoker/fields.h, src/batch/options.cc); these classes carry them
+(include/stoker/fields.h, src/options/options.cc); these classes carry them
 there.
 """
 import os

@@ -1,5 +1,5 @@
 // Every stat of Loader::stats(), declared once (as the options are in
-// batch/options.cc): its name as stats() shows it, its type, unit, a one-line
+// options/options.cc): its name as stats() shows it, its type, unit, a one-line
 // doc and the part that fills it. The JSON codec below writes stats()'s JSON
 // (and through it the Python dict and the doctor's snapshot) from a typed
 // Stats, and reads one back, both from this table; the doctor reads a

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "decode/npy.h"
+#include "stoker/names.h"
 
 namespace stoker::detail {
 namespace {
@@ -221,11 +223,9 @@ Status json_boxes(const Json& v, BoxFormat format, std::vector<BoxRow>* out) {
     // over the field's, which is then only the batch's.
     const auto f = v.find("format");
     if (f != v.end()) {
-      const std::string name = f->is_string() ? f->get<std::string>() : "";
-      if (name == "xyxy") format = BoxFormat::kXYXY;
-      else if (name == "xywh") format = BoxFormat::kXYWH;
-      else if (name == "cxcywh") format = BoxFormat::kCXCYWH;
-      else return Status::Corrupt("boxes json: \"format\" must be \"xyxy\", \"xywh\" or \"cxcywh\", got " + f->dump());
+      const std::optional<BoxFormat> named = f->is_string() ? find_name<BoxFormat>(f->get<std::string>()) : std::nullopt;
+      if (!named) return Status::Corrupt("boxes json: \"format\" must be one of " + allowed_names<BoxFormat>() + ", got " + f->dump());
+      format = *named;
     }
   }
   if (!rows->is_array()) {

@@ -3,7 +3,11 @@
 // options JSON name it, its parameter checks, its effect on the output size,
 // the geometric step it plans for a sample, its JSON and its Python repr.
 // Adding a transform: its struct in include/stoker/transforms.h, its Def<T>,
-// its Python constructor (python/src/bind_transforms.cc) and its tests.
+// its Python constructor (python/src/bind_transforms.cc), its names in
+// python/stoker (__all__, the _Transform unions, the stub:
+// tests/python/test_names.py fails until they list it, from
+// _stoker._transform_names()) and its tests. Enum parameters are named by
+// stoker/names.h.
 #pragma once
 
 #include <array>

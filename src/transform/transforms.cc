@@ -10,6 +10,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "stoker/names.h"
 #include "transform/augment.h"
 #include "transform/resize.h"
 #include "util/util.h"
@@ -411,12 +412,14 @@ struct Def<Normalize> {
 
 // --- The image stage (augment.cc draws, image_ops.h applies).
 
-const char* interpolation_name(Interpolation i) { return i == Interpolation::kBilinear ? "bilinear" : "nearest"; }
-Interpolation interpolation_from(const json& j) {
-  const std::string v = j.value("interpolation", "nearest");
-  if (v == "nearest") return Interpolation::kNearest;
-  if (v == "bilinear") return Interpolation::kBilinear;
-  invalid("transforms: interpolation must be 'nearest' or 'bilinear', got '" + v + "'");
+// An enum parameter from JSON, named as stoker/names.h names it; `fallback` when absent.
+template <typename E>
+E enum_from(const json& j, const char* key, E fallback) {
+  if (!j.contains(key)) return fallback;
+  return parse<E>(j.at(key).get<std::string>(), std::string("transforms: ") + key);
+}
+Interpolation interpolation_from(const json& j, Interpolation fallback = Interpolation::kNearest) {
+  return enum_from(j, "interpolation", fallback);
 }
 std::string fill3(const std::array<int, 3>& f) {
   std::ostringstream o;
@@ -630,7 +633,7 @@ struct Def<RandomInvert> : PlainOpDef<Def<RandomInvert>, RandomInvert, ImageOp::
 
 // JSON of the warps' shared parameters.
 json warp_json(Interpolation i, const std::array<int, 3>& fill) {
-  return {{"interpolation", interpolation_name(i)}, {"fill", fill}};
+  return {{"interpolation", name_of(i)}, {"fill", fill}};
 }
 std::array<int, 3> fill_from(const json& j) { return j.value("fill", std::array<int, 3>{0, 0, 0}); }
 // RandomRotation's and RandomAffine's shared parameters.
@@ -663,7 +666,7 @@ struct Def<RandomRotation> : ImageStageDef {
   }
   static std::string repr(const RandomRotation& x) {
     std::ostringstream o;
-    o << "RandomRotation(degrees=" << pair(x.degrees) << ", interpolation=" << interpolation_name(x.interpolation);
+    o << "RandomRotation(degrees=" << pair(x.degrees) << ", interpolation=" << name_of(x.interpolation);
     if (x.has_center) o << ", center=" << pair(x.center);
     o << ", fill=" << fill3(x.fill) << ')';
     return o.str();
@@ -707,7 +710,7 @@ struct Def<RandomAffine> : ImageStageDef {
     std::ostringstream o;
     o << "RandomAffine(degrees=" << pair(x.degrees) << ", translate=" << pair(x.translate)
       << ", scale=" << pair(x.scale) << ", shear=(" << x.shear[0] << ", " << x.shear[1] << ", " << x.shear[2] << ", "
-      << x.shear[3] << "), interpolation=" << interpolation_name(x.interpolation);
+      << x.shear[3] << "), interpolation=" << name_of(x.interpolation);
     if (x.has_center) o << ", center=" << pair(x.center);
     o << ", fill=" << fill3(x.fill) << ')';
     return o.str();
@@ -736,7 +739,7 @@ struct Def<TrivialAugmentWide> : ImageStageDef {
   static std::string repr(const TrivialAugmentWide& x) {
     std::ostringstream o;
     o << "TrivialAugmentWide(num_magnitude_bins=" << x.num_magnitude_bins
-      << ", interpolation=" << interpolation_name(x.interpolation) << ", fill=" << fill3(x.fill) << ')';
+      << ", interpolation=" << name_of(x.interpolation) << ", fill=" << fill3(x.fill) << ')';
     return o.str();
   }
 };
@@ -768,22 +771,11 @@ struct Def<RandAugment> : ImageStageDef {
   static std::string repr(const RandAugment& x) {
     std::ostringstream o;
     o << "RandAugment(num_ops=" << x.num_ops << ", magnitude=" << x.magnitude
-      << ", num_magnitude_bins=" << x.num_magnitude_bins << ", interpolation=" << interpolation_name(x.interpolation)
+      << ", num_magnitude_bins=" << x.num_magnitude_bins << ", interpolation=" << name_of(x.interpolation)
       << ", fill=" << fill3(x.fill) << ')';
     return o.str();
   }
 };
-
-const char* policy_name(AutoAugmentPolicy p) {
-  switch (p) {
-    case AutoAugmentPolicy::kCifar10:
-      return "cifar10";
-    case AutoAugmentPolicy::kSvhn:
-      return "svhn";
-    default:
-      return "imagenet";
-  }
-}
 
 template <>
 struct Def<AutoAugment> : ImageStageDef {
@@ -794,26 +786,19 @@ struct Def<AutoAugment> : ImageStageDef {
   static void plan(const AutoAugment& x, PlanState* s) { plan_auto_augment(x, s); }
   static json to_json(const AutoAugment& x) {
     json j = warp_json(x.interpolation, x.fill);
-    j["policy"] = policy_name(x.policy);
+    j["policy"] = name_of(x.policy);
     return j;
   }
   static AutoAugment from_json(const json& j) {
-    const std::string p = j.value("policy", "imagenet");
     AutoAugment x;
-    if (p == "cifar10") {
-      x.policy = AutoAugmentPolicy::kCifar10;
-    } else if (p == "svhn") {
-      x.policy = AutoAugmentPolicy::kSvhn;
-    } else if (p != "imagenet") {
-      invalid("AutoAugment: policy must be 'imagenet', 'cifar10' or 'svhn', got '" + p + "'");
-    }
+    x.policy = enum_from(j, "policy", x.policy);
     x.interpolation = interpolation_from(j);
     x.fill = fill_from(j);
     return x;
   }
   static std::string repr(const AutoAugment& x) {
     std::ostringstream o;
-    o << "AutoAugment(policy=" << policy_name(x.policy) << ", interpolation=" << interpolation_name(x.interpolation)
+    o << "AutoAugment(policy=" << name_of(x.policy) << ", interpolation=" << name_of(x.interpolation)
       << ", fill=" << fill3(x.fill) << ')';
     return o.str();
   }
@@ -837,7 +822,7 @@ struct Def<AugMix> : ImageStageDef {
   static json to_json(const AugMix& x) {
     json j = {{"severity", x.severity},       {"mixture_width", x.mixture_width},
               {"chain_depth", x.chain_depth}, {"alpha", x.alpha},
-              {"all_ops", x.all_ops},         {"interpolation", interpolation_name(x.interpolation)}};
+              {"all_ops", x.all_ops},         {"interpolation", name_of(x.interpolation)}};
     if (x.has_fill) j["fill"] = x.fill;
     return j;
   }
@@ -848,7 +833,7 @@ struct Def<AugMix> : ImageStageDef {
     x.chain_depth = j.value("chain_depth", x.chain_depth);
     x.alpha = j.value("alpha", x.alpha);
     x.all_ops = j.value("all_ops", x.all_ops);
-    x.interpolation = j.contains("interpolation") ? interpolation_from(j) : Interpolation::kBilinear;
+    x.interpolation = interpolation_from(j, x.interpolation);
     if (j.contains("fill")) {
       x.has_fill = true;
       x.fill = j.at("fill").get<std::array<float, 3>>();
@@ -859,7 +844,7 @@ struct Def<AugMix> : ImageStageDef {
     std::ostringstream o;
     o << "AugMix(severity=" << x.severity << ", mixture_width=" << x.mixture_width << ", chain_depth=" << x.chain_depth
       << ", alpha=" << x.alpha << ", all_ops=" << (x.all_ops ? "True" : "False")
-      << ", interpolation=" << interpolation_name(x.interpolation) << ", fill=";
+      << ", interpolation=" << name_of(x.interpolation) << ", fill=";
     if (x.has_fill) {
       o << '[' << x.fill[0] << ", " << x.fill[1] << ", " << x.fill[2] << ']';
     } else {

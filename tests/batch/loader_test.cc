@@ -33,15 +33,15 @@ LoaderOptions small(std::size_t batch, int threads = 2) {
 
 std::vector<std::int64_t> epoch_ids(Loader& l) {
   std::vector<std::int64_t> ids;
-  for (const Batch& b : l) ids.insert(ids.end(), b.labels(), b.labels() + b.size());
+  for (const Batch& b : l) ids.insert(ids.end(), testing::labels_of(b), testing::labels_of(b) + b.size());
   return ids;
 }
 
 std::vector<std::vector<float>> epoch_pixels(Loader& l) {
   std::vector<std::vector<float>> out;
   for (const Batch& b : l) {
-    auto* p = static_cast<const float*>(b.images());
-    out.emplace_back(p, p + b.image_bytes() / sizeof(float));
+    auto* p = static_cast<const float*>(testing::images_of(b));
+    out.emplace_back(p, p + testing::image_bytes_of(b) / sizeof(float));
   }
   return out;
 }
@@ -55,8 +55,8 @@ TEST(LoaderTest, BatchesInOrderWithShapes) {
   std::vector<std::int64_t> ids;
   for (const Batch& b : l) {
     sizes.push_back(b.size());
-    EXPECT_EQ(b.shape(), (std::array<std::int64_t, 4>{static_cast<std::int64_t>(b.size()), 3, 16, 16}));
-    ids.insert(ids.end(), b.labels(), b.labels() + b.size());
+    EXPECT_EQ(b.tensors().at(0).dims, (std::vector<std::int64_t>{static_cast<std::int64_t>(b.size()), 3, 16, 16}));
+    ids.insert(ids.end(), testing::labels_of(b), testing::labels_of(b) + b.size());
   }
   EXPECT_EQ(sizes, (std::vector<std::size_t>{8, 8, 5}));
   std::vector<std::int64_t> want(21);
@@ -107,12 +107,12 @@ TEST(LoaderTest, HeldBatchIsNeverOverwritten) {
   Loader l(numbered_list(d, 30), o);
   l.start_epoch();
   Batch held = *l.next();
-  std::vector<std::uint8_t> copy(static_cast<const std::uint8_t*>(held.images()),
-                                 static_cast<const std::uint8_t*>(held.images()) + held.image_bytes());
+  std::vector<std::uint8_t> copy(static_cast<const std::uint8_t*>(testing::images_of(held)),
+                                 static_cast<const std::uint8_t*>(testing::images_of(held)) + testing::image_bytes_of(held));
   std::vector<Batch> all;
   while (auto b = l.next()) all.push_back(*b);
   EXPECT_EQ(all.size(), 9u);
-  EXPECT_EQ(std::memcmp(copy.data(), held.images(), copy.size()), 0);
+  EXPECT_EQ(std::memcmp(copy.data(), testing::images_of(held), copy.size()), 0);
 }
 
 TEST(LoaderTest, BatchOutlivesLoader) {
@@ -122,9 +122,9 @@ TEST(LoaderTest, BatchOutlivesLoader) {
   {
     Loader l(numbered_list(d, 10), small(4));
     b = l.next();
-    ids.assign(b->labels(), b->labels() + b->size());
+    ids.assign(testing::labels_of(*b), testing::labels_of(*b) + b->size());
   }
-  EXPECT_EQ(std::vector<std::int64_t>(b->labels(), b->labels() + b->size()), ids);
+  EXPECT_EQ(std::vector<std::int64_t>(testing::labels_of(*b), testing::labels_of(*b) + b->size()), ids);
 }
 
 // This process's thread ids. A joined thread can still be listed for a
@@ -245,8 +245,8 @@ TEST(LoaderTest, MemoryAccountsNeverSumAboveTheBudget) {
     ram.set_epoch(static_cast<std::uint64_t>(epoch));
     std::vector<std::vector<std::uint8_t>> got;
     for (const Batch& b : ram) {
-      auto* px = static_cast<const std::uint8_t*>(b.images());
-      got.emplace_back(px, px + b.image_bytes());
+      auto* px = static_cast<const std::uint8_t*>(testing::images_of(b));
+      got.emplace_back(px, px + testing::image_bytes_of(b));
       const Stats s = ram.stats();
       std::uint64_t sum = 0;
       for (const auto& [name, bytes] : s.memory.accounts) sum += bytes;
@@ -255,8 +255,8 @@ TEST(LoaderTest, MemoryAccountsNeverSumAboveTheBudget) {
     }
     std::vector<std::vector<std::uint8_t>> want;
     for (const Batch& b : plain) {
-      auto* px = static_cast<const std::uint8_t*>(b.images());
-      want.emplace_back(px, px + b.image_bytes());
+      auto* px = static_cast<const std::uint8_t*>(testing::images_of(b));
+      want.emplace_back(px, px + testing::image_bytes_of(b));
     }
     EXPECT_EQ(got, want);
   }
@@ -602,7 +602,7 @@ TEST(LoaderTest, SchemaBatchesAreNamedTensors) {
     EXPECT_EQ(b.tensor("label")->descr, "<i8");
     EXPECT_EQ(b.tensor("nothing"), nullptr);
     for (std::int64_t k = 0; k < n; ++k) {
-      const std::int64_t label = b.labels()[k];
+      const std::int64_t label = testing::labels_of(b)[k];
       labels.push_back(label);
       EXPECT_EQ(static_cast<const std::int16_t*>(b.tensor("depth")->data)[6 * k], label - 20);
       // The box scaled by the resize (40x30 -> 20x15: halved), its class, the padding.
@@ -650,8 +650,8 @@ TEST(LoaderTest, MixtureDrawsTheWeightsAndResumesExactly) {
     ASSERT_NE(src, nullptr);
     const auto* s = static_cast<const std::int64_t*>(src->data);
     sources.insert(sources.end(), s, s + batch.size());
-    labels.insert(labels.end(), batch.labels(), batch.labels() + batch.size());
-    const auto* p = static_cast<const float*>(batch.images());
+    labels.insert(labels.end(), testing::labels_of(batch), testing::labels_of(batch) + batch.size());
+    const auto* p = static_cast<const float*>(testing::images_of(batch));
     ref.emplace_back(p, p + batch.size() * 3 * 16 * 16);
   }
   ASSERT_EQ(sources.size(), 40u);
@@ -676,7 +676,7 @@ TEST(LoaderTest, MixtureDrawsTheWeightsAndResumesExactly) {
   resumed.load_state_dict(state);
   std::size_t k = 2;
   for (const Batch& batch : resumed) {
-    const auto* p = static_cast<const float*>(batch.images());
+    const auto* p = static_cast<const float*>(testing::images_of(batch));
     ASSERT_LT(k, ref.size());
     EXPECT_EQ(std::vector<float>(p, p + batch.size() * 3 * 16 * 16), ref[k]) << "batch " << k;
     ++k;

@@ -98,7 +98,7 @@ TEST(SlotPoolTest, LoaderStaysWithinItsBoundOverManyEpochs) {
       std::set<const void*> seen;
       for (int epoch = 0; epoch < 60; ++epoch) {
         for (const Batch& b : loader) {
-          seen.insert(b.images());
+          seen.insert(testing::images_of(b));
           if (keep && rng() % 2) kept.push_back(b);  // keep about half of the batches...
           while (static_cast<int>(kept.size()) > keep) kept.pop_front();  // ...and at most `keep` of them
         }

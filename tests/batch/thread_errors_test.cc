@@ -89,8 +89,8 @@ Epoch run_epoch(Loader& l, std::uint64_t e, std::size_t calls = 1000) {
       auto b = l.next();
       if (!b) break;
       out.delivered.push_back(b->index());
-      auto* p = static_cast<const std::uint8_t*>(b->images());
-      out.pixels.emplace_back(p, p + b->image_bytes());
+      auto* p = static_cast<const std::uint8_t*>(testing::images_of(*b));
+      out.pixels.emplace_back(p, p + testing::image_bytes_of(*b));
     } catch (const Error& err) {
       out.raised.push_back({i, err.code(), err.what()});
     }

@@ -77,7 +77,7 @@ TEST(SampleMakerTest, MakesTheLoadersSamplesWithoutThreads) {
       for (const Batch& b : loader) {
         ASSERT_TRUE(maker.make(rec, o.seed, epoch, {out.data(), 0}, &scratch).ok());
         EXPECT_EQ(label_of(maker, out), 10 + rec);
-        EXPECT_EQ(std::memcmp(out.data(), b.images(), maker.spec().bytes), 0)
+        EXPECT_EQ(std::memcmp(out.data(), testing::images_of(b), maker.spec().bytes), 0)
             << "record " << rec << " epoch " << epoch;
         ++rec;
       }
@@ -118,7 +118,7 @@ TEST(SampleMakerTest, WorkerExceptionIsACountedErrorUnderThePolicy) {
   {
     Loader skip(list, o);  // on_corrupt=skip: the next sample of the epoch takes its place
     std::vector<std::int64_t> labels;
-    for (const Batch& b : skip) labels.insert(labels.end(), b.labels(), b.labels() + b.size());
+    for (const Batch& b : skip) labels.insert(labels.end(), testing::labels_of(b), testing::labels_of(b) + b.size());
     EXPECT_EQ(labels, (std::vector<std::int64_t>{10, 11, 12, 14, 14, 15}));
     const Stats s = skip.stats();
     EXPECT_EQ(s.corrupt, 1u);

@@ -59,9 +59,9 @@ std::vector<std::vector<std::uint8_t>> epoch(Loader& l, std::uint64_t e) {
   l.set_epoch(e);
   std::vector<std::vector<std::uint8_t>> out;
   for (const Batch& b : l) {
-    auto* p = static_cast<const std::uint8_t*>(b.images());
-    out.emplace_back(p, p + b.image_bytes());
-    auto* y = reinterpret_cast<const std::uint8_t*>(b.labels());
+    auto* p = static_cast<const std::uint8_t*>(testing::images_of(b));
+    out.emplace_back(p, p + testing::image_bytes_of(b));
+    auto* y = reinterpret_cast<const std::uint8_t*>(testing::labels_of(b));
     out.back().insert(out.back().end(), y, y + b.size() * sizeof(std::int64_t));
   }
   return out;

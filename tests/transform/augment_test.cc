@@ -153,8 +153,8 @@ TEST(AugmentTest, LoaderBatchesDoNotDependOnTheThreadCount) {
     Loader l({d.file("list.csv")}, o);
     std::vector<float> out;
     for (const Batch& b : l) {
-      const auto* p = static_cast<const float*>(b.images());
-      out.insert(out.end(), p, p + b.image_bytes() / sizeof(float));
+      const auto* p = static_cast<const float*>(testing::images_of(b));
+      out.insert(out.end(), p, p + testing::image_bytes_of(b) / sizeof(float));
     }
     return out;
   };

@@ -626,7 +626,7 @@ int run(const DoctorArgs& a) {
       } else {
         throw std::runtime_error("no stoker loader, nor a DataLoader over image files, reported");
       }
-      points = sweep(setup, 256, facts.cores, {"mmap", "ram", "decoded"});
+      points = sweep(setup, 256, facts.cores, {Cache::kMmap, Cache::kRam, Cache::kDecoded});
       sweep_md = sweep_table(points);
       sweep_svg = sweep_chart(points, title);
     } catch (const std::exception& e) {

@@ -4,15 +4,17 @@
 #include <map>
 
 #include "doctor/html.h"
+#include "stoker/names.h"
 
 namespace stoker::doctor {
 
 std::vector<SweepPoint> sweep(const LoaderSetup& setup, std::size_t max_records, int max_threads,
-                              const std::vector<std::string>& caches) {
+                              const std::vector<Cache>& caches) {
   std::vector<SweepPoint> out;
-  for (const std::string& cache : caches) {
+  for (const Cache mode : caches) {
     LoaderSetup s = setup;
-    s.options.cache = cache == "ram" ? Cache::kRam : cache == "decoded" ? Cache::kDecoded : Cache::kMmap;
+    s.options.cache = mode;
+    const std::string cache = name_of(mode);
     for (int t = 1; t <= max_threads; ++t) {
       const Cost c = measure(s, max_records, t);
       if (!c.ok) throw std::runtime_error("sweep: cache=" + cache + ", " + std::to_string(t) + " threads: " + c.error);

@@ -10,13 +10,13 @@
 namespace stoker::doctor {
 
 struct SweepPoint {
-  std::string cache;  // "mmap", "ram", "decoded"
+  std::string cache;  // the cache mode's name (stoker/names.h): "mmap", "ram", "decoded"
   int threads = 0;
   double rate = 0;    // samples/s, timed epoch after a warm-up epoch
 };
 
 std::vector<SweepPoint> sweep(const LoaderSetup& setup, std::size_t max_records, int max_threads,
-                              const std::vector<std::string>& caches);
+                              const std::vector<Cache>& caches);
 // A Markdown table: one row per thread count, one column per cache mode.
 std::string sweep_table(const std::vector<SweepPoint>& points);
 // An SVG chart: samples/s against threads, one line per cache mode.

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "stoker/names.h"
+
 namespace stoker::doctor {
 namespace {
 
@@ -717,7 +719,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     const double dataset = snap.value("dataset_size", 0.0);
     const double bytes = loader_samples > 0 ? static_cast<double>(st.bytes_read) / loader_samples : 0;
     const double need_mib = bytes * dataset / (1 << 20);
-    if (opts.value("cache", std::string("mmap")) == "mmap") {
+    if (opts.value("cache", std::string(name_of(Cache::kMmap))) == name_of(Cache::kMmap)) {
       add(v, fmt("cache=\"ram\": the encoded data set (%.1f MiB) %s", need_mib,
                  need_mib < 0.5 * f.mem_available_mib ? "fits in half the available memory" : "fits only in part"),
           model.rate(std::max(0.005, 1 - rs), cpu * (1 - rs)),

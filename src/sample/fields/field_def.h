@@ -8,7 +8,7 @@
 // the table (fields.cc) lists them in FieldKind's order.
 //
 // This header is the light half: what the options codec and the schema
-// checks (batch/options.cc) read.
+// checks (options/options.cc) read.
 #pragma once
 
 #include <array>

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "stoker/names.h"
 #include "stoker/status.h"
 #include "transform/volume/ops.h"
 #include "util/util.h"
@@ -300,20 +301,14 @@ struct VDef<SpatialPad> {
     return true;
   }
   static json to_json(const SpatialPad& x) {
-    return {{"spatial_size", x.spatial_size}, {"method", x.method == PadMethod::kSymmetric ? "symmetric" : "end"}};
+    return {{"spatial_size", x.spatial_size}, {"method", name_of(x.method)}};
   }
   static SpatialPad from_json(Reader& r) {
     SpatialPad x;
     r.size3("spatial_size", &x.spatial_size);
-    std::string m = "symmetric";
+    std::string m = name_of(x.method);
     r.text("method", &m);
-    if (m == "symmetric") {
-      x.method = PadMethod::kSymmetric;
-    } else if (m == "end") {
-      x.method = PadMethod::kEnd;
-    } else {
-      invalid("SpatialPad: method must be 'symmetric' or 'end', got '" + m + "'");
-    }
+    x.method = parse<PadMethod>(m, "SpatialPad: method");
     return x;
   }
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "stoker/options.h"
+#include "stoker/names.h"
 #include "sample/fields/field_def.h"
 #include "stoker/status.h"
 #include "transform/transform_defs.h"
@@ -25,31 +26,17 @@ namespace {
 
 using nlohmann::json;
 
-template <typename E>
-using Names = std::initializer_list<std::pair<E, const char*>>;
-
-const Names<Cache> kCache = {{Cache::kMmap, "mmap"}, {Cache::kRam, "ram"}, {Cache::kDecoded, "decoded"},
-                             {Cache::kAuto, "auto"}};
-const Names<DType> kDType = {{DType::kFloat32, "float32"}, {DType::kUInt8, "uint8"}};
-const Names<Layout> kLayout = {{Layout::kNCHW, "NCHW"}, {Layout::kNHWC, "NHWC"}};
-const Names<SampleKind> kKind = {{SampleKind::kAuto, "auto"}, {SampleKind::kImage, "image"}, {SampleKind::kArray, "array"}};
-const Names<DecodeScale> kScale = {{DecodeScale::kExact, "exact"}, {DecodeScale::kAuto, "auto"}};
-const Names<OnCorrupt> kCorrupt = {{OnCorrupt::kSkip, "skip"}, {OnCorrupt::kRaise, "raise"}};
-const Names<BoxFormat> kBoxFormat = {{BoxFormat::kXYXY, "xyxy"}, {BoxFormat::kXYWH, "xywh"},
-                                     {BoxFormat::kCXCYWH, "cxcywh"}};
-const Names<Progress> kProgress = {{Progress::kAuto, "auto"}, {Progress::kOn, "on"}, {Progress::kOff, "off"}};
-
 [[noreturn]] void bad(const std::string& name, const std::string& want, const json& got) {
   detail::invalid(name + " must be " + want + ", got " + got.dump());
 }
 
+// An enum option's value from JSON: a string, one of the names (stoker/names.h).
 template <typename E>
-const char* name_of(const Names<E>& names, E v) {
-  for (const auto& [e, s] : names) {
-    if (e == v) return s;
-  }
-  return "?";
+E enum_value(const json& v, const std::string& what) {
+  if (!v.is_string()) detail::invalid(what + " must be one of " + allowed_names<E>() + ", got " + v.dump());
+  return parse<E>(v.get<std::string>(), what);
 }
+// A value of a list known at run time (the field kinds), as enum_value.
 template <typename List>
 auto value_of(const List& names, const json& v, const std::string& what) {
   std::string valid;
@@ -87,18 +74,16 @@ FieldParam int_param(const char* key) {
             f.*M = static_cast<int>(std::clamp<std::int64_t>(v.get<std::int64_t>(), -1, Max));
           }};
 }
-const Names<ImageChannels> kImageChannels = {{ImageChannels::kRgb, "rgb"}, {ImageChannels::kStored, "stored"}};
-const Names<ImageDType> kImageDType = {{ImageDType::kUint8, "uint8"}, {ImageDType::kStored, "stored"}};
 const FieldParam kFieldParams[] = {
     int_param<&Field::fill, 1 << 20>("fill"),
     int_param<&Field::max_boxes, 1 << 24>("max_boxes"),
     int_param<&Field::max_bytes, 1 << 24>("max_bytes"),
-    {"format", [](const Field& f) -> json { return name_of(kBoxFormat, f.format); },
-     [](Field& f, const json& v, const std::string& what) { f.format = value_of(kBoxFormat, v, what); }},
-    {"channels", [](const Field& f) -> json { return name_of(kImageChannels, f.channels); },
-     [](Field& f, const json& v, const std::string& what) { f.channels = value_of(kImageChannels, v, what); }},
-    {"dtype", [](const Field& f) -> json { return name_of(kImageDType, f.dtype); },
-     [](Field& f, const json& v, const std::string& what) { f.dtype = value_of(kImageDType, v, what); }},
+    {"format", [](const Field& f) -> json { return name_of(f.format); },
+     [](Field& f, const json& v, const std::string& what) { f.format = enum_value<BoxFormat>(v, what); }},
+    {"channels", [](const Field& f) -> json { return name_of(f.channels); },
+     [](Field& f, const json& v, const std::string& what) { f.channels = enum_value<ImageChannels>(v, what); }},
+    {"dtype", [](const Field& f) -> json { return name_of(f.dtype); },
+     [](Field& f, const json& v, const std::string& what) { f.dtype = enum_value<ImageDType>(v, what); }},
 };
 
 // A schema field as JSON: {"name", "kind", "member", and the parameters its
@@ -187,10 +172,13 @@ Option text(const char* name) {
             o.*M = v.get<std::string>();
           }};
 }
-template <auto M, const Names<std::remove_reference_t<decltype(std::declval<LoaderOptions&>().*M)>>* N>
+// An enum option, named as its EnumNames (stoker/names.h) names it.
+template <auto M>
 Option choice(const char* name) {
-  return {name, [](const LoaderOptions& o) -> json { return name_of(*N, o.*M); },
-          [](LoaderOptions& o, const json& v, const char* n) { o.*M = value_of(*N, v, n); }};
+  return {name, [](const LoaderOptions& o) -> json { return name_of(o.*M); },
+          [](LoaderOptions& o, const json& v, const char* n) {
+            o.*M = enum_value<std::remove_reference_t<decltype(o.*M)>>(v, n);
+          }};
 }
 
 // Every option of LoaderOptions, once: options_to_json, options_from_json
@@ -207,17 +195,17 @@ const std::vector<Option>& options() {
       integer<&LoaderOptions::prefetch>("prefetch"),
       integer<&LoaderOptions::rank>("rank"),
       integer<&LoaderOptions::world_size>("world_size"),
-      choice<&LoaderOptions::on_corrupt, &kCorrupt>("on_corrupt"),
+      choice<&LoaderOptions::on_corrupt>("on_corrupt"),
       integer<&LoaderOptions::max_consecutive_corrupt>("max_consecutive_corrupt"),
-      choice<&LoaderOptions::dtype, &kDType>("dtype"),
-      choice<&LoaderOptions::layout, &kLayout>("layout"),
-      choice<&LoaderOptions::kind, &kKind>("kind"),
-      choice<&LoaderOptions::decode_scale, &kScale>("decode_scale"),
-      choice<&LoaderOptions::cache, &kCache>("cache"),
+      choice<&LoaderOptions::dtype>("dtype"),
+      choice<&LoaderOptions::layout>("layout"),
+      choice<&LoaderOptions::kind>("kind"),
+      choice<&LoaderOptions::decode_scale>("decode_scale"),
+      choice<&LoaderOptions::cache>("cache"),
       integer<&LoaderOptions::memory_budget>("memory_budget"),
       boolean<&LoaderOptions::preload>("preload"),
       boolean<&LoaderOptions::cache_rewrite>("cache_rewrite"),
-      choice<&LoaderOptions::progress, &kProgress>("progress"),
+      choice<&LoaderOptions::progress>("progress"),
       integer<&LoaderOptions::cache_max_side>("cache_max_side"),
       text<&LoaderOptions::cache_dir>("cache_dir"),
       integer<&LoaderOptions::cache_limit>("cache_limit"),
@@ -297,7 +285,7 @@ const std::vector<Option>& options() {
 void validate_fields(const LoaderOptions& o) {
   if (o.fields.empty()) return;
   if (o.kind != SampleKind::kAuto) {
-    detail::invalid(std::string("kind='") + name_of(kKind, o.kind) +
+    detail::invalid(std::string("kind='") + name_of(o.kind) +
                     "' describes the default schema; with fields, each field names its kind");
   }
   std::vector<std::string> keys;
@@ -446,7 +434,7 @@ void validate_options(const LoaderOptions& o) {
   validate_views(o);
 }
 
-const char* cache_name(Cache c) { return name_of(kCache, c); }
+const char* cache_name(Cache c) { return name_of(c); }
 
 std::string options_to_json(const LoaderOptions& o) {
   json j = json::object();

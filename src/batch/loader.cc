@@ -22,8 +22,16 @@ using detail::Slot;
 using detail::SlotLease;
 using detail::SlotPool;
 
+namespace {
+// The options, checked unless the constructor that opened the source did.
+LoaderOptions checked(LoaderOptions opt, bool validated) {
+  if (!validated) validate_options(opt);
+  return opt;
+}
+}  // namespace
+
 Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool validated)
-    : source_(std::move(source)), opt_((validated || (validate_options(opt), true), std::move(opt))), created_ns_(now_ns()) {
+    : source_(std::move(source)), opt_(checked(std::move(opt), validated)), created_ns_(now_ns()) {
   if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
   maker_.emplace(*source_, opt_, nullptr);
   // NOTE: resolved once; every part that holds memory charges its account.

@@ -328,6 +328,18 @@ bool RemoteShardBytes::may_start_locked(std::size_t k) const {
   return false;
 }
 
+void RemoteShardBytes::charge_locked(Shard* sh, std::uint64_t span) const {
+  sh->charged = span;
+  resident_ += span;
+  // NOTE: within the reservation fits_locked() made for it this never fails;
+  // a shard needed now that fits nowhere (larger than the reservation, with
+  // nothing else resident; or a cache_dir shard bypassing a full disk) is
+  // fetched anyway and counted in stats()["memory"]["over_bytes"].
+  (void)reserve_locked(resident_);
+  MemoryBudget& m = memory_locked();
+  if (!m.try_charge(MemoryAccount::kRemoteShards, span)) m.charge_required(MemoryAccount::kRemoteShards, span);
+}
+
 bool RemoteShardBytes::fits_locked(const Use& u) const {
   if (cache_) return true;
   return resident_ == 0 || reserve_locked(resident_ + fetch_bytes(u));
@@ -384,6 +396,7 @@ void RemoteShardBytes::fetch_main() {
     sh->error = Status::Ok();
     sh->started_ns = now_ns();
     sh->ahead = ahead;
+    if (!cache_) charge_locked(sh, sh->hi - sh->lo);
     lock.unlock();
     // NOTE: an exception in a fetch (out of memory for its buffer, a bug)
     // fails that shard as a network error does: its reads raise kUnavailable
@@ -495,14 +508,9 @@ void RemoteShardBytes::fetch(Shard* sh) const {
       sh->mem = Buffer(arena_.alloc(static_cast<std::size_t>(cap)), ArenaFree{&arena_});
       sh->mem_capacity = cap;
     }
-    sh->charged = span;
-    resident_ += span;
-    // NOTE: within the reservation (may_start_locked) this never fails; if
-    // it did, the shard is fetched anyway and counted in
-    // stats()["memory"]["over_bytes"].
-    (void)reserve_locked(resident_);
-    MemoryBudget& m = memory_locked();
-    if (!m.try_charge(MemoryAccount::kRemoteShards, span)) m.charge_required(MemoryAccount::kRemoteShards, span);
+    // Charged when it started (fetch_main), except a cache_dir shard that
+    // has no room on disk: it comes through memory now.
+    if (sh->charged == 0) charge_locked(sh, span);
   }
   std::uint8_t* dst = sh->mem.get();
   std::uint64_t pos = 0;

@@ -53,6 +53,11 @@ class RemoteShardBytes final : public ShardBytes {
   void release_locked(Shard* sh) const;
   bool may_start_locked(std::size_t k) const;
   bool fits_locked(const Use& u) const;
+  // Counts `span` bytes of sh as resident and charges them to the budget's
+  // remote_shards account: when its fetch starts, under the same lock as the
+  // fits_locked() that admitted it, so fetchers starting together each see
+  // the others' shards.
+  void charge_locked(Shard* sh, std::uint64_t span) const;
   // The budget (one of the store's own, from opt_.memory_budget, until the
   // loader gives its: use_memory()).
   MemoryBudget& memory_locked() const;

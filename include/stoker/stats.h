@@ -196,6 +196,8 @@ struct Stats {
     std::uint64_t used = 0;
     std::uint64_t peak = 0;
     std::uint64_t over_bytes = 0;
+    std::string scope;
+    std::uint64_t process_held = 0;
     std::map<std::string, std::uint64_t> accounts;
     std::map<std::string, std::uint64_t> reserved;
     bool operator==(const Memory&) const = default;

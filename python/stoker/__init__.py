@@ -803,8 +803,10 @@ class Loader:
             resident_bytes, stray_reads,
             index, index_scanned_bytes, cache_dir_hits, cache_dir_misses,
             cache_dir_bytes_written, cache_dir_evictions,
-            cache_dir_bypass), memory (the memory budget: budget, used, peak,
-            over_bytes, accounts: bytes per account, batch_buffers,
+            cache_dir_bypass), memory (the memory budget: budget, scope
+            ("loader" when memory_budget was given, "process" when left at 0:
+            shared by every such loader of the process), process_held, used,
+            peak, over_bytes, accounts: bytes per account, batch_buffers,
             remote_shards, volume_cache, sample_cache;
             reserved: reservations), h2d_s, h2d_bytes.
 

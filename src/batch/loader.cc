@@ -35,7 +35,7 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
   if (source_->size() == 0) throw Error(Code::kNotFound, source_->describe() + " has no records");
   maker_.emplace(*source_, opt_, nullptr);
   // NOTE: resolved once; every part that holds memory charges its account.
-  memory_ = std::make_shared<detail::MemoryBudget>(detail::MemoryBudget::resolve(opt_.memory_budget));
+  memory_ = detail::MemoryBudget::for_option(opt_.memory_budget);
   if (maker_->keeps_own_cache()) {
     // NOTE: volumes keep their own cache: inflated .nii.gz volumes and label
     // indexes in every mode (no page cache holds inflated bytes), every

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 #include "stoker/stats.h"
@@ -31,30 +32,92 @@ std::uint64_t read_number(const char* path) {
 
 const char* memory_account_name(MemoryAccount a) { return kAccountNames[index(a)]; }
 
-std::uint64_t MemoryBudget::resolve(std::uint64_t option) { return option ? option : default_memory_budget(); }
+bool ProcessMemory::try_add(std::uint64_t n) {
+  MutexLock lock(mu_);
+  if (held_ + n > limit_) return false;
+  held_ += n;
+  return true;
+}
 
-void MemoryBudget::charged_locked(std::size_t k, std::uint64_t n) {
+std::uint64_t ProcessMemory::add(std::uint64_t n) {
+  MutexLock lock(mu_);
+  held_ += n;
+  return held_ > limit_ ? held_ - limit_ : 0;
+}
+
+void ProcessMemory::sub(std::uint64_t n) {
+  MutexLock lock(mu_);
+  held_ -= std::min(n, held_);
+}
+
+std::uint64_t ProcessMemory::resize(std::uint64_t held, std::uint64_t want, std::uint64_t floor) {
+  MutexLock lock(mu_);
+  const std::uint64_t others = held_ - std::min(held, held_);
+  const std::uint64_t room = limit_ > others ? limit_ - others : 0;
+  const std::uint64_t now = std::max(std::min(want, room), floor);
+  held_ = others + now;
+  return now;
+}
+
+std::uint64_t ProcessMemory::held() const {
+  MutexLock lock(mu_);
+  return held_;
+}
+
+std::shared_ptr<MemoryBudget> MemoryBudget::for_option(std::uint64_t option) {
+  if (option) return std::make_shared<MemoryBudget>(option);
+  // NOTE: a weak reference: the process's limit lives while a loader uses
+  // it, so one made after every other is gone resolves the memory anew.
+  static std::mutex mu;
+  static std::weak_ptr<ProcessMemory> shared;
+  std::shared_ptr<ProcessMemory> process;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    process = shared.lock();
+    if (!process) {
+      process = std::make_shared<ProcessMemory>(default_memory_budget());
+      shared = process;
+    }
+  }
+  return std::make_shared<MemoryBudget>(process->limit(), process);
+}
+
+MemoryBudget::~MemoryBudget() {
+  MutexLock lock(mu_);
+  if (process_) process_->sub(committed_);
+}
+
+std::uint64_t MemoryBudget::charged_locked(std::size_t k, std::uint64_t n) {
   const std::uint64_t before = held_locked(k);
   used_[k] += n;
-  committed_ = committed_ - before + held_locked(k);
+  const std::uint64_t grew = held_locked(k) - before;
+  committed_ += grew;
   total_ += n;
   peak_ = std::max(peak_, total_);
+  return grew;
+}
+
+void MemoryBudget::over_locked(std::uint64_t process_over) {
+  const std::uint64_t own = committed_ > limit_ ? committed_ - limit_ : 0;
+  over_ = std::max({over_, own, process_over});
 }
 
 bool MemoryBudget::try_charge(MemoryAccount a, std::uint64_t n) {
   const std::size_t k = index(a);
   MutexLock lock(mu_);
   const std::uint64_t after = std::max(used_[k] + n, reserved_[k]);
-  if (committed_ - held_locked(k) + after > limit_) return false;
-  charged_locked(k, n);
+  const std::uint64_t grow = after - held_locked(k);
+  if (committed_ + grow > limit_) return false;
+  if (process_ && grow > 0 && !process_->try_add(grow)) return false;
+  (void)charged_locked(k, n);
   return true;
 }
 
 void MemoryBudget::charge_required(MemoryAccount a, std::uint64_t n) {
   const std::size_t k = index(a);
   MutexLock lock(mu_);
-  charged_locked(k, n);
-  if (committed_ > limit_) over_ = std::max(over_, committed_ - limit_);
+  const std::uint64_t grew = charged_locked(k, n);
+  over_locked(process_ && grew > 0 ? process_->add(grew) : 0);
 }
 
 void MemoryBudget::release(MemoryAccount a, std::uint64_t n) {
@@ -63,16 +126,23 @@ void MemoryBudget::release(MemoryAccount a, std::uint64_t n) {
   n = std::min(n, used_[k]);
   const std::uint64_t before = held_locked(k);
   used_[k] -= n;
-  committed_ = committed_ - before + held_locked(k);
+  const std::uint64_t shrank = before - held_locked(k);
+  committed_ -= shrank;
   total_ -= n;
+  if (process_ && shrank > 0) process_->sub(shrank);
 }
 
 std::uint64_t MemoryBudget::reserve(MemoryAccount a, std::uint64_t want) {
   const std::size_t k = index(a);
   MutexLock lock(mu_);
-  const std::uint64_t others = committed_ - held_locked(k);
+  const std::uint64_t held = held_locked(k);
+  const std::uint64_t others = committed_ - held;
   const std::uint64_t room = limit_ > others ? limit_ - others : 0;
-  reserved_[k] = std::max(std::min(want, room), used_[k]);
+  std::uint64_t now = std::max(std::min(want, room), used_[k]);
+  // NOTE: the process's room beside every other loader decides too (in one
+  // step under its lock, so two loaders reserving at once both fit).
+  if (process_) now = process_->resize(held, now, used_[k]);
+  reserved_[k] = now;
   committed_ = others + held_locked(k);
   return reserved_[k];
 }
@@ -81,7 +151,12 @@ std::uint64_t MemoryBudget::room(MemoryAccount a) const {
   const std::size_t k = index(a);
   MutexLock lock(mu_);
   const std::uint64_t others = committed_ - held_locked(k);
-  const std::uint64_t cap = limit_ > others ? limit_ - others : 0;
+  std::uint64_t cap = limit_ > others ? limit_ - others : 0;
+  if (process_) {
+    const std::uint64_t held = process_->held(), k_held = held_locked(k);
+    const std::uint64_t process_others = held - std::min(held, k_held);
+    cap = std::min(cap, process_->limit() > process_others ? process_->limit() - process_others : 0);
+  }
   return cap > used_[k] ? cap - used_[k] : 0;
 }
 
@@ -113,6 +188,8 @@ void MemoryBudget::add_stats(Stats* s) const {
   s->memory.used = total_;
   s->memory.peak = peak_;
   s->memory.over_bytes = over_;
+  s->memory.scope = process_ ? "process" : "loader";
+  s->memory.process_held = process_ ? process_->held() : 0;
   for (std::size_t k = 0; k < kMemoryAccounts; ++k) {
     s->memory.accounts[kAccountNames[k]] = used_[k];
     if (reserved_[k] > 0) s->memory.reserved[kAccountNames[k]] = reserved_[k];

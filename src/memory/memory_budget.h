@@ -1,5 +1,6 @@
 // A loader's memory budget: one byte limit, resolved once (memory_budget, or
-// half of the memory available), and a named account for every part that
+// within the process's: half of the memory available, shared by every loader
+// left at memory_budget=0), and a named account for every part that
 // holds memory under it. Every holder charges its account before it keeps
 // bytes and releases them when it lets them go; a charge that would take the
 // accounts' sum above the limit fails, and the holder then does what it does
@@ -43,15 +44,47 @@ inline constexpr std::size_t kMemoryAccounts = 4;
 // it ("sample_cache", ...): the one table of them.
 const char* memory_account_name(MemoryAccount a);
 
+// The limit every loader left at memory_budget=0 in one process shares:
+// each such loader's budget charges what its accounts hold here too, so
+// together they stay within it (a training and a validation loader, or a
+// mixture's, never take two halves of the memory). Resolved once, when the
+// first of them is made; lives while any of them does.
+class ProcessMemory {
+ public:
+  explicit ProcessMemory(std::uint64_t limit) : limit_(limit) {}
+  std::uint64_t limit() const { return limit_; }
+  // Adds n bytes when they fit; false, nothing added, otherwise.
+  [[nodiscard]] bool try_add(std::uint64_t n) EXCLUDES(mu_);
+  // Adds n bytes whatever the limit; returns how far the sum is above it.
+  std::uint64_t add(std::uint64_t n) EXCLUDES(mu_);
+  void sub(std::uint64_t n) EXCLUDES(mu_);
+  // One holder's `held` bytes changed to `want`, or as much of it as the
+  // limit has room for, never below `floor`; returns the new held bytes.
+  std::uint64_t resize(std::uint64_t held, std::uint64_t want, std::uint64_t floor) EXCLUDES(mu_);
+  std::uint64_t held() const EXCLUDES(mu_);
+
+ private:
+  const std::uint64_t limit_;
+  mutable Mutex mu_;
+  std::uint64_t held_ GUARDED_BY(mu_) = 0;
+};
+
 class MemoryBudget {
  public:
-  explicit MemoryBudget(std::uint64_t limit) : limit_(limit) {}
+  // A budget of `limit` bytes, charging `process` too when given (then
+  // within both).
+  explicit MemoryBudget(std::uint64_t limit, std::shared_ptr<ProcessMemory> process = nullptr)
+      : limit_(limit), process_(std::move(process)) {}
   MemoryBudget(const MemoryBudget&) = delete;
   MemoryBudget& operator=(const MemoryBudget&) = delete;
+  // Gives the process back whatever its accounts still hold or reserve.
+  ~MemoryBudget();
 
-  // The limit for the option memory_budget: itself, or when 0,
-  // default_memory_budget().
-  static std::uint64_t resolve(std::uint64_t option);
+  // The budget for the option memory_budget: a budget of its own when it
+  // is given; when 0, one within the process's (default_memory_budget(),
+  // resolved by the first such loader alive), shared by every loader of
+  // this process that left it at 0.
+  static std::shared_ptr<MemoryBudget> for_option(std::uint64_t option);
 
   std::uint64_t limit() const { return limit_; }
 
@@ -88,9 +121,12 @@ class MemoryBudget {
   std::uint64_t held_locked(std::size_t k) const REQUIRES(mu_) {
     return used_[k] > reserved_[k] ? used_[k] : reserved_[k];
   }
-  void charged_locked(std::size_t k, std::uint64_t n) REQUIRES(mu_);
+  // Adds n bytes to account k; returns how much its held bytes grew.
+  std::uint64_t charged_locked(std::size_t k, std::uint64_t n) REQUIRES(mu_);
+  void over_locked(std::uint64_t process_over) REQUIRES(mu_);
 
   const std::uint64_t limit_;
+  const std::shared_ptr<ProcessMemory> process_;
   mutable Mutex mu_;
   std::array<std::uint64_t, kMemoryAccounts> used_ GUARDED_BY(mu_){};
   std::array<std::uint64_t, kMemoryAccounts> reserved_ GUARDED_BY(mu_){};

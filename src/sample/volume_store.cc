@@ -19,7 +19,7 @@ VolumeStore::VolumeStore(const Source& source, const LoaderOptions& opt, const V
   // NOTE: record 0's probe may keep entries here, under a budget of the
   // store's own (a maker without a loader keeps it); set_cache() moves them
   // to the loader's budget.
-  cache_ = std::make_unique<VolumeCache>(std::make_shared<MemoryBudget>(MemoryBudget::resolve(opt.memory_budget)));
+  cache_ = std::make_unique<VolumeCache>(MemoryBudget::for_option(opt.memory_budget));
 }
 
 void VolumeStore::set_cache(std::shared_ptr<MemoryBudget> budget, bool all) {

@@ -279,8 +279,15 @@ template <>
 const std::vector<Stat<Stats::Memory>>& fields_of<Stats::Memory>() {
   using M = Stats::Memory;
   static const std::vector<Stat<M>> t = {
-      stat<&M::budget>("budget", kGauge, "bytes", "the loader's memory budget (memory_budget, or half of the available memory)",
+      stat<&M::budget>("budget", kGauge, "bytes",
+                       "the loader's memory budget (memory_budget, or the process's: half of the available memory)",
                        kMemory),
+      stat<&M::scope>("scope", kText, "",
+                      "\"loader\": memory_budget was given, the loader's own; \"process\": left at 0, shared by every "
+                      "such loader of the process",
+                      kMemory),
+      stat<&M::process_held>("process_held", kGauge, "bytes",
+                             "scope \"process\": what every loader sharing the budget holds or reserves now", kMemory),
       stat<&M::used>("used", kGauge, "bytes", "bytes the accounts hold now", kMemory),
       stat<&M::peak>("peak", kGauge, "bytes", "the most the accounts held at once", kMemory),
       stat<&M::over_bytes>("over_bytes", kGauge, "bytes",

@@ -18,6 +18,7 @@
 #include "batch/slot_pool.h"
 #include "cache/sample_cache.h"
 #include "cache/volume_cache.h"
+#include "stoker/stats.h"
 
 namespace stoker::detail {
 namespace {
@@ -145,6 +146,107 @@ TEST(MemoryBudgetTest, ConcurrentChargesNeverExceedTheLimit) {
   }
   EXPECT_EQ(b.used(), total);
   EXPECT_EQ(sum_of_accounts(b), total);
+}
+
+// Loaders left at memory_budget=0 share the process's limit: what one
+// holds or reserves the other cannot take, and each gets it back when the
+// other releases; a given memory_budget is a loader's own.
+TEST(MemoryBudgetTest, LoadersOfOneProcessShareItsLimit) {
+  auto process = std::make_shared<ProcessMemory>(1000);
+  MemoryBudget a(1000, process), b(1000, process);
+  EXPECT_TRUE(a.try_charge(MemoryAccount::kSampleCache, 600));
+  EXPECT_FALSE(b.try_charge(MemoryAccount::kSampleCache, 500)) << "a and b together above the process's limit";
+  EXPECT_EQ(b.used(), 0u);
+  EXPECT_EQ(b.room(MemoryAccount::kSampleCache), 400u);
+  EXPECT_EQ(b.reserve(MemoryAccount::kRemoteShards, 700), 400u) << "a reservation gets the process's room, no more";
+  EXPECT_EQ(process->held(), 1000u);
+  EXPECT_FALSE(a.try_charge(MemoryAccount::kSampleCache, 1)) << "b's reservation is kept from a";
+  EXPECT_TRUE(b.try_charge(MemoryAccount::kRemoteShards, 400)) << "within its own reservation";
+  b.charge_required(MemoryAccount::kBatchBuffers, 50);
+  EXPECT_EQ(b.over_bytes(), 50u) << "a required charge above the process's limit says how far";
+  EXPECT_EQ(a.over_bytes(), 0u);
+  b.release(MemoryAccount::kBatchBuffers, 50);
+  a.release(MemoryAccount::kSampleCache, 600);
+  EXPECT_EQ(process->held(), 400u);
+  EXPECT_TRUE(a.try_charge(MemoryAccount::kSampleCache, 600));
+  b.release(MemoryAccount::kRemoteShards, 400);
+  EXPECT_EQ(b.reserve(MemoryAccount::kRemoteShards, 0), 0u);
+  EXPECT_EQ(process->held(), 600u);
+  Stats s;
+  a.add_stats(&s);
+  EXPECT_EQ(s.memory.scope, "process");
+  EXPECT_EQ(s.memory.process_held, 600u);
+  {
+    MemoryBudget gone(1000, process);
+    ASSERT_TRUE(gone.try_charge(MemoryAccount::kSampleCache, 100));
+    EXPECT_EQ(gone.reserve(MemoryAccount::kBatchBuffers, 200), 200u);
+    EXPECT_EQ(process->held(), 900u);
+  }
+  EXPECT_EQ(process->held(), 600u) << "a budget gone gives back what it held and reserved";
+  MemoryBudget own(1000);
+  Stats t;
+  own.add_stats(&t);
+  EXPECT_EQ(t.memory.scope, "loader");
+}
+
+TEST(MemoryBudgetTest, ConcurrentChargesOfTwoLoadersNeverExceedTheProcessLimit) {
+  constexpr std::uint64_t kLimit = 500'000;
+  auto process = std::make_shared<ProcessMemory>(kLimit);
+  MemoryBudget budgets[2] = {MemoryBudget(kLimit, process), MemoryBudget(kLimit, process)};
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      MemoryBudget& b = budgets[t % 2];
+      std::mt19937 rng(static_cast<unsigned>(t + 11));
+      std::vector<std::pair<MemoryAccount, std::uint64_t>> held;
+      for (int i = 0; i < 20'000; ++i) {
+        const MemoryAccount a = kAll[rng() % kMemoryAccounts];
+        if (!held.empty() && rng() % 2 == 0) {
+          b.release(held.back().first, held.back().second);
+          held.pop_back();
+        } else if (rng() % 16 == 0) {
+          (void)b.reserve(MemoryAccount::kRemoteShards, rng() % 100'000);
+        } else {
+          const std::uint64_t n = 1 + rng() % 20'000;
+          if (b.try_charge(a, n)) {
+            held.push_back({a, n});
+          } else {
+            refused.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+      }
+      for (const auto& [a, n] : held) b.release(a, n);
+    });
+  }
+  std::thread watcher([&] {
+    while (!done.load()) ASSERT_LE(process->held(), kLimit);
+  });
+  for (auto& t : threads) t.join();
+  done = true;
+  watcher.join();
+  EXPECT_GT(refused.load(), 0u) << "the test never reached the limit";
+  for (auto& b : budgets) {
+    EXPECT_EQ(b.used(), 0u);
+    EXPECT_EQ(b.over_bytes(), 0u);
+    (void)b.reserve(MemoryAccount::kRemoteShards, 0);
+  }
+  EXPECT_EQ(process->held(), 0u) << "every byte held was given back to the process";
+}
+
+TEST(MemoryBudgetTest, TheOptionZeroSharesOneProcessBudgetAGivenOneDoesNot) {
+  auto a = MemoryBudget::for_option(0), b = MemoryBudget::for_option(0), own = MemoryBudget::for_option(12345);
+  EXPECT_EQ(a->limit(), b->limit());
+  EXPECT_EQ(own->limit(), 12345u);
+  ASSERT_TRUE(a->try_charge(MemoryAccount::kSampleCache, 1000));
+  Stats s, t;
+  b->add_stats(&s);
+  own->add_stats(&t);
+  EXPECT_EQ(s.memory.scope, "process");
+  EXPECT_EQ(s.memory.process_held, 1000u) << "b's stats see what a holds";
+  EXPECT_EQ(t.memory.scope, "loader");
+  a->release(MemoryAccount::kSampleCache, 1000);
 }
 
 // Two caches under one budget: together they stay within it, the second

@@ -117,6 +117,8 @@ Stats filled() {
   s.memory.used = 52;
   s.memory.peak = 53;
   s.memory.over_bytes = 54;
+  s.memory.scope = "process";
+  s.memory.process_held = 60;
   s.memory.accounts = {{"batch_buffers", 55}, {"remote_shards", 0}, {"sample_cache", 56}, {"volume_cache", 57}};
   s.memory.reserved = {{"batch_buffers", 58}, {"remote_shards", 59}};
   s.per_thread = {{0.5, 0.25, 0.125, 0.0625, 50}, {1.5, 1.25, 1.125, 1.0625, 51}};
@@ -177,7 +179,8 @@ TEST(StatsTableTest, KeysAreThoseStatsAlwaysHad) {
                                            "label_index_builds", "posneg_one_class", "resample_s"}));
   std::set<std::string> memory;
   for (const auto& [k, v] : j["memory"].items()) memory.insert(k);
-  EXPECT_EQ(memory, (std::set<std::string>{"budget", "used", "peak", "over_bytes", "accounts", "reserved"}));
+  EXPECT_EQ(memory, (std::set<std::string>{"budget", "scope", "process_held", "used", "peak", "over_bytes", "accounts",
+                                           "reserved"}));
   EXPECT_EQ(thread, (std::set<std::string>{"read_s", "decode_s", "transform_s", "python_s", "samples"}));
   EXPECT_EQ(mixture, (std::set<std::string>{"name", "weight_share", "per_epoch", "drawn"}));
 }

@@ -619,6 +619,18 @@ TEST(DoctorTest, MemoryAccountsAreShownWithTheirShareOfTheBudget) {
       << joined(lines);
   EXPECT_TRUE(has(lines, "memory account sample_cache: 250.0 MiB (25% of the budget)")) << joined(lines);
   EXPECT_TRUE(has(lines, "memory account volume_cache: 0.0 MiB (0% of the budget)")) << joined(lines);
+  {  // a loader left at memory_budget=0: the process's budget, and what its loaders hold together
+    auto process = std::make_shared<detail::ProcessMemory>(1000 << 20);
+    detail::MemoryBudget mine(1000 << 20, process), other(1000 << 20, process);
+    ASSERT_TRUE(mine.try_charge(detail::MemoryAccount::kSampleCache, 100 << 20));
+    ASSERT_TRUE(other.try_charge(detail::MemoryAccount::kSampleCache, 300 << 20));
+    Stats sp;
+    mine.add_stats(&sp);
+    const std::vector<std::string> shared = memory_lines(detail::stats_from_json(json::parse(sp.to_json())).memory);
+    EXPECT_TRUE(has(shared, "memory budget 1000 MiB (the process's, shared by its loaders left at memory_budget=0: "
+                            "together they hold 400 MiB): its accounts hold 100 MiB now (10%)"))
+        << joined(shared);
+  }
 
   RunFacts f = run(1000, 10, 9.5, 15, 2, 1);
   f.series["loader-1-0"].last["stats"]["memory"] = stats["memory"];

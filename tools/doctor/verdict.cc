@@ -1258,9 +1258,13 @@ std::vector<std::string> memory_lines(const Stats::Memory& m) {
   const auto budget = static_cast<double>(m.budget);
   const auto share = [&](double b) { return budget > 0 ? 100 * b / budget : 0.0; };
   std::vector<std::string> out;
-  out.push_back(fmt("memory budget %.0f MiB (memory_budget): its accounts hold %.0f MiB now (%.0f%%), at most %.0f MiB "
-                    "at once%s",
-                    budget / kMiB, static_cast<double>(m.used) / kMiB, share(static_cast<double>(m.used)),
+  const std::string scope =
+      m.scope == "process"
+          ? fmt(" (the process's, shared by its loaders left at memory_budget=0: together they hold %.0f MiB)",
+                static_cast<double>(m.process_held) / kMiB)
+          : " (memory_budget)";
+  out.push_back(fmt("memory budget %.0f MiB%s: its accounts hold %.0f MiB now (%.0f%%), at most %.0f MiB at once%s",
+                    budget / kMiB, scope.c_str(), static_cast<double>(m.used) / kMiB, share(static_cast<double>(m.used)),
                     static_cast<double>(m.peak) / kMiB,
                     m.over_bytes > 0 ? fmt("; what the loader needs to run at all (its batch buffers) went %.0f MiB beyond it: raise memory_budget",
                                            static_cast<double>(m.over_bytes) / kMiB)

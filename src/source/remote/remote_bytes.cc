@@ -144,7 +144,7 @@ std::uint64_t RemoteShardBytes::peak_bytes(const std::vector<Use>& uses) const {
 }
 
 MemoryBudget& RemoteShardBytes::memory_locked() const {
-  if (!memory_) memory_ = std::make_shared<MemoryBudget>(MemoryBudget::resolve(opt_.memory_budget));
+  if (!memory_) memory_ = MemoryBudget::for_option(opt_.memory_budget);
   return *memory_;
 }
 

@@ -1,0 +1,41 @@
+"""One memory budget per process: every loader left at memory_budget=0 charges the process's limit, resolved once
+(a training and a validation loader never take two halves of the memory); a loader given memory_budget has its
+own. The C++ side (MemoryBudgetTest) checks that concurrent charges of two loaders never exceed the limit."""
+import gc
+
+import stoker
+
+KW = dict(batch_size=4, transforms=[stoker.Resize(24), stoker.CenterCrop(24)], dtype="uint8", threads=2,
+          progress=False)
+
+
+def held(loader):
+    m = loader.stats()["memory"]
+    return sum(max(m["accounts"][a], m["reserved"].get(a, 0)) for a in m["accounts"])
+
+
+def test_loaders_left_at_zero_share_the_process_budget(numbered):
+    train = stoker.Loader(numbered, cache="ram", **KW)
+    val = stoker.Loader(numbered, **KW)
+    for batch in train:
+        pass
+    del batch  # a batch keeps its buffer, and the buffer the budget that charged it
+    a, b = train.stats()["memory"], val.stats()["memory"]
+    assert a["scope"] == b["scope"] == "process"
+    assert a["budget"] == b["budget"], "one limit, resolved once"
+    assert a["accounts"]["sample_cache"] > 0
+    assert b["process_held"] == held(train) + held(val), (a, b)
+    assert b["process_held"] <= b["budget"]
+    before = b["process_held"]
+    mine = held(train)
+    del train
+    gc.collect()
+    assert val.stats()["memory"]["process_held"] == before - mine, "a loader gone gives its bytes back"
+
+
+def test_a_given_memory_budget_is_the_loaders_own(numbered):
+    shared = stoker.Loader(numbered, **KW)
+    own = stoker.Loader(numbered, memory_budget=64 << 20, **KW)
+    m = own.stats()["memory"]
+    assert m["scope"] == "loader" and m["budget"] == 64 << 20 and m["process_held"] == 0, m
+    assert shared.stats()["memory"]["process_held"] == held(shared), "the other's bytes are not the process's"

@@ -189,7 +189,7 @@ class Loader::Impl {
   // start_epoch() while no task is in flight (halt_locked), read by the
   // workers' tasks without it; not GUARDED_BY, as the analysis cannot see
   // that protocol.
-  std::vector<std::uint32_t> seq_;
+  detail::RankOrder seq_;
   const MixtureSource* mix_ = nullptr;       // source_, when it is a mixture
   std::vector<std::uint32_t> draws_;         // a mixture's records of the running epoch, by position
   std::vector<std::uint64_t> mix_drawn_ GUARDED_BY(mu_);  // per mixture source: samples handed out

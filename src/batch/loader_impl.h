@@ -185,7 +185,8 @@ class Loader::Impl {
   std::uint64_t next_epoch_ GUARDED_BY(mu_) = 0;
   std::uint64_t run_epoch_ GUARDED_BY(mu_) = 0;
   std::uint64_t epochs_started_ GUARDED_BY(mu_) = 0;  // by this loader (the first one fills the cache)
-  // NOTE: the epoch's order (and a mixture's draws): written under mu_ by
+  // NOTE: the epoch's order (a view computing each position from (seed,
+  // epoch), or an elastic resume's list) and a mixture's draws: written under mu_ by
   // start_epoch() while no task is in flight (halt_locked), read by the
   // workers' tasks without it; not GUARDED_BY, as the analysis cannot see
   // that protocol.

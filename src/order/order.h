@@ -66,13 +66,13 @@ class EpochOrder {
     std::size_t pos, rec, len;
   };
   struct List {
-    std::vector<Run> runs;       // the list before any shuffling (own shards; with a window, balanced)
-    std::size_t own = 0;         // records dealt to it (split by shard)
-    std::size_t kept = 0;        // of those, kept by balancing: min(own, share)
-    std::size_t taken_from = 0;  // its first surplus index (by_shard: the deficits of the lists before it)
-    std::size_t length = 0;      // after balancing, before padding
-    std::size_t pad_from = 0;    // its first padding index (the padding of the lists before it)
-    Bijection shuffle;           // by_shard: over its own records
+    std::vector<Run> runs;             // the list before any shuffling (own shards; with a window, balanced)
+    std::size_t own = 0;               // records dealt to it (split by shard)
+    std::size_t kept = 0;              // of those, kept by balancing: min(own, share)
+    std::size_t taken_from = 0;        // its first surplus index (by_shard: the deficits of the lists before it)
+    std::size_t length = 0;            // after balancing, before padding
+    std::size_t pad_from = 0;          // its first padding index (the padding of the lists before it)
+    Bijection shuffle;                 // by_shard: over its own records
     std::vector<std::size_t> windows;  // shuffle_window: each window's first position
   };
   static void slice_runs(const std::vector<Run>& runs, std::size_t from, std::size_t to, std::size_t at,
@@ -87,8 +87,8 @@ class EpochOrder {
   std::size_t n_ = 0, world_ = 1, per_rank_ = 0, share_ = 0;
   bool split_ = false;
   std::uint64_t seed_ = 0, epoch_ = 0;
-  Bijection perm_;                        // kPlain: over the records
-  std::vector<List> lists_;               // per rank when split, else one
+  Bijection perm_;                         // kPlain: over the records
+  std::vector<List> lists_;                // per rank when split, else one
   std::vector<std::size_t> surplus_ends_;  // by_shard: per list, the end of its surplus in the surplus order
 };
 

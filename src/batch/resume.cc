@@ -79,7 +79,7 @@ std::vector<Segment> saved_segments(const Loader::State& st, const OrderParams& 
     q.world_size = world;
     q.rank = 0;
     q.batch_size = static_cast<std::size_t>(batch);
-    const std::size_t share = resumed_order(q, st.epoch, segs).size();
+    const std::size_t share = RankOrder(q, st.epoch, segs).size();  // a view while segs is empty
     const std::uint64_t batches = (share + batch - 1) / batch;
     if (done > batches) {
       differs(what.c_str(), std::to_string(done), "at most " + std::to_string(batches),

@@ -16,10 +16,10 @@ N = 37
 def labels(loader, epoch=2, batches=None):
     loader.set_epoch(epoch)
     out = []
-    for b, (_, y) in enumerate(loader):
-        if batches is not None and b == batches:
-            break
+    for _, y in loader:
         out.append([int(v) for v in y])
+        if len(out) == batches:
+            break
     return out
 
 

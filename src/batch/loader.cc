@@ -167,12 +167,9 @@ void Loader::Impl::start_epoch() {
   // A streaming source fetches the next epoch's first shards while this one ends.
   detail::RankOrder ahead;
   if (source_->wants_plan() && !mix_) ahead = detail::RankOrder(order_, epoch + 1, {});
-  std::vector<std::uint32_t> draws;
-  if (mix_) draws = mix_->draws(order_.seed, order_.shuffle, epoch);
   lock.lock();
   halt_locked(lock);
   seq_ = std::move(seq);
-  draws_ = std::move(draws);
   run_epoch_ = epoch;
   next_epoch_ = epoch + 1;
   ++epochs_started_;
@@ -464,7 +461,7 @@ Status Loader::Impl::make_sample(std::size_t t, std::uint64_t gen, std::uint64_t
     // A mixture's item is a position of the epoch's draws, the key of its
     // randomness (a record drawn twice is augmented twice, differently).
     const std::uint32_t item = seq_.at(p);
-    const std::uint32_t rec = mix_ ? draws_[item] : item;
+    const std::uint32_t rec = mix_ ? mix_->draw(seed, order_.shuffle, epoch, item) : item;
     Status st = maker_->make(rec, item, seed, epoch, out, ws);
     if (st.ok() && opt_.hook) st = hook_sample(gen, epoch, t, rec, ws);
     if (st.ok()) return st;

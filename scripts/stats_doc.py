@@ -27,7 +27,7 @@ def render(table):
     for s in table:
         if s["fields"]:
             what = "each item of the list" if s["kind"] == "list of groups" else "the object (None when not in use)"
-            lines += ["", f"### `{s['name']}`", "", f"{s['doc']}; {what} holds:", ""] + _rows(s["fields"])
+            lines += ["", f"## `{s['name']}`", "", f"{s['doc']}; {what} holds:", ""] + _rows(s["fields"])
     return "\n".join([BEGIN, ""] + lines + ["", END])
 
 

@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "decode/decode.h"
+#include "order/order.h"
 #include "progress.h"
 #include "source/file_reader.h"
 #include "source/shard_source.h"
@@ -43,10 +44,11 @@ std::size_t bucket(std::uint64_t v, const std::vector<std::uint64_t>& edges) {
   return b;
 }
 
-std::vector<std::uint32_t> record_order(std::size_t n) {
-  std::vector<std::uint32_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
-  return order;
+// The records in index order (an unshuffled one-rank epoch: a view, no list).
+detail::RankOrder record_order(std::size_t n) {
+  detail::OrderParams p;
+  p.dataset_size = n;
+  return detail::RankOrder(p, 0, {});
 }
 
 void inspect(const std::vector<std::string>& paths) {

@@ -52,7 +52,7 @@ void inspect_state(const std::string& path) {
     q.world_size = world;
     q.batch_size = static_cast<std::size_t>(batch);
     q.rank = 0;
-    const std::size_t share = detail::resumed_order(q, st.epoch, before).size();
+    const std::size_t share = detail::RankOrder(q, st.epoch, before).size();
     const std::size_t batches = (share + batch - 1) / batch;
     std::printf("  %-8s %-24s %llu of %zu batches per rank handed out\n", label, topology(world, batch).c_str(),
                 static_cast<unsigned long long>(done), batches);

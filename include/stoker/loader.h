@@ -193,9 +193,11 @@ class Loader {
       std::uint64_t batch_size = 1;
       std::uint64_t batches_done = 0;
     };
-    // 1: no `earlier` (still loaded); 3: shuffle_window > 0 (so a stoker
-    // that cannot honour it refuses the state instead of misreading it).
-    int version = 2;
+    // 4: the order as a closed-form bijection (order/order.h; issue 39).
+    // Before: 1 (no `earlier`), 2, 3 (shuffle_window > 0), with the old
+    // shuffle: they load where the position does not depend on it (no
+    // shuffle, or the start of an epoch) and are refused by version otherwise.
+    int version = 4;
     std::uint64_t seed = 0;
     std::uint64_t epoch = 0;
     std::uint64_t batches_done = 0;

@@ -114,15 +114,16 @@ class MixtureSource : public Source {
   std::size_t part_of(std::size_t i) const;
   // The source of epoch position `pos` (REQUIRES: pos < samples_per_epoch()).
   std::size_t part_of_position(std::uint64_t pos) const;
-  // The record (of the concatenation) each position of `epoch` draws: see
-  // the top of this file.
-  std::vector<std::uint32_t> draws(std::uint64_t seed, bool shuffle, std::uint64_t epoch) const;
+  // The record (of the concatenation) position `pos` of `epoch` draws (see
+  // the top of this file), in closed form: O(sources), no table.
+  std::uint32_t draw(std::uint64_t seed, bool shuffle, std::uint64_t epoch, std::uint64_t pos) const;
 
  private:
   std::vector<Part> parts_;
   std::size_t size_ = 0;
   std::uint64_t samples_per_epoch_ = 0;
   std::vector<std::uint64_t> counts_;  // each part's count
+  std::vector<std::uint64_t> sizes_, starts_;  // each part's records, first record
   std::vector<std::string> classes_;
 };
 

@@ -16,6 +16,17 @@ namespace detail {
 class MemoryBudget;  // src/memory/memory_budget.h
 }
 
+// An epoch's records for one rank, by position, computed on demand (the
+// epoch's order is a closed form of (seed, epoch): nothing per record is
+// held; order/order.h).
+class RecordOrder {
+ public:
+  virtual ~RecordOrder() = default;
+  virtual std::size_t size() const = 0;
+  // REQUIRES: pos < size()
+  virtual std::uint32_t at(std::size_t pos) const = 0;
+};
+
 // An indexed, immutable set of records. Thread-safe: any number of workers
 // may call read() concurrently.
 class Source {
@@ -71,11 +82,11 @@ class Source {
   // is released); io_stats() adds the source's transfer counters. A read
   // outside the plan still works (one request of its own).
   virtual bool wants_plan() const { return false; }
-  virtual void plan(const std::vector<std::uint32_t>& /*records*/, std::size_t /*from*/) const {}
+  virtual void plan(const RecordOrder& /*records*/, std::size_t /*from*/) const {}
   // The epoch likely to follow (the next one), so the source can fetch its
   // first shards once this epoch's are all under way; plan() then says
   // which epoch it really is.
-  virtual void plan_ahead(const std::vector<std::uint32_t>& /*records*/) const {}
+  virtual void plan_ahead(const RecordOrder& /*records*/) const {}
   virtual void progress(std::size_t /*done*/) const {}
   virtual void io_stats(Stats* /*stats*/) const {}
   // A source that holds memory of its own (remote shards in memory) charges

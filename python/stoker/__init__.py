@@ -719,8 +719,8 @@ class Loader:
 
         Returns:
             dict: version, seed, epoch, batches_done, dataset_size,
-            batch_size, shuffle, drop_last, shuffle_window (only when > 0;
-            the version is then 3), world_size, and earlier: a list of
+            batch_size, shuffle, drop_last, shuffle_window (only when > 0),
+            world_size, and earlier: a list of
             {world_size, batch_size, batches_done}, the parts of this epoch
             run on other topologies (elastic resume), in order.
 
@@ -752,7 +752,10 @@ class Loader:
 
         Args:
             state (dict): a state_dict() of this or another loader (of any
-                rank; a version 1 state, with a rank, also loads).
+                rank; a version 1 state, with a rank, also loads). A state
+                of version 1 to 3 (before the order became a closed form
+                in version 4) saved inside a shuffled epoch is refused,
+                naming the version: the position names other records now.
 
         Raises:
             ValueError: ``state`` is not a dict or lacks a key; a setting that

@@ -98,7 +98,7 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
   source_->use_memory(memory_);
   // NOTE: a streaming source starts fetching the first epoch now (the first
   // batch comes sooner), and refuses here an order its budget cannot hold.
-  if (source_->wants_plan()) source_->plan(detail::resumed_order(order_, 0, {}), 0);
+  if (source_->wants_plan()) source_->plan(detail::RankOrder(order_, 0, {}), 0);
   if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
   if (opt_.trace) {
     opt_.stage_timing = true;
@@ -172,21 +172,19 @@ void Loader::Impl::check_process() const {
 
 void Loader::Impl::start_epoch() {
   check_process();
-  std::vector<std::uint32_t> seq;
   MutexLock lock(mu_);
   const std::uint64_t epoch = next_epoch_;
   std::vector<detail::Segment> earlier = resume_earlier_;
   lock.unlock();
-  seq = detail::resumed_order(order_, epoch, earlier);  // outside the lock: O(dataset)
+  // Outside the lock: a view (per-shard tables) for a fresh epoch, the
+  // rank's share of the pool after an elastic resume (O(dataset), once).
+  detail::RankOrder seq(order_, epoch, earlier);
   // A streaming source fetches the next epoch's first shards while this one ends.
-  std::vector<std::uint32_t> ahead;
-  if (source_->wants_plan() && !mix_) ahead = detail::resumed_order(order_, epoch + 1, {});
-  std::vector<std::uint32_t> draws;
-  if (mix_) draws = mix_->draws(order_.seed, order_.shuffle, epoch);
+  detail::RankOrder ahead;
+  if (source_->wants_plan() && !mix_) ahead = detail::RankOrder(order_, epoch + 1, {});
   lock.lock();
   halt_locked(lock);
   seq_ = std::move(seq);
-  draws_ = std::move(draws);
   run_epoch_ = epoch;
   next_epoch_ = epoch + 1;
   ++epochs_started_;
@@ -259,7 +257,7 @@ std::optional<Batch> Loader::Impl::next(std::int64_t timeout_ns, bool* timed_out
   e = RingEntry{};
   if (mix_) {
     for (std::size_t t = b * opt_.batch_size, end = t + batch_len(b); t < end; ++t) {
-      ++mix_drawn_[mix_->part_of_position(seq_[t])];
+      ++mix_drawn_[mix_->part_of_position(seq_.at(t))];
     }
   }
   ++deliver_;
@@ -477,8 +475,8 @@ Status Loader::Impl::make_sample(std::size_t t, std::uint64_t gen, std::uint64_t
   for (int attempt = 1;; ++attempt) {
     // A mixture's item is a position of the epoch's draws, the key of its
     // randomness (a record drawn twice is augmented twice, differently).
-    const std::uint32_t item = seq_[p];
-    const std::uint32_t rec = mix_ ? draws_[item] : item;
+    const std::uint32_t item = seq_.at(p);
+    const std::uint32_t rec = mix_ ? mix_->draw(seed, order_.shuffle, epoch, item) : item;
     Status st = maker_->make(rec, item, seed, epoch, out, ws);
     if (st.ok() && opt_.hook) st = hook_sample(gen, epoch, t, rec, ws);
     if (st.ok()) return st;

@@ -189,13 +189,13 @@ class Loader::Impl {
   std::uint64_t next_epoch_ GUARDED_BY(mu_) = 0;
   std::uint64_t run_epoch_ GUARDED_BY(mu_) = 0;
   std::uint64_t epochs_started_ GUARDED_BY(mu_) = 0;  // by this loader (the first one fills the cache)
-  // NOTE: the epoch's order (and a mixture's draws): written under mu_ by
+  // NOTE: the epoch's order (a view computing each position from (seed,
+  // epoch), or an elastic resume's list): written under mu_ by
   // start_epoch() while no task is in flight (halt_locked), read by the
   // workers' tasks without it; not GUARDED_BY, as the analysis cannot see
   // that protocol.
-  std::vector<std::uint32_t> seq_;
+  detail::RankOrder seq_;
   const MixtureSource* mix_ = nullptr;       // source_, when it is a mixture
-  std::vector<std::uint32_t> draws_;         // a mixture's records of the running epoch, by position
   std::vector<std::uint64_t> mix_drawn_ GUARDED_BY(mu_);  // per mixture source: samples handed out
   std::size_t epoch_batches_ GUARDED_BY(mu_) = 0;  // of the running epoch (fewer than num_batches_ when resumed elastically)
   // Parts of the epoch run on other topologies (order/order.h): for the next

@@ -36,7 +36,6 @@ Loader::State Loader::Impl::state() const {
   st.drop_last = order_.drop_last;
   st.world_size = order_.world_size;
   st.shuffle_window = order_.shuffle_window;
-  if (st.shuffle_window > 0) st.version = 3;
   if (mix_) {
     for (const auto& p : mix_->parts()) st.mixture.push_back({p.name, p.source->size(), p.count});
   }

@@ -17,10 +17,20 @@ std::string str(bool b) { return b ? "True" : "False"; }
 }  // namespace
 
 void check_restorable(const Loader::State& st, const Loader::State& now) {
-  // NOTE: 1 (no `earlier`), 2, and 3 (with shuffle_window) all load; a
+  // NOTE: 1 (no `earlier`), 2, 3 (with shuffle_window) and 4 all parse; a
   // window that differs is refused below, by name.
-  if (st.version < 1 || st.version > 3) {
+  if (st.version < 1 || st.version > 4) {
     differs("version", std::to_string(st.version), std::to_string(now.version), "unknown state format");
+  }
+  // Before 4 a shuffled epoch had another order (a materialised
+  // Fisher-Yates shuffle): a position inside such an epoch names other
+  // records now. Unshuffled orders and epoch starts are the same.
+  if (st.version < 4 && st.shuffle && (st.batches_done > 0 || !st.earlier.empty())) {
+    const std::string why = "a shuffled epoch's order changed in version 4, so the saved position in epoch " +
+                            std::to_string(st.epoch) +
+                            " does not apply; load it with batches_done=0 and no earlier parts to start that epoch "
+                            "over, or finish the epoch with the stoker that saved it";
+    differs("version", std::to_string(st.version), std::to_string(now.version), why.c_str());
   }
   auto sources = [](const Loader::State& s) {
     if (s.mixture.empty()) return std::string("one data set");
@@ -69,7 +79,7 @@ std::vector<Segment> saved_segments(const Loader::State& st, const OrderParams& 
     q.world_size = world;
     q.rank = 0;
     q.batch_size = static_cast<std::size_t>(batch);
-    const std::size_t share = resumed_order(q, st.epoch, segs).size();
+    const std::size_t share = RankOrder(q, st.epoch, segs).size();  // a view while segs is empty
     const std::uint64_t batches = (share + batch - 1) / batch;
     if (done > batches) {
       differs(what.c_str(), std::to_string(done), "at most " + std::to_string(batches),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "order/bijection.h"
 #include "order/rng.h"
 
 namespace stoker::detail {
@@ -47,38 +48,37 @@ std::size_t mixture_part_of_position(const std::vector<std::uint64_t>& counts, s
   return counts.empty() ? 0 : counts.size() - 1;
 }
 
+namespace {
+Bijection pass_order(std::uint64_t seed, bool shuffle, std::size_t part, std::uint64_t pass, std::uint64_t size) {
+  return Bijection(size, mix_key(seed, kStreamMix, part, pass), shuffle);
+}
+}  // namespace
+
 std::vector<std::uint32_t> mixture_pass(std::uint64_t seed, bool shuffle, std::size_t part, std::uint64_t pass,
                                         std::size_t size) {
+  const Bijection b = pass_order(seed, shuffle, part, pass, size);
   std::vector<std::uint32_t> perm(size);
-  std::iota(perm.begin(), perm.end(), 0u);
-  if (shuffle && size > 1) {
-    Rng rng(mix_key(seed, kStreamMix, part, pass));
-    for (std::size_t i = size - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
-  }
+  for (std::size_t i = 0; i < size; ++i) perm[i] = static_cast<std::uint32_t>(b(i));
   return perm;
+}
+
+std::uint32_t mixture_draw(const std::vector<std::uint64_t>& sizes, const std::vector<std::uint64_t>& starts,
+                           const std::vector<std::uint64_t>& counts, std::uint64_t seed, bool shuffle,
+                           std::uint64_t epoch, std::uint64_t pos) {
+  const std::size_t s = mixture_part_of_position(counts, pos);
+  std::uint64_t first = 0;  // the source's first position in the epoch
+  for (std::size_t q = 0; q < s; ++q) first += counts[q];
+  const std::uint64_t k = epoch * counts[s] + (pos - first);  // the source's k-th draw
+  return static_cast<std::uint32_t>(starts[s] + pass_order(seed, shuffle, s, k / sizes[s], sizes[s])(k % sizes[s]));
 }
 
 std::vector<std::uint32_t> mixture_draws(const std::vector<std::uint64_t>& sizes,
                                          const std::vector<std::uint64_t>& starts,
                                          const std::vector<std::uint64_t>& counts, std::uint64_t seed, bool shuffle,
                                          std::uint64_t epoch) {
-  std::vector<std::uint32_t> out;
-  out.reserve(std::accumulate(counts.begin(), counts.end(), std::uint64_t{0}));
-  for (std::size_t s = 0; s < counts.size(); ++s) {
-    if (counts[s] == 0) continue;
-    const std::uint64_t size = sizes[s];
-    std::uint64_t k = epoch * counts[s];  // this source's first draw of the epoch
-    const std::uint64_t end = k + counts[s];
-    std::vector<std::uint32_t> perm;
-    std::uint64_t pass = ~std::uint64_t{0};
-    for (; k < end; ++k) {
-      if (k / size != pass) {
-        pass = k / size;
-        perm = mixture_pass(seed, shuffle, s, pass, static_cast<std::size_t>(size));
-      }
-      out.push_back(static_cast<std::uint32_t>(starts[s] + perm[k % size]));
-    }
-  }
+  const std::uint64_t n = std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+  std::vector<std::uint32_t> out(n);
+  for (std::uint64_t pos = 0; pos < n; ++pos) out[pos] = mixture_draw(sizes, starts, counts, seed, shuffle, epoch, pos);
   return out;
 }
 

@@ -18,11 +18,18 @@ std::vector<std::uint64_t> mixture_counts(const std::vector<double>& weights, st
 std::size_t mixture_part_of_position(const std::vector<std::uint64_t>& counts, std::uint64_t pos);
 
 // Pass `pass` of source `part` (of `size` records): its walk order, a
-// function of (seed, part, pass); identity without shuffle.
+// Bijection keyed by (seed, part, pass); identity without shuffle.
+// Materialised here for tests; mixture_draw computes one position of it.
 std::vector<std::uint32_t> mixture_pass(std::uint64_t seed, bool shuffle, std::size_t part, std::uint64_t pass,
                                         std::size_t size);
 
-// The epoch's table: for each position, the record of the concatenation of
+// The record position `pos` of `epoch` draws, in closed form: O(sources)
+// time, nothing per position (the loader's lookup; see mixture_draws).
+std::uint32_t mixture_draw(const std::vector<std::uint64_t>& sizes, const std::vector<std::uint64_t>& starts,
+                           const std::vector<std::uint64_t>& counts, std::uint64_t seed, bool shuffle,
+                           std::uint64_t epoch, std::uint64_t pos);
+
+// The epoch's table (tests): for each position, the record of the concatenation of
 // the sources (source s's records start at starts[s]) it draws. Source s's
 // positions take its draws epoch * counts[s] .. + counts[s] - 1, draw k
 // being mixture_pass(seed, shuffle, s, k / size)[k % size].

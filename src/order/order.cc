@@ -24,18 +24,8 @@ bool split_by_shard(const OrderParams& p) {
 
 namespace {
 
-// Rank p.rank's positions rank, rank + world, ... of the epoch's list
-// (DistributedSampler's rule; past its end, padding wraps to its start).
-std::vector<std::uint32_t> strided(const OrderParams& p, const std::vector<std::uint32_t>& all) {
-  const std::size_t n = all.size(), w = static_cast<std::size_t>(p.world_size), per_rank = samples_per_rank(p);
-  std::vector<std::uint32_t> out;
-  if (n == 0) return out;
-  out.reserve(per_rank);
-  for (std::size_t k = 0; k < per_rank; ++k) out.push_back(all[(static_cast<std::size_t>(p.rank) + k * w) % n]);
-  return out;
-}
-
-// The epoch's shard order (by_shard's and windowed's).
+// The epoch's shard order (by_shard's and windowed's): S entries, a
+// Fisher-Yates shuffle keyed by (seed, epoch).
 std::vector<std::size_t> shard_order(const OrderParams& p, std::uint64_t epoch) {
   const std::size_t S = p.shard_starts.size();
   std::vector<std::size_t> shards(S);
@@ -47,117 +37,160 @@ std::vector<std::size_t> shard_order(const OrderParams& p, std::uint64_t epoch) 
   return shards;
 }
 
-// Each list cut to its share: ranks holding more pass their tails on, in
-// order, to ranks holding less.
-void balance(std::vector<std::vector<std::uint32_t>>& lists, std::size_t share) {
-  std::vector<std::uint32_t> surplus;
-  for (auto& l : lists) {
-    if (l.size() > share) {
-      surplus.insert(surplus.end(), l.begin() + static_cast<std::ptrdiff_t>(share), l.end());
-      l.resize(share);
-    }
-  }
-  std::size_t next = 0;
-  for (auto& l : lists) {
-    while (l.size() < share && next < surplus.size()) l.push_back(surplus[next++]);
-  }
-}
-// Then, without drop_last, the lists still short are padded with the
-// epoch's first records again, as DistributedSampler pads.
-void pad(std::vector<std::vector<std::uint32_t>>& lists, std::size_t share) {
-  std::size_t k = 0;
-  for (auto& l : lists) {
-    while (l.size() < share) l.push_back(lists[0].empty() ? 0u : lists[0][k++ % lists[0].size()]);
+}  // namespace
+
+// Appends positions [from, to) of `runs` (a list's runs) to `out` as runs
+// starting at list position `at`.
+void EpochOrder::slice_runs(const std::vector<Run>& runs, std::size_t from, std::size_t to, std::size_t at,
+                            std::vector<Run>* out) {
+  for (const auto& r : runs) {
+    const std::size_t lo = std::max(from, r.pos), hi = std::min(to, r.pos + r.len);
+    if (lo >= hi) continue;
+    out->push_back({at, r.rec + (lo - r.pos), hi - lo});
+    at += hi - lo;
   }
 }
 
-// The records of the epoch's shards, in that order, shard k in list k mod m.
-std::vector<std::vector<std::uint32_t>> deal(const OrderParams& p, const std::vector<std::size_t>& shards,
-                                             std::size_t m) {
-  const std::size_t n = p.dataset_size, S = p.shard_starts.size();
-  std::vector<std::vector<std::uint32_t>> lists(m);
+EpochOrder::EpochOrder(const OrderParams& p, std::uint64_t epoch)
+    : n_(p.dataset_size),
+      world_(static_cast<std::size_t>(p.world_size)),
+      per_rank_(samples_per_rank(p)),
+      share_(p.drop_last ? n_ / world_ : (n_ + world_ - 1) / world_),
+      split_(split_by_shard(p)),
+      seed_(p.seed),
+      epoch_(epoch) {
+  const bool windowed = p.shuffle_window > 0 && !p.shard_starts.empty();
+  if (!windowed && !split_) {
+    kind_ = Kind::kPlain;
+    perm_ = Bijection(n_, mix_key(p.seed, epoch, kStreamOrder, 0), p.shuffle);
+    return;
+  }
+  kind_ = windowed ? Kind::kWindowed : Kind::kByShard;
+  // Deal: shard k of the epoch's order to list k mod m.
+  const std::size_t m = split_ ? world_ : 1, S = p.shard_starts.size();
+  lists_.resize(m);
+  const std::vector<std::size_t> shards = shard_order(p, epoch);
   for (std::size_t k = 0; k < S; ++k) {
     const std::size_t s = shards[k];
-    const std::size_t begin = p.shard_starts[s], end = s + 1 < S ? p.shard_starts[s + 1] : n;
-    for (std::size_t i = begin; i < end; ++i) lists[k % m].push_back(static_cast<std::uint32_t>(i));
+    const std::size_t begin = p.shard_starts[s], end = s + 1 < S ? p.shard_starts[s + 1] : n_;
+    List& l = lists_[k % m];
+    if (end > begin) l.runs.push_back({l.own, begin, end - begin});
+    l.own += end - begin;
   }
-  return lists;
-}
-
-std::vector<std::uint32_t> by_shard(const OrderParams& p, std::uint64_t epoch) {
-  const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size);
-  std::vector<std::vector<std::uint32_t>> lists = deal(p, shard_order(p, epoch), w);
-  if (p.shuffle) {
-    for (std::size_t r = 0; r < w; ++r) {
-      Rng rng(mix_key(p.seed, epoch, kStreamOrder, 2 + r));
-      auto& l = lists[r];
-      for (std::size_t i = l.size(); i-- > 1;) std::swap(l[i], l[rng.below(i + 1)]);
+  // Balance: lists holding more than the share pass their tails on, in
+  // order, to the lists holding less (in order); padding follows.
+  std::size_t surplus = 0, deficits = 0;
+  for (List& l : lists_) {
+    l.kept = split_ ? std::min(l.own, share_) : l.own;
+    l.taken_from = deficits;
+    if (split_ && l.own < share_) deficits += share_ - l.own;
+    surplus += l.own - l.kept;
+    surplus_ends_.push_back(surplus);
+  }
+  std::size_t pads = 0;
+  for (List& l : lists_) {
+    const std::size_t want = split_ && l.own < share_ ? share_ - l.own : 0;
+    const std::size_t got = l.taken_from < surplus ? std::min(want, surplus - l.taken_from) : 0;
+    l.length = l.kept + got;
+    l.pad_from = pads;
+    if (split_) pads += share_ - l.length;
+  }
+  if (kind_ == Kind::kByShard) {
+    for (std::size_t q = 0; q < m; ++q) {
+      lists_[q].shuffle = Bijection(lists_[q].own, mix_key(p.seed, epoch, kStreamOrder, 2 + q), p.shuffle);
+    }
+    return;
+  }
+  // shuffle_window: the balanced lists as runs (own runs cut to what is
+  // kept, then the surplus taken: runs of the givers' tails), then windows
+  // of W runs.
+  std::vector<Run> surplus_runs;
+  std::size_t at = 0;
+  for (const List& l : lists_) {
+    slice_runs(l.runs, l.kept, l.own, at, &surplus_runs);
+    at += l.own - l.kept;
+  }
+  for (List& l : lists_) {
+    std::vector<Run> runs;
+    slice_runs(l.runs, 0, l.kept, 0, &runs);
+    slice_runs(surplus_runs, l.taken_from, l.taken_from + (l.length - l.kept), l.kept, &runs);
+    l.runs = std::move(runs);
+    if (p.shuffle) {
+      for (std::size_t r = 0; r < l.runs.size(); r += p.shuffle_window) l.windows.push_back(l.runs[r].pos);
     }
   }
-  const std::size_t share = p.drop_last ? n / w : (n + w - 1) / w;
-  balance(lists, share);
-  pad(lists, share);
-  auto out = std::move(lists[static_cast<std::size_t>(p.rank)]);
-  out.resize(samples_per_rank(p));
+}
+
+std::size_t EpochOrder::table_bytes() const {
+  std::size_t b = lists_.capacity() * sizeof(List) + surplus_ends_.capacity() * sizeof(std::size_t);
+  for (const List& l : lists_) b += l.runs.capacity() * sizeof(Run) + l.windows.capacity() * sizeof(std::size_t);
+  return b;
+}
+
+std::uint32_t EpochOrder::in_runs(const std::vector<Run>& runs, std::size_t pos) {
+  auto it = std::upper_bound(runs.begin(), runs.end(), pos, [](std::size_t v, const Run& r) { return v < r.pos; });
+  const Run& r = *(it - 1);
+  return static_cast<std::uint32_t>(r.rec + (pos - r.pos));
+}
+
+std::uint32_t EpochOrder::shuffled(std::size_t q, std::size_t j) const {
+  return in_runs(lists_[q].runs, static_cast<std::size_t>(lists_[q].shuffle(j)));
+}
+
+std::uint32_t EpochOrder::listed(std::size_t q, std::size_t j) const {
+  const List& l = lists_[q];
+  if (kind_ == Kind::kByShard) {
+    if (j < l.kept) return shuffled(q, j);
+    // The surplus, in order: each giver's shuffled tail [kept, own).
+    const std::size_t t = l.taken_from + (j - l.kept);
+    const auto g = static_cast<std::size_t>(std::upper_bound(surplus_ends_.begin(), surplus_ends_.end(), t) -
+                                            surplus_ends_.begin());
+    const std::size_t before = g == 0 ? 0 : surplus_ends_[g - 1];
+    return shuffled(g, lists_[g].kept + (t - before));
+  }
+  if (l.windows.empty()) return in_runs(l.runs, j);
+  const auto w = std::upper_bound(l.windows.begin(), l.windows.end(), j) - 1;
+  const auto index = static_cast<std::uint64_t>(w - l.windows.begin());
+  const std::size_t begin = *w, end = w + 1 != l.windows.end() ? *(w + 1) : l.length;
+  const Bijection b(end - begin, mix_key(seed_, epoch_, kStreamWindow, (static_cast<std::uint64_t>(q) << 32) | index));
+  return in_runs(l.runs, begin + static_cast<std::size_t>(b(j - begin)));
+}
+
+// NOTE: the lists still short are padded with list 0's records again, in
+// order, counting on across lists (DistributedSampler pads with the first
+// records); list 0's own padding repeats it, so all padding reads list 0's
+// balanced records cyclically.
+std::uint32_t EpochOrder::padded(std::size_t q, std::size_t j) const {
+  const List& l = lists_[q];
+  if (j < l.length) return listed(q, j);
+  if (lists_[0].length == 0) return 0;
+  const std::size_t k = l.pad_from + (j - l.length);
+  return listed(0, (k % share_) % lists_[0].length);
+}
+
+std::uint32_t EpochOrder::at(int rank, std::size_t k) const {
+  const auto r = static_cast<std::size_t>(rank);
+  if (kind_ != Kind::kPlain && split_) return padded(r, k);
+  // Strided (DistributedSampler): rank r takes positions r, r + world, ...;
+  // past the end, padding wraps to the start.
+  const std::size_t pos = (r + k * world_) % (n_ == 0 ? 1 : n_);
+  if (kind_ == Kind::kPlain) return static_cast<std::uint32_t>(perm_(pos));
+  return listed(0, pos);
+}
+
+std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch) {
+  const EpochOrder view(p, epoch);
+  std::vector<std::uint32_t> out(view.size());
+  for (std::size_t k = 0; k < out.size(); ++k) out[k] = view.at(p.rank, k);
   return out;
 }
 
-// shuffle_window > 0 (epoch_order's comment in order.h).
-std::vector<std::uint32_t> windowed(const OrderParams& p, std::uint64_t epoch) {
-  const std::size_t n = p.dataset_size, w = static_cast<std::size_t>(p.world_size);
-  const std::size_t W = p.shuffle_window;
-  const bool split = split_by_shard(p);
-  const std::size_t m = split ? w : 1;
-  std::vector<std::vector<std::uint32_t>> lists = deal(p, shard_order(p, epoch), m);
-  const std::size_t share = p.drop_last ? n / w : (n + w - 1) / w;
-  if (split) balance(lists, share);
-  if (p.shuffle) {
-    auto shard_of = [&](std::uint32_t rec) {
-      return static_cast<std::size_t>(std::upper_bound(p.shard_starts.begin(), p.shard_starts.end(), rec) -
-                                      p.shard_starts.begin());
-    };
-    for (std::size_t q = 0; q < m; ++q) {
-      auto& l = lists[q];
-      std::size_t begin = 0, window = 0;
-      while (begin < l.size()) {
-        // W runs of one shard's records from `begin`.
-        std::size_t end = begin;
-        for (std::size_t runs = 0; runs < W && end < l.size(); ++runs) {
-          const std::size_t s = shard_of(l[end]);
-          while (end < l.size() && shard_of(l[end]) == s) ++end;
-        }
-        Rng rng(mix_key(p.seed, epoch, kStreamWindow, (static_cast<std::uint64_t>(q) << 32) | window));
-        for (std::size_t i = end - begin; i-- > 1;) std::swap(l[begin + i], l[begin + rng.below(i + 1)]);
-        begin = end;
-        ++window;
-      }
-    }
+RankOrder::RankOrder(const OrderParams& p, std::uint64_t epoch, const std::vector<Segment>& done) : rank_(p.rank) {
+  if (done.empty()) {
+    view_ = std::make_shared<const EpochOrder>(p, epoch);
+  } else {
+    list_ = resumed_order(p, epoch, done);
   }
-  if (split) {
-    pad(lists, share);
-    auto out = std::move(lists[static_cast<std::size_t>(p.rank)]);
-    out.resize(samples_per_rank(p));
-    return out;
-  }
-  return strided(p, lists[0]);
-}
-
-}  // namespace
-
-std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch) {
-  if (p.shuffle_window > 0 && !p.shard_starts.empty()) return windowed(p, epoch);
-  if (split_by_shard(p)) return by_shard(p, epoch);
-  const std::size_t n = p.dataset_size;
-  std::vector<std::uint32_t> perm(n);
-  std::iota(perm.begin(), perm.end(), 0u);
-  if (p.shuffle && n > 1) {
-    Rng rng(mix_key(p.seed, epoch, kStreamOrder, 0));
-    for (std::size_t i = n - 1; i > 0; --i) {  // Fisher-Yates
-      std::size_t j = rng.below(i + 1);
-      std::swap(perm[i], perm[j]);
-    }
-  }
-  return strided(p, perm);
 }
 
 namespace {
@@ -195,17 +228,20 @@ std::vector<std::uint32_t> resume_pool(const OrderParams& p, std::uint64_t epoch
   for (std::size_t s = 0; s < done.size(); ++s) {
     const Segment& seg = done[s];
     const auto world = static_cast<std::size_t>(seg.world_size);
+    // NOTE: the old ranks' lists are materialised: a resume computes its
+    // pool once, O(dataset); the first segment's come from the epoch's view.
     std::vector<std::vector<std::uint32_t>> lists(world);
-    for (std::size_t r = 0; r < world; ++r) {
-      if (s == 0) {
-        OrderParams q = p;
-        q.world_size = seg.world_size;
-        q.rank = static_cast<int>(r);
-        q.batch_size = seg.batch_size;
-        lists[r] = epoch_order(q, epoch);
-      } else {
-        lists[r] = block(pool, world, r, seg.batch_size, p.drop_last);
+    if (s == 0) {
+      OrderParams q = p;
+      q.world_size = seg.world_size;
+      q.batch_size = seg.batch_size;
+      const EpochOrder view(q, epoch);
+      for (std::size_t r = 0; r < world; ++r) {
+        lists[r].resize(view.size());
+        for (std::size_t k = 0; k < view.size(); ++k) lists[r][k] = view.at(static_cast<int>(r), k);
       }
+    } else {
+      for (std::size_t r = 0; r < world; ++r) lists[r] = block(pool, world, r, seg.batch_size, p.drop_last);
     }
     const std::size_t cut = seg.batches_done * seg.batch_size;
     for (auto& l : lists)

@@ -146,6 +146,10 @@ MixtureSource::MixtureSource(const Mixture& mix, const std::string& labels, cons
   const auto counts = detail::mixture_counts(weights, samples_per_epoch_);
   for (std::size_t s = 0; s < parts_.size(); ++s) parts_[s].count = counts[s];
   counts_ = counts;
+  for (const Part& p : parts_) {
+    sizes_.push_back(p.source->size());
+    starts_.push_back(p.start);
+  }
   bool same = true;
   for (const Part& p : parts_) {
     same = same && p.label_offset == 0 && p.label_map.empty() && p.source->classes() == parts_[0].source->classes();
@@ -235,13 +239,8 @@ std::string MixtureSource::describe() const {
   return d;
 }
 
-std::vector<std::uint32_t> MixtureSource::draws(std::uint64_t seed, bool shuffle, std::uint64_t epoch) const {
-  std::vector<std::uint64_t> sizes, starts;
-  for (const Part& p : parts_) {
-    sizes.push_back(p.source->size());
-    starts.push_back(p.start);
-  }
-  return detail::mixture_draws(sizes, starts, counts_, seed, shuffle, epoch);
+std::uint32_t MixtureSource::draw(std::uint64_t seed, bool shuffle, std::uint64_t epoch, std::uint64_t pos) const {
+  return detail::mixture_draw(sizes_, starts_, counts_, seed, shuffle, epoch, pos);
 }
 
 }  // namespace stoker

@@ -229,10 +229,10 @@ class ShardSource final : public Source {
            "'" + (names_.size() > 1 ? ", ..." : "") + "; " + std::to_string(records_.size()) + " records)";
   }
   bool wants_plan() const override { return bytes_->wants_plan(); }
-  void plan(const std::vector<std::uint32_t>& seq, std::size_t from) const override {
+  void plan(const RecordOrder& seq, std::size_t from) const override {
     if (bytes_->wants_plan()) bytes_->plan(uses(seq, from), from);
   }
-  void plan_ahead(const std::vector<std::uint32_t>& seq) const override {
+  void plan_ahead(const RecordOrder& seq) const override {
     if (bytes_->wants_plan()) bytes_->plan_ahead(uses(seq, 0));
   }
   void progress(std::size_t done) const override { bytes_->progress(done); }
@@ -257,10 +257,12 @@ class ShardSource final : public Source {
   };
   // Per shard: its first and last position from `from` on, and the byte
   // span of the records used there (a shard's records are contiguous); by first use.
-  std::vector<ShardBytes::Use> uses(const std::vector<std::uint32_t>& seq, std::size_t from) const {
+  // NOTE: walks the order's view position by position (no list of the
+  // epoch's records); what it keeps is per shard.
+  std::vector<ShardBytes::Use> uses(const RecordOrder& seq, std::size_t from) const {
     std::vector<ShardBytes::Use> by_shard(names_.size(), {0, SIZE_MAX, 0, UINT64_MAX, 0});
     for (std::size_t p = from; p < seq.size(); ++p) {
-      const Record& r = records_[seq[p]];
+      const Record& r = records_[seq.at(p)];
       ShardBytes::Use& u = by_shard[r.shard];
       u.shard = r.shard;
       if (u.first == SIZE_MAX) u.first = p;

@@ -189,11 +189,22 @@ def test_same_topology_resume_is_exact_and_other_settings_are_refused(numbered):
         stoker.Loader(numbered, **dict(kw, drop_last=True)).load_state_dict(state)
     with pytest.raises(ValueError, match="batches_done was 99 when saved, is at most 5"):
         stoker.Loader(numbered, **dict(kw, batch_size=3)).load_state_dict(dict(state, world_size=2, batches_done=99))
-    # A version-1 state (with a rank, without earlier parts) still loads.
+    # A version-1 state (with a rank, without earlier parts) still parses;
+    # mid-epoch of a shuffled epoch it named the old order's records
+    # (before version 4), so it is refused by version; at the epoch's start
+    # (or without shuffle) it loads.
     old = {k: v for k, v in state.items() if k != "earlier"}
     c = stoker.Loader(numbered, **kw)
-    c.load_state_dict(dict(old, version=1, rank=0))
-    assert [[int(v) for v in y] for _, y in c] == full[2:]
+    with pytest.raises(ValueError, match="version was 1 when saved, is 4 now; a shuffled epoch's order changed"):
+        c.load_state_dict(dict(old, version=1, rank=0))
+    c.load_state_dict(dict(old, version=1, rank=0, batches_done=0))
+    assert [[int(v) for v in y] for _, y in c] == full
+    plain = dict(kw, shuffle=False)
+    p = stoker.Loader(numbered, **plain)
+    p.load_state_dict(dict(old, version=1, rank=0, shuffle=False))
+    ref_plain = stoker.Loader(numbered, **plain)
+    ref_plain.set_epoch(2)
+    assert [[int(v) for v in y] for _, y in p] == [[int(v) for v in y] for _, y in ref_plain][2:]
 
 
 def test_inspect_state_says_where_the_epoch_stands(numbered, tmp_path):

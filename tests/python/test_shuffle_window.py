@@ -84,7 +84,7 @@ def test_resume_is_exact_and_the_state_names_the_window(numbered_shards):
     it = iter(part)
     got = [next(it)[1].tolist() for _ in range(3)]
     state = part.state_dict()
-    assert state["version"] == 3 and state["shuffle_window"] == 2
+    assert state["version"] == 4 and state["shuffle_window"] == 2
     resumed = stoker.Loader(numbered_shards, **kw)
     resumed.load_state_dict(state)
     got += [y.tolist() for _, y in resumed]
@@ -92,7 +92,7 @@ def test_resume_is_exact_and_the_state_names_the_window(numbered_shards):
     other = stoker.Loader(numbered_shards, shuffle=True, seed=8, **KW)
     with pytest.raises(ValueError, match="shuffle_window was 2 when saved, is 0 now"):
         other.load_state_dict(state)
-    assert "shuffle_window" not in other.state_dict() and other.state_dict()["version"] == 2
+    assert "shuffle_window" not in other.state_dict() and other.state_dict()["version"] == 4
 
 
 def test_refused_without_shards(numbered):

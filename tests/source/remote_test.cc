@@ -129,7 +129,13 @@ TEST(RemoteTest, ShardsAreHeldFromFirstToLastUseAndReleasedAfter) {
   auto here = open_shards({local});
   std::vector<std::uint32_t> order(src->size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(order.size() - 1 - i);
-  src->plan(order, 0);
+  struct Listed final : RecordOrder {  // the epoch's records by position, as a list
+    const std::vector<std::uint32_t>* list;
+    explicit Listed(const std::vector<std::uint32_t>* l) : list(l) {}
+    std::size_t size() const override { return list->size(); }
+    std::uint32_t at(std::size_t pos) const override { return (*list)[pos]; }
+  };
+  src->plan(Listed(&order), 0);
   std::vector<std::uint8_t> a, b;
   for (std::size_t p = 0; p < order.size(); ++p) {
     ASSERT_TRUE(src->read(order[p], &a).ok());

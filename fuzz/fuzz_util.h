@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "stoker/source.h"
+#include "util/temp_dir.h"
 
 namespace stoker_fuzz {
 
@@ -25,34 +26,11 @@ namespace stoker_fuzz {
 // next run.
 class ScratchDir {
  public:
-  ScratchDir() {
-    const char* base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    const std::string prefix = "stoker-fuzz-";
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-      // kill(pid, 0) sends nothing: it only asks whether the process is still there.
-      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove_all(e.path(), ec);
-    }
-    std::string t = std::string(base) + "/" + prefix + std::to_string(getpid()) + "-XXXXXX";
-    if (mkdtemp(t.data()) == nullptr) {
-      std::perror("mkdtemp");
-      std::abort();
-    }
-    path_ = t;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
+  ScratchDir() : dir_(prefix(), base()) {}
+  const std::string& path() const { return dir_.path(); }
   // Replaces the file `name` in the folder with `data`; returns its path.
   std::string write(const std::string& name, const std::uint8_t* data, std::size_t size) const {
-    const std::string p = path_ + "/" + name;
+    const std::string p = dir_.file(name);
     const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
       std::perror(p.c_str());
@@ -74,7 +52,23 @@ class ScratchDir {
   }
 
  private:
-  std::string path_;
+  static constexpr const char* kPrefix = "stoker-fuzz-";
+  static const char* base() { return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"; }
+  // Removes the folders of runs whose process is gone, then names this
+  // one's after its pid (a throw from TempDir is a finding too).
+  static std::string prefix() {
+    const std::string start = kPrefix;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(base(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.compare(0, start.size(), start) != 0) continue;
+      const long pid = std::strtol(name.c_str() + start.size(), nullptr, 10);
+      // kill(pid, 0) sends nothing: it only asks whether the process is still there.
+      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove_all(e.path(), ec);
+    }
+    return start + std::to_string(getpid());
+  }
+  stoker::detail::TempDir dir_;
 };
 
 // Records held in memory: record i's bytes and label; no members, no files.

@@ -1,6 +1,6 @@
 // A temporary directory, removed with everything in it when it goes out of
-// scope: the doctor's stats channel and its probes' packed samples, and the
-// C++ tests' fixtures (tests/test_util.h).
+// scope: the doctor's stats channel and its probes' packed samples, the
+// C++ tests' fixtures (tests/test_util.h) and the fuzz targets' folder.
 #pragma once
 
 #include <stdlib.h>
@@ -14,10 +14,11 @@ namespace stoker::detail {
 
 class TempDir {
  public:
-  // `prefix`: the name's start under the system's temporary directory
-  // ($TMPDIR, else /tmp).
-  explicit TempDir(const std::string& prefix) {
-    std::string t = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  // `prefix`: the name's start under `base`, by default the system's
+  // temporary directory ($TMPDIR, else /tmp).
+  explicit TempDir(const std::string& prefix, const std::string& base = {}) {
+    const std::filesystem::path dir = base.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(base);
+    std::string t = (dir / (prefix + "-XXXXXX")).string();
     if (!::mkdtemp(t.data())) {
       throw std::system_error(errno, std::generic_category(), "cannot create a temporary directory " + t);
     }

@@ -46,6 +46,7 @@ from stoker._stoker import (  # noqa: F401
     Resize,
     SampleError,
     decode_image,
+    write_manifest,
 )
 from stoker import _stoker
 from stoker import _profiling
@@ -66,7 +67,7 @@ from stoker.records import Records, Files as _Files
 from stoker.dataloader import DataLoader
 
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
-           "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
+           "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "write_manifest", "Image", "Mask",
            "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale",
            "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize",
            "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide",
@@ -229,7 +230,10 @@ class Loader:
             elsewhere as URLs: "https://host/train-{000000..000127}.tar",
             "s3://bucket/prefix/train-{...}.tar" or "s3://bucket/prefix/*.tar"
             with the AWS CLI's environment variables and ~/.aws profiles,
-            or "pipe:CMD" for a command printing the shard), or a
+            or "pipe:CMD" for a command printing the shard; a data set's
+            ``.manifest`` file, or one pattern with its manifest beside it,
+            opens from that file alone and reads each shard's index only
+            when it first reads that shard: docs/manifest.md), or a
             list file of `path,label` lines (or a CSV whose header row names
             its columns, e.g. `image,mask,label`; a header of `image` alone
             lists images without labels: every label is -1, and

@@ -1,0 +1,125 @@
+"""Data sets of many shards (issue 39): the manifest (docs/manifest.md) gives the epoch's size and each shard's
+count from one read, shards are opened and indexed only when first read, a bounded pool of descriptors reads
+thousands of shards under a low RLIMIT_NOFILE, and batches are those of a loader that read every index at open."""
+import io
+import os
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+
+import stoker
+
+PYTHON_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+
+
+def write_shards(folder, shards, per, prefix="s"):
+    """`shards` tar shards of `per` records: a (4,) uint8 .npy unique to the record, its .cls label."""
+    paths = []
+    for s in range(shards):
+        path = os.path.join(folder, f"{prefix}-{s:04d}.tar")
+        with tarfile.open(path, "w") as t:
+            for k in range(per):
+                n = s * per + k
+                buf = io.BytesIO()
+                np.save(buf, np.array([n & 255, (n >> 8) & 255, s & 255, k], dtype=np.uint8))
+                for name, data in [(f"k{n:06d}.npy", buf.getvalue()), (f"k{n:06d}.cls", str(n % 7).encode())]:
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    t.addfile(info, io.BytesIO(data))
+        paths.append(path)
+    return paths
+
+
+def batches(source, epochs=2, **kw):
+    loader = stoker.Loader(source, batch_size=kw.pop("batch_size", 8), threads=2, progress=False, **kw)
+    out = []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for x, y in loader:
+            out.append((x.numpy().copy(), y.numpy().copy()))
+    return out, loader
+
+
+@pytest.mark.parametrize("kw", [dict(shuffle=True, seed=3), dict(shuffle=False),
+                                dict(shuffle=True, seed=5, rank=1, world_size=3, drop_last=True),
+                                dict(shuffle=True, seed=7, shuffle_window=2, rank=0, world_size=2)])
+def test_batches_with_and_without_manifest_are_identical(tmp_path, kw):
+    paths = write_shards(tmp_path, shards=9, per=7)
+    pattern = str(tmp_path / "s-{0000..0008}.tar")
+    manifest = stoker.write_manifest(pattern)
+    assert manifest == str(tmp_path / "s.manifest")
+    without, _ = batches(paths, **kw)  # a list of shard paths: every index read at open
+    for spec in (pattern, manifest):
+        got, _ = batches(spec, **kw)
+        assert len(got) == len(without)
+        for (a, b), (c, d) in zip(got, without):
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_array_equal(b, d)
+
+
+def test_shards_are_indexed_only_when_first_read(tmp_path):
+    write_shards(tmp_path, shards=40, per=5)
+    manifest = stoker.write_manifest(str(tmp_path / "s-*.tar"))
+    loader = stoker.Loader(manifest, batch_size=5, threads=1, shuffle=False, progress=False)
+    assert len(loader) == 40
+    # Construction reads record 0 (the default schema checks whether records are .npy arrays): shard 0 only.
+    assert loader.stats()["shard_file_opens"] == 1
+    it = iter(loader)
+    next(it)
+    # The first batch is shard 0's records; the ring reads a few batches ahead, never the whole set.
+    opened = loader.stats()["shard_file_opens"]
+    assert 1 <= opened < 40, opened
+
+
+def test_a_stale_or_damaged_manifest_is_an_error_naming_it(tmp_path):
+    paths = write_shards(tmp_path, shards=4, per=3)
+    manifest = stoker.write_manifest(str(tmp_path / "s-{0000..0003}.tar"))
+    os.makedirs(tmp_path / "other")
+    os.replace(write_shards(tmp_path / "other", shards=1, per=5)[0], paths[2])  # shard 2 rewritten: 5 records
+    loader = stoker.Loader(manifest, batch_size=3, threads=1, shuffle=False, progress=False, on_corrupt="skip")
+    it = iter(loader)
+    next(it), next(it)  # shards 0 and 1 read
+    with pytest.raises(ConnectionError, match=f"manifest '{manifest}' is stale: shard '{paths[2]}' is"):
+        next(it)  # raised whatever on_corrupt says: the data set changed, no sample is corrupt
+    # Record 0's shard stale: construction reads record 0 (the default schema's check) and raises it.
+    os.replace(write_shards(tmp_path / "other", shards=1, per=4)[0], paths[0])
+    with pytest.raises(ConnectionError, match=f"record 0: manifest '{manifest}' is stale: shard '{paths[0]}'"):
+        stoker.Loader(manifest, batch_size=3, progress=False)
+    text = open(manifest, "rb").read()
+    with open(manifest, "wb") as f:
+        f.write(text[: len(text) - 10])
+    with pytest.raises(stoker.SampleError, match=f"manifest '{manifest}': .*truncated"):
+        stoker.Loader(str(tmp_path / "s-{0000..0003}.tar"), batch_size=3, progress=False)
+
+
+def test_thousands_of_shards_under_a_low_descriptor_limit(tmp_path):
+    """3,000 one-record shards read through a manifest under RLIMIT_NOFILE 256: at most a quarter of the limit
+    is open, every record read once per epoch, and at most one shard (record 0's) is opened at construction."""
+    write_shards(tmp_path, shards=3000, per=1)
+    stoker.write_manifest(str(tmp_path / "s-*.tar"))
+    code = f"""
+import resource, sys
+import numpy as np
+sys.path.insert(0, {PYTHON_DIR!r})
+import stoker
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+loader = stoker.Loader({str(tmp_path / 's-{0000..2999}.tar')!r}, batch_size=50, threads=2, shuffle=True, seed=1,
+                       progress=False)
+before = loader.stats()["shard_file_opens"]
+seen = []
+for x, y in loader:
+    for a, b in zip(x.numpy(), y.numpy()):
+        n = int(a[0]) + 256 * int(a[1])
+        assert int(b) == n % 7
+        seen.append(n)
+st = loader.stats()
+print(before, st["shard_files_open"], len(seen), len(set(seen)), st["corrupt"])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    before, files_open, n, distinct, corrupt = map(int, out.stdout.split())
+    assert before <= 1 and files_open <= 64 and corrupt == 0, out.stdout  # record 0's shard at most
+    assert n == distinct == 3000, out.stdout

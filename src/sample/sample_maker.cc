@@ -82,12 +82,7 @@ void SampleMaker::decide_default_schema() {
   }
   std::vector<std::uint8_t> bytes;
   NpyHeader h;
-  const Status read = source_.read(0, &bytes);
-  // NOTE: data that cannot be had (a shard changed since its manifest, a
-  // fetch whose retries ran out) is raised here as at any batch, not taken
-  // for "not a .npy".
-  if (read.code() == Code::kUnavailable) throw Error(Status(read.code(), "record 0: " + read.message()));
-  const bool npy = read.ok() && sniff_format(bytes.data(), bytes.size()) == Format::kNpy &&
+  const bool npy = source_.read(0, &bytes).ok() && sniff_format(bytes.data(), bytes.size()) == Format::kNpy &&
                    parse_npy_header(bytes.data(), bytes.size(), &h).ok();
   if (!npy) {
     if (opt_.kind == SampleKind::kArray) {

@@ -22,6 +22,7 @@
 #include "source/tar.h"
 #include "stoker/source.h"
 #include "stoker/stats.h"
+#include "util/thread.h"
 #include "util/util.h"
 
 namespace stoker {
@@ -347,41 +348,49 @@ class ShardSource final : public Source {
   std::shared_ptr<const ShardRecords> get(std::uint32_t s, Status* err) const {
     {
       MutexLock lock(mu_);
+      // NOTE: one thread loads a shard (a file read, or a request); the
+      // others asking for it meanwhile wait for that one.
+      while (!loaded_[s] && loading_.count(s)) loaded_cv_.wait(lock);
       if (loaded_[s]) {
         touch_locked(s);
         return loaded_[s];
       }
+      loading_.insert(s);
     }
-    // NOTE: loaded outside the lock (a shard's index is a file read, or a
-    // request); two threads loading one shard keep the first one's.
-    ShardIndex index;
-    Status st = bytes_->load_index(s, &index);
+    // NOTE: an exception here (out of memory for an index) is that shard's
+    // error, and never leaves `loading_` set (the waiters would hang).
     const std::size_t want = (s + 1 < starts_.size() ? starts_[s + 1] : size_) - starts_[s];
-    if (st.ok() && index.records.size() != want) {
-      st = Status(Code::kUnavailable, "manifest '" + manifest_ + "' is stale: shard '" + names_[s] + "' holds " +
-                                          std::to_string(index.records.size()) + " records, the manifest says " +
-                                          std::to_string(want) + "; write it again with `stoker manifest`");
+    std::shared_ptr<const ShardRecords> records;
+    Status st;
+    try {
+      ShardIndex index;
+      st = bytes_->load_index(s, &index);
+      if (st.ok() && index.records.size() != want) {
+        st = Status(Code::kUnavailable, "manifest '" + manifest_ + "' is stale: shard '" + names_[s] + "' holds " +
+                                            std::to_string(index.records.size()) + " records, the manifest says " +
+                                            std::to_string(want) + "; write it again with `stoker manifest`");
+      }
+      if (st.ok()) records = std::make_shared<const ShardRecords>(display_name(s), std::move(index));
+    } catch (...) {
+      st = exception_status("indexing shard '" + names_[s] + "'");
     }
+    MutexLock lock(mu_);
+    loading_.erase(s);
+    loaded_cv_.notify_all();
     if (!st.ok()) {
       *err = std::move(st);
       return nullptr;
     }
-    auto records = std::make_shared<const ShardRecords>(display_name(s), std::move(index));
-    MutexLock lock(mu_);
-    if (!loaded_[s]) {
-      loaded_[s] = std::move(records);
-      loaded_records_ += want;
-      touch_locked(s);
-      // Least recently used first, never the one just loaded.
-      while (loaded_records_ > index_records_ && lru_.size() > 1) {
-        const std::uint32_t victim = lru_.begin()->second;
-        lru_.erase(lru_.begin());
-        loaded_records_ -= loaded_[victim]->records.size();
-        loaded_[victim].reset();
-        used_[victim] = 0;
-      }
-    } else {
-      touch_locked(s);
+    loaded_[s] = std::move(records);
+    loaded_records_ += want;
+    touch_locked(s);
+    // Least recently used first, never the one just loaded.
+    while (loaded_records_ > index_records_ && lru_.size() > 1) {
+      const std::uint32_t victim = lru_.begin()->second;
+      lru_.erase(lru_.begin());
+      loaded_records_ -= loaded_[victim]->records.size();
+      loaded_[victim].reset();
+      used_[victim] = 0;
     }
     return loaded_[s];
   }
@@ -442,6 +451,8 @@ class ShardSource final : public Source {
   mutable std::vector<std::shared_ptr<const ShardRecords>> loaded_ GUARDED_BY(mu_);
   mutable std::vector<std::uint64_t> used_ GUARDED_BY(mu_);                      // tick of the last use, 0: not loaded
   mutable std::set<std::pair<std::uint64_t, std::uint32_t>> lru_ GUARDED_BY(mu_);  // (used, shard), loaded
+  mutable std::set<std::uint32_t> loading_ GUARDED_BY(mu_);  // shards whose index a thread is loading now
+  mutable CondVar loaded_cv_;                                // a load ended
   mutable std::size_t loaded_records_ GUARDED_BY(mu_) = 0;
   mutable std::uint64_t tick_ GUARDED_BY(mu_) = 0;
 };

@@ -84,10 +84,6 @@ def test_a_stale_or_damaged_manifest_is_an_error_naming_it(tmp_path):
     next(it), next(it)  # shards 0 and 1 read
     with pytest.raises(ConnectionError, match=f"manifest '{manifest}' is stale: shard '{paths[2]}' is"):
         next(it)  # raised whatever on_corrupt says: the data set changed, no sample is corrupt
-    # Record 0's shard stale: construction reads record 0 (the default schema's check) and raises it.
-    os.replace(write_shards(tmp_path / "other", shards=1, per=4)[0], paths[0])
-    with pytest.raises(ConnectionError, match=f"record 0: manifest '{manifest}' is stale: shard '{paths[0]}'"):
-        stoker.Loader(manifest, batch_size=3, progress=False)
     text = open(manifest, "rb").read()
     with open(manifest, "wb") as f:
         f.write(text[: len(text) - 10])
@@ -123,3 +119,42 @@ print(before, st["shard_files_open"], len(seen), len(set(seen)), st["corrupt"])
     before, files_open, n, distinct, corrupt = map(int, out.stdout.split())
     assert before <= 1 and files_open <= 64 and corrupt == 0, out.stdout  # record 0's shard at most
     assert n == distinct == 3000, out.stdout
+
+
+def test_remote_shards_through_a_manifest(tmp_path):
+    """Shards over HTTP (nginx on 127.0.0.1) with their manifest beside them: one request for the manifest at
+    construction and one per shard index read, never every shard's; batches equal the local shards'; a damaged
+    manifest on the server is an error naming its URL."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import remote_servers as rs
+    if not os.path.exists(rs.NGINX):
+        pytest.skip("nginx is not installed")
+    www = tmp_path / "www"
+    os.makedirs(www)
+    paths = write_shards(www, shards=12, per=6)
+    stoker.write_manifest(str(www / "s-{0000..0011}.tar"))
+    kw = dict(batch_size=6, shuffle=True, seed=4, shuffle_window=2)
+    local, _ = batches(paths, epochs=1, **kw)
+    with rs.nginx(str(www), str(tmp_path / "nginx")) as web:
+        loader = stoker.Loader(web.url + "/s-{0000..0011}.tar", batch_size=6, threads=2, progress=False, shuffle=True,
+                               seed=4, shuffle_window=2)
+        log = web.requests(min_count=1)
+        assert [r["path"] for r in log if r["path"].endswith(".idx")] == ["/s-0000.tar.idx"], \
+            "construction: the manifest, and record 0's shard index (the default schema reads record 0)"
+        assert log[0]["path"] == "/s.manifest"
+        assert all(not r["path"].endswith(".tar") or r["method"] != "HEAD" for r in log), "no HEAD per shard"
+        got = []
+        for x, y in loader:
+            got.append((x.numpy().copy(), y.numpy().copy()))
+        assert len(got) == len(local)
+        for (a, b), (c, d) in zip(got, local):
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_array_equal(b, d)
+        assert loader.stats()["remote"]["index"] == "manifest"
+        idx = [r for r in web.requests() if r["path"].endswith(".idx")]
+        assert len(idx) == len({r["path"] for r in idx}) == 12, "each shard's index fetched once, when first read"
+        text = open(www / "s.manifest", "rb").read()
+        with open(www / "s.manifest", "wb") as f:
+            f.write(text[:-5])
+        with pytest.raises(stoker.SampleError, match=f"manifest '{web.url}/s.manifest': .*truncated"):
+            stoker.Loader(web.url + "/s-{0000..0011}.tar", batch_size=6, progress=False)

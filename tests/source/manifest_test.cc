@@ -5,12 +5,15 @@
 // since the manifest was written, naming both.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "source/manifest.h"
+#include "source/shard_bytes.h"
+#include "source/shard_source.h"
 #include "source/tar.h"
 #include "stoker/source.h"
 #include "stoker/stats.h"
@@ -189,6 +192,56 @@ TEST(ManifestTest, AShardChangedSinceTheManifestIsAnErrorNamingBoth) {
     ADD_FAILURE() << "opened";
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("manifest '" + m2 + "'"), std::string::npos) << err.what();
+  }
+}
+
+// A LocalShardBytes that counts the indexes it loads.
+class CountingBytes final : public detail::ShardBytes {
+ public:
+  explicit CountingBytes(std::unique_ptr<detail::LocalShardBytes> inner) : inner_(std::move(inner)) {}
+  Status read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size, std::vector<std::uint8_t>* out) const override {
+    return inner_->read_at(shard, off, size, out);
+  }
+  Status load_index(std::uint32_t shard, detail::ShardIndex* out) const override {
+    ++loads;
+    return inner_->load_index(shard, out);
+  }
+  mutable std::atomic<int> loads{0};
+
+ private:
+  std::unique_ptr<detail::LocalShardBytes> inner_;
+};
+
+// Indexes past the budget are evicted, least recently used first, and read again when needed; records stay right.
+TEST(ManifestTest, IndexesPastTheBudgetAreEvictedAndReadAgain) {
+  TempDir d;
+  const auto paths = make_shards(d, {3, 5, 4});
+  const auto every = open_shards(paths);
+  for (const std::size_t budget : {std::size_t{100}, std::size_t{6}}) {
+    std::vector<detail::LocalShardBytes::File> files;
+    for (const auto& p : paths) {
+      detail::LocalShardBytes::File f;
+      f.path = p;
+      f.size = std::filesystem::file_size(p);
+      f.pinned = false;
+      files.push_back(f);
+    }
+    auto local = std::make_unique<detail::LocalShardBytes>(files, std::vector<int>{}, 0, "m.manifest");
+    local->set_index_options(detail::ShardOptions{});
+    auto counting = std::make_unique<CountingBytes>(std::move(local));
+    const CountingBytes* c = counting.get();
+    const auto src = detail::make_manifest_shard_source(paths, {3, 5, 4}, {0, 0, 0}, "m.manifest", budget,
+                                                        std::move(counting));
+    std::vector<std::uint8_t> a, b;
+    for (const std::size_t i : {0, 1, 3, 7, 2, 4, 9}) {  // shards 0, 0, 1, 1, 0, 1, 2
+      ASSERT_TRUE(src->read(i, &a).ok());
+      ASSERT_TRUE(every->read(i, &b).ok());
+      EXPECT_EQ(a, b) << i;
+      EXPECT_EQ(src->key(i), every->key(i));
+    }
+    // A budget of 100 records holds all three; one of 6 holds one shard at a time (the one being read is kept):
+    // 0, 1, 0 again, 1 again, 2.
+    EXPECT_EQ(c->loads.load(), budget == 100 ? 3 : 5) << "budget " << budget;
   }
 }
 

@@ -261,6 +261,11 @@ PackResult pack(const std::string& source, const PackOptions& o) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec)) throw Error(Code::kIOError, "cannot create output folder '" + dir.string() + "'");
+  // The data set's manifest (source/manifest.h), written beside the shards
+  // once they all are; a previous one is removed now, so that an interrupted
+  // pack leaves no manifest of other shards.
+  const std::string manifest_path = detail::manifest_beside(o.out_pattern);
+  fs::remove(manifest_path, ec);
   // Temp files of an interrupted run: never under a final name, removed now.
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
@@ -327,8 +332,6 @@ PackResult pack(const std::string& source, const PackOptions& o) {
   std::vector<std::string> report;
   std::unique_ptr<detail::TarWriter> tar;
   detail::ShardIndex index;
-  // The data set's manifest (source/manifest.h), written beside the shards once they all are.
-  const std::string manifest_path = detail::manifest_beside(o.out_pattern);
   detail::Manifest manifest;
   manifest.pack = pack_options_text(o);
   int shard_no = -1;

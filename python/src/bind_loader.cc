@@ -250,27 +250,7 @@ void bind_loader(py::module_& m) {
         return write_manifest(pattern, out, labels);
       },
       py::arg("pattern"), py::arg("out") = "", py::arg("labels") = "cls",
-      R"doc(Writes the manifest of local tar shards (docs/manifest.md) from their ``.idx`` sidecars.
-
-A loader given the shards' pattern (or the manifest's path) then knows the
-epoch's size and each shard's record count from this one file, and opens a
-shard and reads its index only when it first reads that shard. ``stoker
-pack`` writes one itself; this is for shards made otherwise
-(``stoker manifest PATTERN`` on the command line).
-
-Args:
-    pattern: the shards: a brace pattern or glob (``"d/train-{000..099}.tar"``).
-    out: the manifest's path; ``""`` (the default): beside the shards, the
-        pattern's file name up to its first ``{ * ? [ %`` with trailing
-        ``- _ .`` cut, plus ``.manifest`` (``"d/train.manifest"``).
-    labels: where labels come from, ``"cls"`` or ``"json:<field>"``.
-
-Returns:
-    str: the manifest's path.
-
-Raises:
-    OSError: a shard cannot be read (named).
-)doc");
+      "Writes the manifest of local tar shards; stoker.write_manifest (python/stoker/__init__.py) documents it.");
 
   // A manifest of the given rows, through the one format definition (source/manifest.h): bench/scale_bench.py
   // writes the manifests of synthetic data sets of 10^5 shards (symlinks to a few real ones) with it.
@@ -281,10 +261,10 @@ Raises:
         if (names.size() != records.size() || names.size() != bytes.size()) {
           throw Error(Code::kInvalidArgument, "_write_manifest_rows: names, records and bytes differ in length");
         }
-        detail::Manifest m;
-        m.labels = labels;
-        for (std::size_t s = 0; s < names.size(); ++s) m.shards.push_back({names[s], records[s], bytes[s]});
-        Status st = detail::write_file_atomically(path, detail::serialize_manifest(m));
+        detail::Manifest manifest;
+        manifest.labels = labels;
+        for (std::size_t s = 0; s < names.size(); ++s) manifest.shards.push_back({names[s], records[s], bytes[s]});
+        Status st = detail::write_file_atomically(path, detail::serialize_manifest(manifest));
         if (!st.ok()) throw Error(st);
       },
       py::arg("path"), py::arg("names"), py::arg("records"), py::arg("bytes"), py::arg("labels") = "cls");

@@ -158,3 +158,30 @@ def test_remote_shards_through_a_manifest(tmp_path):
             f.write(text[:-5])
         with pytest.raises(stoker.SampleError, match=f"manifest '{web.url}/s.manifest': .*truncated"):
             stoker.Loader(web.url + "/s-{0000..0011}.tar", batch_size=6, progress=False)
+
+
+def test_pack_writes_the_manifest_beside_its_shards(photos, tmp_path):
+    """stoker pack's manifest: found beside the pattern, it lists every shard with its records and bytes, and the
+    loader over it gives the batches of the same shards opened without it."""
+    cli = os.path.join(os.environ.get("STOKER_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build")),
+                       "tools", "stoker")
+    if not os.path.exists(cli):
+        pytest.skip("the stoker CLI is not built")
+    out = subprocess.run([cli, "pack", photos, str(tmp_path / "p-%03d.tar"), "--max-side", "32", "--shard-count", "3"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    manifest = str(tmp_path / "p.manifest")
+    assert f"pack: manifest {manifest}" in out.stdout
+    lines = open(manifest).read().splitlines()
+    assert lines[0] == "stoker-manifest 1" and "max_side=32" in lines[2] and lines[3] == "records 24"
+    rows = [line.split("\t") for line in lines if "\t" in line]
+    assert [r[0] for r in rows] == ["p-000.tar", "p-001.tar", "p-002.tar"]
+    assert [int(r[2]) for r in rows] == [os.path.getsize(tmp_path / r[0]) for r in rows]
+    assert sum(int(r[1]) for r in rows) == 24
+    kw = dict(batch_size=5, shuffle=True, seed=2, transforms=[stoker.CenterCrop(24)])
+    got, _ = batches(str(tmp_path / "p-{000..002}.tar"), epochs=1, **kw)
+    want, _ = batches([str(tmp_path / r[0]) for r in rows], epochs=1, **kw)
+    assert len(got) == len(want) == 5
+    for (a, b), (c, d) in zip(got, want):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, d)

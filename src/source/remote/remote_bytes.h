@@ -44,6 +44,9 @@ class RemoteShardBytes final : public ShardBytes {
   void progress(std::size_t done) const override;
   void io_stats(Stats* s) const override;
   void use_memory(const std::shared_ptr<MemoryBudget>& budget) const override;
+  // Shard `shard`'s URL and the identity given at construction.
+  const std::string& url(std::uint32_t shard) const;
+  const ObjectInfo& info(std::uint32_t shard) const;
   // Shards named by a manifest: how a shard's index is fetched when first needed (remote_shards.cc).
   using IndexLoader = std::function<Status(std::uint32_t shard, ShardIndex* out)>;
   void set_index_loader(IndexLoader load) { load_index_ = std::move(load); }

@@ -175,9 +175,11 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
       bopt.connections = remote.connections;
       bopt.memory_budget = remote.memory_budget;
       bopt.index_how = "manifest";
-      auto bytes = std::make_unique<RemoteShardBytes>(urls, infos, transport, counters, cache, bopt);
-      bytes->set_index_loader([transport, cache, counters, opt, urls, sizes, mname](std::uint32_t s, ShardIndex* out) {
-        Opened o{urls[s], redact_url(urls[s]), {sizes[s], ""}, true, {}, ""};
+      auto bytes = std::make_unique<RemoteShardBytes>(std::move(urls), std::move(infos), transport, counters, cache, bopt);
+      // NOTE: the loader is the store's own (it dies with it), so it may read the store's URLs and sizes.
+      const RemoteShardBytes* store = bytes.get();
+      bytes->set_index_loader([store, transport, cache, counters, opt, mname](std::uint32_t s, ShardIndex* out) {
+        Opened o{store->url(s), redact_url(store->url(s)), {store->info(s).size, ""}, true, {}, ""};
         Status ist;
         try {
           ist = index_shard(transport.get(), cache.get(), counters.get(), opt, &o);

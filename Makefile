@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data docs demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-volumes bench-drop-in bench-formats soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
+.PHONY: all deps build data docs demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-scale bench-volumes bench-drop-in bench-formats soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
 
 all: build
 
@@ -154,6 +154,11 @@ bench-pack: build data
 # fault proxy, 20 ms per request) against local disk, 2 threads; bytes per epoch; cache_dir's second epoch.
 bench-remote: build data
 	$(PYTHON) bench/remote_bench.py $(DATA) --rounds 3 --build $(BUILD)
+
+# Scale (issue 39): synthetic manifests of 10^6..10^9 records over 10^3..10^5 shards (symlinks to a few real
+# shards), ranks 0 of worlds 1/8/1000: construction, first batch, per-rank RSS (and requests with --remote).
+bench-scale: build
+	$(PYTHON) bench/scale_bench.py --build $(BUILD)
 
 # 3D volumes (issue 16): CT-like phantoms as .npy and .nii.gz (bench/volume_data.py, made in VOLUMES first), 4 patches
 # of 96^3 per volume by RandCropByPosNegLabel + ScaleIntensityRange + 3 RandFlips, against a DataLoader over numpy/nibabel.

@@ -80,7 +80,7 @@ class MemorySource final : public stoker::Source {
     for (std::size_t i = 0; i < records_.size(); ++i) keys_.push_back("memory/" + std::to_string(i));
   }
   std::size_t size() const override { return records_.size(); }
-  const std::string& key(std::size_t i) const override { return keys_[i]; }
+  std::string key(std::size_t i) const override { return keys_[i]; }
   std::int64_t label(std::size_t i) const override { return labels_[i]; }
   stoker::Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
     out->assign(records_[i].begin(), records_[i].end());

@@ -81,6 +81,7 @@ void add_pack_command(CLI::App& app) {
                 static_cast<unsigned long long>(r.resized), static_cast<unsigned long long>(r.kept),
                 static_cast<unsigned long long>(r.members), static_cast<unsigned long long>(r.members_resized), r.seconds,
                 static_cast<double>(r.records_in) / std::max(r.seconds, 1e-9));
+    std::printf("pack: manifest %s\n", r.manifest.c_str());
     if (!r.report_path.empty()) std::printf("pack: bad inputs are listed in %s\n", r.report_path.c_str());
     if (r.records_in != r.records_written + skipped) throw stoker::Error(stoker::Code::kCancelled, "record counts do not add up");
   });

@@ -94,7 +94,7 @@ class MixtureSource : public Source {
   MixtureSource(const Mixture& mix, const std::string& labels = "cls", const std::string& index_dir = "");
 
   std::size_t size() const override { return size_; }
-  const std::string& key(std::size_t i) const override;
+  std::string key(std::size_t i) const override;
   std::int64_t label(std::size_t i) const override;
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override;
   // "mix:source": the source index as text; anything else the source's.

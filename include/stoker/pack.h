@@ -86,6 +86,10 @@ struct PackResult {
   std::uint64_t members = 0;    // other members carried (masks, boxes, JSON, ...)
   std::uint64_t members_resized = 0;  // masks resized and boxes rescaled with their image
   std::vector<std::string> shards;
+  // The data set's manifest, written beside the shards ("out/train-%06d.tar"
+  // -> "out/train.manifest"): a loader given the shards' pattern or this
+  // file reads each shard's index only when it first reads that shard.
+  std::string manifest;
   std::string report_path;      // "" when every input was good
   double seconds = 0;
 };

@@ -35,8 +35,8 @@ class Source {
 
   // Number of records.
   virtual std::size_t size() const = 0;
-  // The record's name in messages: its file path. REQUIRES: i < size()
-  virtual const std::string& key(std::size_t i) const = 0;
+  // The record's name in messages: its file path (a shard sample: "<shard>:<key>"). REQUIRES: i < size()
+  virtual std::string key(std::size_t i) const = 0;
   // Class index. REQUIRES: i < size()
   virtual std::int64_t label(std::size_t i) const = 0;
   // Replaces *out with the record's bytes. `out` is the caller's reusable
@@ -160,8 +160,28 @@ std::unique_ptr<Source> open_list_file(const std::string& path);
 // offset for a damaged tar. index_dir non-empty: sidecars that must be
 // built go there instead (the user's folder is never written; the doctor's
 // probes use this).
+//
+// A data set manifest (docs/manifest.md; `stoker pack` writes one, as does
+// write_manifest()): a spec naming a `.manifest` file, or one brace/glob
+// pattern with `<stem>.manifest` beside it (write_manifest's name), opens
+// from it: the records and each shard's count come from that one read, and a
+// shard is opened and its `.idx` read only when a record of it is first
+// read (local shards; indexes beyond ShardOptions' budget evicted, least
+// recently used first). A manifest that is damaged, truncated, or does not
+// list a shard the pattern names throws Error naming it; a shard whose size
+// or record count differs from the manifest's, or that is missing, is found
+// at its first read: kUnavailable naming the manifest and the shard, raised
+// at that batch whatever on_corrupt says.
 std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const std::string& labels = "cls",
                                     const std::string& index_dir = "", const RemoteOptions& remote = {});
+
+// Writes the manifest of the local tar shards `pattern` names (a brace
+// pattern, glob or path) from their `.idx` sidecars (built, and written
+// beside each shard when missing or stale) to `out`, by default beside them:
+// "d/train-{000..099}.tar" -> "d/train.manifest" (the pattern's file name
+// up to its first '{', '*', '?', '[' or '%', trailing '-', '_', '.' cut).
+// Returns its path. Throws Error naming a shard that cannot be read.
+std::string write_manifest(const std::string& pattern, const std::string& out = "", const std::string& labels = "cls");
 
 // How a COCO instances file becomes records (open_coco).
 struct CocoOptions {

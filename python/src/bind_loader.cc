@@ -8,6 +8,8 @@
 #include "order/rng.h"
 #include "source/file_list_source.h"
 #include "source/file_reader.h"
+#include "source/manifest.h"
+#include "util/util.h"
 #include "sample/fields/field_def.h"
 #include "stats/stats_table.h"
 #include "stoker/loader.h"
@@ -240,6 +242,32 @@ void bind_loader(py::module_& m) {
         return out;
       },
       py::arg("transforms"));
+
+  m.def(
+      "write_manifest",
+      [](const std::string& pattern, const std::string& out, const std::string& labels) {
+        py::gil_scoped_release release;
+        return write_manifest(pattern, out, labels);
+      },
+      py::arg("pattern"), py::arg("out") = "", py::arg("labels") = "cls",
+      "Writes the manifest of local tar shards; stoker.write_manifest (python/stoker/__init__.py) documents it.");
+
+  // A manifest of the given rows, through the one format definition (source/manifest.h): bench/scale_bench.py
+  // writes the manifests of synthetic data sets of 10^5 shards (symlinks to a few real ones) with it.
+  m.def(
+      "_write_manifest_rows",
+      [](const std::string& path, const std::vector<std::string>& names, const std::vector<std::uint64_t>& records,
+         const std::vector<std::uint64_t>& bytes, const std::string& labels) {
+        if (names.size() != records.size() || names.size() != bytes.size()) {
+          throw Error(Code::kInvalidArgument, "_write_manifest_rows: names, records and bytes differ in length");
+        }
+        detail::Manifest manifest;
+        manifest.labels = labels;
+        for (std::size_t s = 0; s < names.size(); ++s) manifest.shards.push_back({names[s], records[s], bytes[s]});
+        Status st = detail::write_file_atomically(path, detail::serialize_manifest(manifest));
+        if (!st.ok()) throw Error(st);
+      },
+      py::arg("path"), py::arg("names"), py::arg("records"), py::arg("bytes"), py::arg("labels") = "cls");
 
   m.def(
       "decode_image",

@@ -84,7 +84,7 @@ class PyRecords final : public Source {
   ~PyRecords() override { release(&read_); }
 
   std::size_t size() const override { return size_; }
-  const std::string& key(std::size_t i) const override { return keys_[i]; }
+  std::string key(std::size_t i) const override { return keys_[i]; }
   std::int64_t label(std::size_t) const override { return -1; }
   const std::vector<std::string>& classes() const override { return classes_; }
   std::string describe() const override { return what_; }

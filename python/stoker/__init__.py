@@ -65,8 +65,38 @@ from stoker._pystage import PyTransform, Stage as _Stage
 from stoker.records import Records, Files as _Files
 from stoker.dataloader import DataLoader
 
+def write_manifest(pattern: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"] = "",
+                   labels: str = "cls") -> str:
+    """Writes the manifest of local tar shards (docs/manifest.md) from their ``.idx`` sidecars.
+
+    A loader given the shards' pattern (or the manifest's path) then knows the epoch's size and each shard's
+    record count from this one file, and opens a shard and reads its index only when it first reads that shard.
+    ``stoker pack`` writes one itself; this is for shards made otherwise (``stoker manifest PATTERN`` on the
+    command line). Sidecars missing or stale are built (and written beside their shards) as a loader would.
+
+    Args:
+        pattern (str or os.PathLike): the shards: a brace pattern or glob (``"d/train-{000..099}.tar"``).
+        out (str or os.PathLike): the manifest's path; ``""`` (the default): beside the shards, the pattern's file name up to its
+            first ``{ * ? [ %`` with trailing ``- _ .`` cut, plus ``.manifest`` (``"d/train.manifest"``).
+        labels (str): where labels come from, ``"cls"`` or ``"json:<field>"``.
+
+    Returns:
+        str: the manifest's path.
+
+    Raises:
+        FileNotFoundError: a shard, or a glob that matches nothing (named).
+        OSError: a shard cannot be read (named).
+        ValueError: bad ``labels``, or a URL (manifests are written where the shards are made).
+
+    Example:
+        >>> path = stoker.write_manifest("shards/train-{000000..000007}.tar")  # doctest: +SKIP
+        >>> loader = stoker.Loader("shards/train-{000000..000007}.tar")       # doctest: +SKIP
+    """
+    return _stoker.write_manifest(os.fspath(pattern), os.fspath(out) if out else "", labels)
+
+
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
-           "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "Image", "Mask",
+           "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "write_manifest", "Image", "Mask",
            "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale",
            "GaussianBlur", "RandomSolarize", "RandomPosterize", "RandomAutocontrast", "RandomEqualize",
            "RandomAdjustSharpness", "RandomInvert", "RandomRotation", "RandomAffine", "TrivialAugmentWide",
@@ -229,7 +259,10 @@ class Loader:
             elsewhere as URLs: "https://host/train-{000000..000127}.tar",
             "s3://bucket/prefix/train-{...}.tar" or "s3://bucket/prefix/*.tar"
             with the AWS CLI's environment variables and ~/.aws profiles,
-            or "pipe:CMD" for a command printing the shard), or a
+            or "pipe:CMD" for a command printing the shard; a data set's
+            ``.manifest`` file, or one pattern with its manifest beside it,
+            opens from that file alone and reads each shard's index only
+            when it first reads that shard: docs/manifest.md), or a
             list file of `path,label` lines (or a CSV whose header row names
             its columns, e.g. `image,mask,label`; a header of `image` alone
             lists images without labels: every label is -1, and

@@ -22,6 +22,7 @@
 #include "pack/png_encode.h"
 #include "transform/boxes.h"
 #include "transform/nearest.h"
+#include "source/manifest.h"
 #include "source/shard_source.h"
 #include "source/tar.h"
 #include "stats/json.h"
@@ -217,6 +218,17 @@ void make_item(const Source& src, std::uint32_t rec, const PackOptions& o, Worke
   }
 }
 
+// The pack options a manifest records (its "pack" line).
+std::string pack_options_text(const PackOptions& o) {
+  std::string boxes;
+  for (const auto& m : o.box_members) boxes += (boxes.empty() ? "" : ",") + m;
+  return "max_side=" + std::to_string(o.max_side) + " quality=" + std::to_string(o.quality) +
+         " subsampling=" + std::to_string(o.subsampling) + " restart_markers=" + (o.restart_markers ? "1" : "0") +
+         " keep=" + (o.keep ? "1" : "0") + " lossless=" + (o.lossless ? "1" : "0") + " raw=" + (o.raw ? "1" : "0") +
+         " shuffle_seed=" + std::to_string(o.shuffle_seed) + " shard_size=" + std::to_string(o.shard_size) +
+         " shard_count=" + std::to_string(o.shard_count) + " box_members=" + (boxes.empty() ? "-" : boxes);
+}
+
 }  // namespace
 
 PackResult pack(const std::string& source, const PackOptions& o) {
@@ -249,6 +261,11 @@ PackResult pack(const std::string& source, const PackOptions& o) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec)) throw Error(Code::kIOError, "cannot create output folder '" + dir.string() + "'");
+  // The data set's manifest (source/manifest.h), written beside the shards
+  // once they all are; a previous one is removed now, so that an interrupted
+  // pack leaves no manifest of other shards.
+  const std::string manifest_path = detail::manifest_beside(o.out_pattern);
+  fs::remove(manifest_path, ec);
   // Temp files of an interrupted run: never under a final name, removed now.
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
@@ -315,6 +332,8 @@ PackResult pack(const std::string& source, const PackOptions& o) {
   std::vector<std::string> report;
   std::unique_ptr<detail::TarWriter> tar;
   detail::ShardIndex index;
+  detail::Manifest manifest;
+  manifest.pack = pack_options_text(o);
   int shard_no = -1;
   std::size_t in_shard = 0;
   auto close_shard = [&] {
@@ -324,6 +343,7 @@ PackResult pack(const std::string& source, const PackOptions& o) {
     r.bytes_out += tar->bytes_written();
     s = detail::write_index_file(tar->path(), &index);
     if (!s.ok()) throw Error(s);
+    detail::manifest_add_shard(&manifest, detail::manifest_shard_name(manifest_path, tar->path()), index.shard_size, index);
     r.shards.push_back(tar->path());
     tar.reset();
   };
@@ -408,6 +428,8 @@ PackResult pack(const std::string& source, const PackOptions& o) {
     throw;
   }
   for (auto& t : pool) t.join();
+  if (Status s = detail::write_file_atomically(manifest_path, detail::serialize_manifest(manifest)); !s.ok()) throw Error(s);
+  r.manifest = manifest_path;
   if (!report.empty()) {
     r.report_path = o.report_path.empty() ? (dir / "pack-report.tsv").string() : o.report_path;
     std::ofstream out(r.report_path);

@@ -44,7 +44,7 @@ class CocoSource final : public Source {
         empty_skipped_(empty_skipped) {}
 
   std::size_t size() const override { return images_.size(); }
-  const std::string& key(std::size_t i) const override { return images_[i].path; }
+  std::string key(std::size_t i) const override { return images_[i].path; }
   std::int64_t label(std::size_t) const override { return -1; }
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
     return detail::read_file(images_[i].path, out);

@@ -23,7 +23,7 @@ class FileListSource final : public Source {
         cols_(std::move(columns)) {}
 
   std::size_t size() const override { return paths_.size(); }
-  const std::string& key(std::size_t i) const override { return paths_[i]; }
+  std::string key(std::size_t i) const override { return paths_[i]; }
   std::int64_t label(std::size_t i) const override { return labels_[i]; }
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override { return read_file(paths_[i], out); }
 

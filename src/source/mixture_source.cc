@@ -166,7 +166,7 @@ std::size_t MixtureSource::part_of_position(std::uint64_t pos) const {
   return detail::mixture_part_of_position(counts_, pos);
 }
 
-const std::string& MixtureSource::key(std::size_t i) const {
+std::string MixtureSource::key(std::size_t i) const {
   const Part& p = parts_[part_of(i)];
   return p.source->key(i - p.start);
 }

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "source/shard_index.h"
 #include "stoker/status.h"
 #include "util/thread_annotations.h"
 
@@ -19,6 +20,7 @@ struct Stats;
 }
 namespace stoker::detail {
 class MemoryBudget;
+struct ShardOptions;
 }
 
 namespace stoker::detail {
@@ -45,6 +47,9 @@ class ShardBytes {
   virtual void use_memory(const std::shared_ptr<MemoryBudget>& /*budget*/) const {}
   // The local file holding shard `shard`, "" when it is not local.
   virtual std::string local_path(std::uint32_t /*shard*/) const { return ""; }
+  // Shard `shard`'s index, read when a source opened from a manifest first
+  // needs it (source/manifest.h). Thread-safe.
+  virtual Status load_index(std::uint32_t shard, ShardIndex* out) const;
 };
 
 // Local files: one pread per read, through a bounded pool of open file
@@ -52,19 +57,27 @@ class ShardBytes {
 // shards opens under any RLIMIT_NOFILE. A shard reopened is checked against
 // the file the loader indexed (device, inode, size, mtime): a replaced or
 // changed shard is an IOError naming it, never another file's bytes.
+// Shards named by a manifest are opened first when first read: their size
+// is the manifest's until then (another size is a stale manifest,
+// kUnavailable naming it), their identity taken at that open.
 class LocalShardBytes final : public ShardBytes {
  public:
   struct File {
     std::string path;
     std::uint64_t dev = 0, ino = 0, size = 0;
     std::int64_t mtime_ns = 0;
+    bool pinned = true;  // false: only `size` is known (from the manifest) until the first open
   };
   // `fds`: shards already open (-1: not), taken into the pool (closed past
-  // max_open). max_open 0: a quarter of RLIMIT_NOFILE's soft limit, within 16..1024.
-  LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open = 0);
+  // max_open). max_open 0: a quarter of RLIMIT_NOFILE's soft limit, within
+  // 16..1024. `manifest`: the manifest the files came from (messages), "" for none.
+  LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open = 0, std::string manifest = "");
   ~LocalShardBytes() override;
   Status read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size, std::vector<std::uint8_t>* out) const override;
   std::string local_path(std::uint32_t shard) const override { return files_[shard].path; }
+  // Loads or builds the shard's `.idx` as open_shards() does (`opt`'s labels and index_dir).
+  void set_index_options(const ShardOptions& opt);
+  Status load_index(std::uint32_t shard, ShardIndex* out) const override;
   void io_stats(Stats* s) const override;
 
   std::size_t max_open() const { return max_open_; }
@@ -85,8 +98,10 @@ class LocalShardBytes final : public ShardBytes {
   void release(std::uint32_t shard) const EXCLUDES(mu_);
   void evict_locked() const REQUIRES(mu_);
 
-  std::vector<File> files_;
+  mutable std::vector<File> files_;  // NOTE: an unpinned File's identity is written under mu_ at its first open
   const std::size_t max_open_;
+  const std::string manifest_;
+  std::string labels_ = "cls", index_dir_;
   mutable Mutex mu_;
   mutable std::vector<Slot> slots_ GUARDED_BY(mu_);
   mutable std::set<std::pair<std::uint64_t, std::uint32_t>> idle_ GUARDED_BY(mu_);  // (used, shard), open and unused

@@ -6,9 +6,8 @@
 #include <sstream>
 
 namespace stoker::detail {
-namespace {
 
-std::string escape(const std::string& s) {
+std::string escape_field(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '\\') out += "\\\\";
@@ -19,7 +18,7 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-bool unescape(const std::string& s, std::string* out) {
+bool unescape_field(const std::string& s, std::string* out) {
   out->clear();
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '\\') {
@@ -34,6 +33,11 @@ bool unescape(const std::string& s, std::string* out) {
   }
   return true;
 }
+
+namespace {
+
+std::string escape(const std::string& s) { return escape_field(s); }
+bool unescape(const std::string& s, std::string* out) { return unescape_field(s, out); }
 
 template <typename T>
 bool parse_int(const std::string& s, T* v) {

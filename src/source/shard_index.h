@@ -68,6 +68,11 @@ Status build_index(ReadAt&& read_at, std::uint64_t file_size, const std::string&
 
 std::uint64_t fnv1a64(const char* data, std::size_t n);
 
+// A text field of an index or manifest line: '\\', '\t' and '\n' escaped.
+std::string escape_field(const std::string& s);
+// False for a malformed escape.
+bool unescape_field(const std::string& s, std::string* out);
+
 }  // namespace stoker::detail
 
 #include "source/shard_index_inl.h"

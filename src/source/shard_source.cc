@@ -10,9 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "source/file_reader.h"
+#include "source/manifest.h"
 #include "source/shard_index.h"
 #include "source/remote/transport.h"
 #include "source/shard_bytes.h"
@@ -20,6 +22,7 @@
 #include "source/tar.h"
 #include "stoker/source.h"
 #include "stoker/stats.h"
+#include "util/thread.h"
 #include "util/util.h"
 
 namespace stoker {
@@ -90,7 +93,7 @@ std::vector<std::string> expand_shard_spec(const std::string& spec) {
 }
 
 bool looks_like_shards(const std::string& spec) {
-  return !remote_scheme(spec).empty() || ends_with(spec, ".tar") || spec.find('{') != std::string::npos || spec.find_first_of("*?[") != std::string::npos;
+  return !remote_scheme(spec).empty() || ends_with(spec, ".tar") || ends_with(spec, kManifestSuffix) || spec.find('{') != std::string::npos || spec.find_first_of("*?[") != std::string::npos;
 }
 
 namespace {
@@ -150,83 +153,175 @@ bool one_extension(const std::string& suffix, std::size_t from) {
   return suffix.find('.', from) == std::string::npos || suffix.compare(from, std::string::npos, "nii.gz") == 0;
 }
 
+// One shard's records, from its index: what reading them needs. Suffixes
+// are interned (a shard has a few).
+struct ShardRecords {
+  struct Record {
+    std::uint64_t offset;
+    std::uint64_t size;
+    std::int64_t label;
+    std::string error;
+    std::string key;                        // "<shard>:<key>"
+    std::uint32_t first_member, n_members;  // its members: members[first, first + n)
+  };
+  struct Member {
+    std::uint64_t offset;
+    std::uint64_t size;
+    std::uint32_t suffix;  // index into suffixes
+  };
+  std::vector<Record> records;
+  std::vector<Member> members;
+  std::vector<std::string> suffixes;
+
+  ShardRecords(const std::string& display_name, ShardIndex&& index) {
+    records.reserve(index.records.size());
+    for (auto& r : index.records) {
+      const std::uint32_t first = static_cast<std::uint32_t>(members.size());
+      if (members.size() + r.members.size() > UINT32_MAX) {
+        throw Error(Code::kResourceExhausted, "shard '" + display_name + "' holds more than 2^32 members");
+      }
+      for (const auto& m : r.members) members.push_back({m.offset, m.size, intern(m.suffix)});
+      records.push_back({r.offset, r.size, r.label, std::move(r.error), display_name + ":" + r.key, first,
+                         static_cast<std::uint32_t>(r.members.size())});
+    }
+  }
+  std::uint32_t intern(const std::string& suffix) {
+    auto it = std::find(suffixes.begin(), suffixes.end(), suffix);
+    if (it != suffixes.end()) return static_cast<std::uint32_t>(it - suffixes.begin());
+    suffixes.push_back(suffix);
+    return static_cast<std::uint32_t>(suffixes.size() - 1);
+  }
+  // read_member's rule: the member named exactly ("seg.png"), else the one
+  // "<member>.<ext>" ("seg" for "seg.png", as a schema field names it
+  // without its format). Null when none; *ambiguous when several.
+  const Member* find(const Record& r, const std::string& member, bool* ambiguous) const {
+    const Member* found = nullptr;
+    int prefixed = 0;
+    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
+      const std::string& suffix = suffixes[members[k].suffix];
+      if (suffix == member) return &members[k];
+      if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
+          suffix[member.size()] == '.' && one_extension(suffix, member.size() + 1)) {
+        found = &members[k];
+        ++prefixed;
+      }
+    }
+    *ambiguous = prefixed > 1;
+    return prefixed == 1 ? found : nullptr;
+  }
+};
+
+// Tar shards as one Source. Per shard it keeps a name, its first record and
+// (while loaded) its records; a source opened from a manifest loads a
+// shard's index when a record of it is first asked for and evicts the least
+// recently used ones past `index_records` records, so its memory does not
+// grow with the data set's records. A source given every index keeps them all.
 class ShardSource final : public Source {
  public:
   ShardSource(std::vector<std::string> names, std::vector<ShardIndex> indexes, std::unique_ptr<ShardBytes> bytes)
-      : names_(std::move(names)), bytes_(std::move(bytes)) {
+      : names_(std::move(names)), bytes_(std::move(bytes)), loaded_(names_.size()), used_(names_.size(), 0) {
+    std::size_t n = 0;
     for (std::size_t s = 0; s < indexes.size(); ++s) {
-      starts_.push_back(records_.size());
-      std::string name = names_[s];
-      if (remote_scheme(name).empty()) name = std::filesystem::path(name).filename().string();
-      for (auto& r : indexes[s].records) {
-        const std::uint32_t first = static_cast<std::uint32_t>(members_.size());
-        if (members_.size() + r.members.size() > UINT32_MAX) {
-          throw Error(Code::kResourceExhausted, "shards hold more than 2^32 members");
-        }
-        for (const auto& m : r.members) members_.push_back({m.offset, m.size, intern(m.suffix)});
-        records_.push_back({static_cast<std::uint32_t>(s), r.offset, r.size, r.label, std::move(r.error),
-                            name + ":" + r.key, first, static_cast<std::uint32_t>(r.members.size())});
-      }
+      starts_.push_back(n);
+      n += indexes[s].records.size();
+      loaded_[s] = std::make_shared<const ShardRecords>(display_name(s), std::move(indexes[s]));
     }
-    if (records_.empty()) {
-      throw Error(Code::kNotFound, "shards (" + std::to_string(names_.size()) + " files) hold no samples");
+    size_ = n;
+    if (size_ == 0) throw Error(Code::kNotFound, "shards (" + std::to_string(names_.size()) + " files) hold no samples");
+  }
+  // From a manifest: shard s holds counts[s] records; its index is read by
+  // bytes->load_index() when first needed.
+  ShardSource(std::vector<std::string> names, const std::vector<std::uint64_t>& counts, std::vector<std::uint64_t> sizes,
+              std::string manifest, std::size_t index_records, std::unique_ptr<ShardBytes> bytes)
+      : names_(std::move(names)),
+        bytes_(std::move(bytes)),
+        manifest_(std::move(manifest)),
+        sizes_(std::move(sizes)),
+        index_records_(index_records),
+        loaded_(names_.size()),
+        used_(names_.size(), 0) {
+    std::size_t n = 0;
+    for (std::uint64_t c : counts) {
+      starts_.push_back(n);
+      n += static_cast<std::size_t>(c);
     }
+    size_ = n;
+    if (size_ == 0) throw Error(Code::kNotFound, "manifest '" + manifest_ + "': its shards hold no samples");
   }
 
-  std::size_t size() const override { return records_.size(); }
-  const std::string& key(std::size_t i) const override { return records_[i].key; }
-  std::int64_t label(std::size_t i) const override { return records_[i].label; }
+  std::size_t size() const override { return size_; }
+  std::string key(std::size_t i) const override {
+    const auto [s, j] = locate(i);
+    Status st;
+    auto shard = get(s, &st);
+    if (!shard) return display_name(s) + ":#" + std::to_string(j);  // read() says why
+    return shard->records[j].key;
+  }
+  std::int64_t label(std::size_t i) const override {
+    const auto [s, j] = locate(i);
+    Status st;
+    auto shard = get(s, &st);
+    return shard ? shard->records[j].label : -1;  // read() says why
+  }
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
-    const Record& r = records_[i];
+    const auto [s, j] = locate(i);
+    Status st;
+    auto shard = get(s, &st);
+    if (!shard) return st;
+    const auto& r = shard->records[j];
     if (!r.error.empty()) return Status::Corrupt(r.error);
-    return read_at(r.shard, r.offset, r.size, out);
+    return bytes_->read_at(s, r.offset, r.size, out);
   }
   bool member_extent(std::size_t i, const std::string& member, Extent* out) const override {
-    const Record& r = records_[i];
-    std::string path = bytes_->local_path(r.shard);
+    const auto [s, j] = locate(i);
+    std::string path = bytes_->local_path(s);
     if (path.empty()) return false;
+    Status st;
+    auto shard = get(s, &st);
+    if (!shard) return false;  // read_member says why
+    const auto& r = shard->records[j];
     if (member.empty()) {
       if (!r.error.empty()) return false;  // read() says why
       *out = {std::move(path), r.offset, r.size};
       return true;
     }
-    const Member* m = find_member(r, member);
+    bool ambiguous = false;
+    const ShardRecords::Member* m = shard->find(r, member, &ambiguous);
     if (!m) return false;
     *out = {std::move(path), m->offset, m->size};
     return true;
   }
   Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override {
-    const Record& r = records_[i];
-    // The member named exactly ("seg.png"), else the one "<member>.<ext>"
-    // ("seg" for "seg.png", as a schema field names it without its format).
-    const Member* found = nullptr;
-    int prefixed = 0;
-    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
-      const std::string& suffix = suffixes_[members_[k].suffix];
-      if (suffix == member) return read_at(r.shard, members_[k].offset, members_[k].size, out);
-      if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
-          suffix[member.size()] == '.' && one_extension(suffix, member.size() + 1)) {
-        found = &members_[k];
-        ++prefixed;
-      }
-    }
-    if (prefixed == 1) return read_at(r.shard, found->offset, found->size, out);
+    const auto [s, j] = locate(i);
+    Status st;
+    auto shard = get(s, &st);
+    if (!shard) return st;
+    const auto& r = shard->records[j];
+    bool ambiguous = false;
+    if (const ShardRecords::Member* m = shard->find(r, member, &ambiguous)) return bytes_->read_at(s, m->offset, m->size, out);
     std::string have;
     for (const std::string& m : members(i)) have += (have.empty() ? "." : ", .") + m;
-    if (prefixed > 1) return Status::NotFound("member '" + member + "' is ambiguous (members: " + have + ")");
+    if (ambiguous) return Status::NotFound("member '" + member + "' is ambiguous (members: " + have + ")");
     return Status::NotFound("no member '" + member + "' (members: " + have + ")");
   }
   std::vector<std::string> members(std::size_t i) const override {
-    const Record& r = records_[i];
+    const auto [s, j] = locate(i);
+    Status st;
+    auto shard = get(s, &st);
     std::vector<std::string> out;
-    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) out.push_back(suffixes_[members_[k].suffix]);
+    if (!shard) return out;
+    const auto& r = shard->records[j];
+    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
+      out.push_back(shard->suffixes[shard->members[k].suffix]);
+    }
     return out;
   }
   const std::vector<std::string>& classes() const override { return classes_; }
   std::vector<std::size_t> shard_starts() const override { return starts_; }
   std::string describe() const override {
     return std::to_string(names_.size()) + " tar shard" + (names_.size() == 1 ? "" : "s") + " ('" + names_.front() +
-           "'" + (names_.size() > 1 ? ", ..." : "") + "; " + std::to_string(records_.size()) + " records)";
+           "'" + (names_.size() > 1 ? ", ..." : "") + "; " + std::to_string(size_) + " records" +
+           (manifest_.empty() ? "" : "; manifest '" + manifest_ + "'") + ")";
   }
   bool wants_plan() const override { return bytes_->wants_plan(); }
   void plan(const RecordOrder& seq, std::size_t from) const override {
@@ -240,37 +335,98 @@ class ShardSource final : public Source {
   void use_memory(const std::shared_ptr<MemoryBudget>& budget) const override { bytes_->use_memory(budget); }
 
  private:
-  struct Record {
-    std::uint32_t shard;
-    std::uint64_t offset;
-    std::uint64_t size;
-    std::int64_t label;
-    std::string error;
-    std::string key;
-    std::uint32_t first_member, n_members;  // its members: members_[first, first + n)
-  };
-  // A member of a sample; suffixes are interned (a data set has a few).
-  struct Member {
-    std::uint64_t offset;
-    std::uint64_t size;
-    std::uint32_t suffix;  // index into suffixes_
-  };
+  std::string display_name(std::size_t s) const {
+    return remote_scheme(names_[s]).empty() ? std::filesystem::path(names_[s]).filename().string() : names_[s];
+  }
+  // (shard, record within it) of record i.
+  std::pair<std::uint32_t, std::size_t> locate(std::size_t i) const {
+    const auto it = std::upper_bound(starts_.begin(), starts_.end(), i) - 1;
+    return {static_cast<std::uint32_t>(it - starts_.begin()), i - *it};
+  }
+  // Shard s's records, loaded now if they are not; null and *err when its
+  // index cannot be read or no longer matches the manifest.
+  std::shared_ptr<const ShardRecords> get(std::uint32_t s, Status* err) const {
+    {
+      MutexLock lock(mu_);
+      // NOTE: one thread loads a shard (a file read, or a request); the
+      // others asking for it meanwhile wait for that one.
+      while (!loaded_[s] && loading_.count(s)) loaded_cv_.wait(lock);
+      if (loaded_[s]) {
+        touch_locked(s);
+        return loaded_[s];
+      }
+      loading_.insert(s);
+    }
+    // NOTE: an exception here (out of memory for an index) is that shard's
+    // error, and never leaves `loading_` set (the waiters would hang).
+    const std::size_t want = (s + 1 < starts_.size() ? starts_[s + 1] : size_) - starts_[s];
+    std::shared_ptr<const ShardRecords> records;
+    Status st;
+    try {
+      ShardIndex index;
+      st = bytes_->load_index(s, &index);
+      if (st.ok() && index.records.size() != want) {
+        st = Status(Code::kUnavailable, "manifest '" + manifest_ + "' is stale: shard '" + names_[s] + "' holds " +
+                                            std::to_string(index.records.size()) + " records, the manifest says " +
+                                            std::to_string(want) + "; write it again with `stoker manifest`");
+      }
+      if (st.ok()) records = std::make_shared<const ShardRecords>(display_name(s), std::move(index));
+    } catch (...) {
+      st = exception_status("indexing shard '" + names_[s] + "'");
+    }
+    MutexLock lock(mu_);
+    loading_.erase(s);
+    loaded_cv_.notify_all();
+    if (!st.ok()) {
+      *err = std::move(st);
+      return nullptr;
+    }
+    loaded_[s] = std::move(records);
+    loaded_records_ += want;
+    touch_locked(s);
+    // Least recently used first, never the one just loaded.
+    while (loaded_records_ > index_records_ && lru_.size() > 1) {
+      const std::uint32_t victim = lru_.begin()->second;
+      lru_.erase(lru_.begin());
+      loaded_records_ -= loaded_[victim]->records.size();
+      loaded_[victim].reset();
+      used_[victim] = 0;
+    }
+    return loaded_[s];
+  }
+  void touch_locked(std::uint32_t s) const REQUIRES(mu_) {
+    if (manifest_.empty()) return;  // every index given: nothing to evict
+    if (used_[s]) lru_.erase({used_[s], s});
+    used_[s] = ++tick_;
+    lru_.emplace(used_[s], s);
+  }
   // Per shard: its first and last position from `from` on, and the byte
   // span of the records used there (a shard's records are contiguous); by first use.
   // NOTE: walks the order's view position by position (no list of the
-  // epoch's records); what it keeps is per shard.
+  // epoch's records); what it keeps is per shard. From a manifest the span
+  // is the whole shard: no index is read to plan.
   std::vector<ShardBytes::Use> uses(const RecordOrder& seq, std::size_t from) const {
     std::vector<ShardBytes::Use> by_shard(names_.size(), {0, SIZE_MAX, 0, UINT64_MAX, 0});
+    Status ignored;
     for (std::size_t p = from; p < seq.size(); ++p) {
-      const Record& r = records_[seq.at(p)];
-      ShardBytes::Use& u = by_shard[r.shard];
-      u.shard = r.shard;
+      const auto [s, j] = locate(seq.at(p));
+      if (!manifest_.empty()) {
+        ShardBytes::Use& u = by_shard[s];
+        if (u.first == SIZE_MAX) u = {s, p, p, 0, sizes_[s]};
+        u.last = p;
+        continue;
+      }
+      auto shard = get(s, &ignored);
+      if (!shard) continue;  // its reads say why
+      const auto& r = shard->records[j];
+      ShardBytes::Use& u = by_shard[s];
+      u.shard = s;
       if (u.first == SIZE_MAX) u.first = p;
       u.last = p;
       std::uint64_t lo = r.offset, hi = r.offset + r.size;
       for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
-        lo = std::min(lo, members_[k].offset);
-        hi = std::max(hi, members_[k].offset + members_[k].size);
+        lo = std::min(lo, shard->members[k].offset);
+        hi = std::max(hi, shard->members[k].offset + shard->members[k].size);
       }
       u.lo = std::min(u.lo, lo);
       u.hi = std::max(u.hi, hi);
@@ -282,38 +438,23 @@ class ShardSource final : public Source {
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     return out;
   }
-  std::uint32_t intern(const std::string& suffix) {
-    auto it = std::find(suffixes_.begin(), suffixes_.end(), suffix);
-    if (it != suffixes_.end()) return static_cast<std::uint32_t>(it - suffixes_.begin());
-    suffixes_.push_back(suffix);
-    return static_cast<std::uint32_t>(suffixes_.size() - 1);
-  }
-  // read_member's rule (the member named exactly, else the one "<member>.<ext>"); null when none or ambiguous.
-  const Member* find_member(const Record& r, const std::string& member) const {
-    const Member* found = nullptr;
-    int prefixed = 0;
-    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
-      const std::string& suffix = suffixes_[members_[k].suffix];
-      if (suffix == member) return &members_[k];
-      if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
-          suffix[member.size()] == '.' && one_extension(suffix, member.size() + 1)) {
-        found = &members_[k];
-        ++prefixed;
-      }
-    }
-    return prefixed == 1 ? found : nullptr;
-  }
-  Status read_at(std::uint32_t shard, std::uint64_t offset, std::uint64_t size, std::vector<std::uint8_t>* out) const {
-    return bytes_->read_at(shard, offset, size, out);
-  }
 
   std::vector<std::string> names_;
   std::unique_ptr<ShardBytes> bytes_;
-  std::vector<Record> records_;
-  std::vector<Member> members_;
-  std::vector<std::string> suffixes_;
-  std::vector<std::string> classes_;
+  const std::string manifest_;  // "": every index given at construction
+  const std::vector<std::uint64_t> sizes_;  // from a manifest: each shard's bytes
+  const std::size_t index_records_ = SIZE_MAX;
   std::vector<std::size_t> starts_;
+  std::size_t size_ = 0;
+  std::vector<std::string> classes_;
+  mutable Mutex mu_;
+  mutable std::vector<std::shared_ptr<const ShardRecords>> loaded_ GUARDED_BY(mu_);
+  mutable std::vector<std::uint64_t> used_ GUARDED_BY(mu_);                      // tick of the last use, 0: not loaded
+  mutable std::set<std::pair<std::uint64_t, std::uint32_t>> lru_ GUARDED_BY(mu_);  // (used, shard), loaded
+  mutable std::set<std::uint32_t> loading_ GUARDED_BY(mu_);  // shards whose index a thread is loading now
+  mutable CondVar loaded_cv_;                                // a load ended
+  mutable std::size_t loaded_records_ GUARDED_BY(mu_) = 0;
+  mutable std::uint64_t tick_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace
@@ -327,8 +468,11 @@ std::size_t LocalShardBytes::default_max_open() {
   return static_cast<std::size_t>(std::clamp<std::uint64_t>(soft / 4, 16, 1024));
 }
 
-LocalShardBytes::LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open)
-    : files_(std::move(files)), max_open_(max_open ? max_open : default_max_open()), slots_(files_.size()) {
+LocalShardBytes::LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open, std::string manifest)
+    : files_(std::move(files)),
+      max_open_(max_open ? max_open : default_max_open()),
+      manifest_(std::move(manifest)),
+      slots_(files_.size()) {
   MutexLock lock(mu_);
   for (std::size_t s = 0; s < fds.size() && s < slots_.size(); ++s) {
     if (fds[s] < 0) continue;
@@ -391,23 +535,42 @@ Status LocalShardBytes::acquire(std::uint32_t shard, int* fd) const {
   }
   // NOTE: opened outside the lock (an open on NFS can take milliseconds);
   // two threads opening one shard keep the first one's descriptor.
-  const File& f = files_[shard];
-  int opened = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (opened < 0) return Status::IOError("shard '" + f.path + "': cannot reopen: " + std::strerror(errno));
+  const std::string& path = files_[shard].path;  // never written after construction
+  int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (opened < 0) {
+    const int e = errno;
+    if (!manifest_.empty()) {
+      return Status(Code::kUnavailable, "manifest '" + manifest_ + "': shard '" + path + "': " + std::strerror(e));
+    }
+    return Status::IOError("shard '" + path + "': cannot reopen: " + std::strerror(e));
+  }
   struct stat st;
   if (::fstat(opened, &st) != 0) {
     const int e = errno;
     ::close(opened);
-    return Status::IOError("shard '" + f.path + "': cannot stat: " + std::strerror(e));
+    return Status::IOError("shard '" + path + "': cannot stat: " + std::strerror(e));
+  }
+  MutexLock lock(mu_);
+  File& f = files_[shard];
+  if (!f.pinned) {
+    if (static_cast<std::uint64_t>(st.st_size) != f.size) {
+      ::close(opened);
+      return Status(Code::kUnavailable, "manifest '" + manifest_ + "' is stale: shard '" + path + "' is " +
+                                            std::to_string(st.st_size) + " bytes, the manifest says " +
+                                            std::to_string(f.size) + "; write it again with `stoker manifest`");
+    }
+    f.dev = static_cast<std::uint64_t>(st.st_dev);
+    f.ino = static_cast<std::uint64_t>(st.st_ino);
+    f.mtime_ns = mtime_ns(st);
+    f.pinned = true;
   }
   if (static_cast<std::uint64_t>(st.st_dev) != f.dev || static_cast<std::uint64_t>(st.st_ino) != f.ino ||
       static_cast<std::uint64_t>(st.st_size) != f.size || mtime_ns(st) != f.mtime_ns) {
     ::close(opened);
-    return Status::IOError("shard '" + f.path + "' changed since the loader opened it (was " + std::to_string(f.size) +
+    return Status::IOError("shard '" + path + "' changed since the loader opened it (was " + std::to_string(f.size) +
                            " bytes, inode " + std::to_string(f.ino) + "; now " + std::to_string(st.st_size) +
                            " bytes, inode " + std::to_string(st.st_ino) + "); create the loader again");
   }
-  MutexLock lock(mu_);
   Slot& slot = slots_[shard];
   ++opens_;
   if (slot.fd >= 0) {  // another thread opened it meanwhile
@@ -433,6 +596,22 @@ void LocalShardBytes::release(std::uint32_t shard) const {
   }
 }
 
+void LocalShardBytes::set_index_options(const ShardOptions& opt) {
+  labels_ = opt.labels;
+  index_dir_ = opt.index_dir;
+}
+
+Status LocalShardBytes::load_index(std::uint32_t shard, ShardIndex* out) const {
+  int fd = -1;
+  if (Status st = acquire(shard, &fd); !st.ok()) return st;
+  ShardOptions opt;
+  opt.labels = labels_;
+  opt.index_dir = index_dir_;
+  Status st = load_or_build_index(files_[shard].path, fd, opt, out);
+  release(shard);
+  return st;
+}
+
 Status LocalShardBytes::read_at(std::uint32_t shard, std::uint64_t offset, std::uint64_t size,
                                 std::vector<std::uint8_t>* out) const {
   out->resize(static_cast<std::size_t>(size));
@@ -448,6 +627,17 @@ Status LocalShardBytes::read_at(std::uint32_t shard, std::uint64_t offset, std::
                            " is past its end");
   }
   return Status::Ok();
+}
+
+std::unique_ptr<Source> make_manifest_shard_source(std::vector<std::string> names, const std::vector<std::uint64_t>& counts,
+                                                   std::vector<std::uint64_t> sizes, std::string manifest,
+                                                   std::size_t index_records, std::unique_ptr<ShardBytes> bytes) {
+  return std::make_unique<ShardSource>(std::move(names), counts, std::move(sizes), std::move(manifest), index_records,
+                                       std::move(bytes));
+}
+
+Status ShardBytes::load_index(std::uint32_t shard, ShardIndex* /*out*/) const {
+  return Status(Code::kInternal, "shard " + std::to_string(shard) + ": this source's indexes are all loaded at open");
 }
 
 std::unique_ptr<Source> make_shard_source(std::vector<std::string> names, std::vector<ShardIndex> indexes,
@@ -486,7 +676,7 @@ std::unique_ptr<Source> open_local_shards(const std::vector<std::string>& paths,
       throw Error(status);
     }
     files[s] = {paths[s], static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                static_cast<std::uint64_t>(st.st_size), mtime_ns(st)};
+                static_cast<std::uint64_t>(st.st_size), mtime_ns(st), true};
     if (s < keep) {
       fds.push_back(fd);
     } else {
@@ -496,6 +686,35 @@ std::unique_ptr<Source> open_local_shards(const std::vector<std::string>& paths,
   // Owns the descriptors from here.
   auto bytes = std::make_unique<LocalShardBytes>(std::move(files), std::move(fds), opt.max_open);
   return make_shard_source(paths, std::move(indexes), std::move(bytes));
+}
+
+// A local data set through its manifest: rows[k] is the manifest's shard
+// row of the source's shard k. Nothing is opened here.
+std::unique_ptr<Source> open_manifest_shards(const std::string& manifest_path, const Manifest& m,
+                                             const std::vector<std::size_t>& rows, const ShardOptions& opt) {
+  std::vector<std::string> paths;
+  std::vector<std::uint64_t> counts;
+  std::vector<LocalShardBytes::File> files;
+  paths.reserve(rows.size());
+  counts.reserve(rows.size());
+  files.reserve(rows.size());
+  for (std::size_t r : rows) {
+    const ManifestShard& row = m.shards[r];
+    paths.push_back(manifest_shard_path(manifest_path, row.name));
+    counts.push_back(row.records);
+    LocalShardBytes::File f;
+    f.path = paths.back();
+    f.size = row.bytes;
+    f.pinned = false;
+    files.push_back(std::move(f));
+  }
+  auto bytes = std::make_unique<LocalShardBytes>(std::move(files), std::vector<int>{}, opt.max_open, manifest_path);
+  bytes->set_index_options(opt);
+  std::vector<std::uint64_t> sizes;
+  sizes.reserve(rows.size());
+  for (std::size_t r : rows) sizes.push_back(m.shards[r].bytes);
+  return std::make_unique<ShardSource>(std::move(paths), counts, std::move(sizes), manifest_path, opt.index_records,
+                                       std::move(bytes));
 }
 
 }  // namespace
@@ -517,13 +736,64 @@ std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const
                                         "give one kind (a Mix can combine sources)");
   }
   if (remote_specs) return detail::open_remote_shards(specs, opt, remote);
+  // A manifest named, or beside the one pattern given: its rows in the pattern's order.
+  if (specs.size() == 1 && detail::ends_with(specs[0], detail::kManifestSuffix)) {
+    detail::Manifest m;
+    if (Status st = detail::read_manifest(specs[0], &m); !st.ok()) throw Error(st);
+    std::vector<std::size_t> rows(m.shards.size());
+    for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = r;
+    return detail::open_manifest_shards(specs[0], m, rows, opt);
+  }
   std::vector<std::string> paths;
   for (const auto& s : specs) {
     auto e = detail::expand_shard_spec(s);
     paths.insert(paths.end(), e.begin(), e.end());
   }
   if (paths.empty()) throw Error(Code::kInvalidArgument, "no shards given");
+  if (specs.size() == 1 && specs[0].find_first_of("{*?[") != std::string::npos) {
+    const std::string beside = detail::manifest_beside(specs[0]);
+    struct stat st;
+    if (::stat(beside.c_str(), &st) == 0) {
+      detail::Manifest m;
+      if (Status s = detail::read_manifest(beside, &m); !s.ok()) throw Error(s);
+      std::vector<std::size_t> rows;
+      if (Status s = detail::manifest_rows(m, beside, paths, &rows); !s.ok()) throw Error(s);
+      return detail::open_manifest_shards(beside, m, rows, opt);
+    }
+  }
   return detail::open_local_shards(paths, opt);
+}
+
+std::string write_manifest(const std::string& pattern, const std::string& out, const std::string& labels) {
+  if (!detail::remote_scheme(pattern).empty()) {
+    throw Error(Code::kInvalidArgument, "manifest: '" + pattern + "': local shards only (write it where the shards "
+                                        "are made, then upload it beside them)");
+  }
+  if (labels != "cls" && labels.rfind("json:", 0) != 0) {
+    throw Error(Code::kInvalidArgument, "labels must be 'cls' or 'json:<field>', got '" + labels + "'");
+  }
+  const std::string path = out.empty() ? detail::manifest_beside(pattern) : out;
+  detail::ShardOptions opt;
+  opt.labels = labels;
+  detail::Manifest m;
+  m.labels = labels;
+  for (const auto& shard : detail::expand_shard_spec(pattern)) {
+    const int fd = ::open(shard.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int e = errno;
+      throw Error(e == ENOENT ? Code::kNotFound : Code::kIOError, "shard '" + shard + "': " + std::strerror(e));
+    }
+    struct stat st;
+    detail::ShardIndex index;
+    Status status = ::fstat(fd, &st) == 0 ? detail::load_or_build_index(shard, fd, opt, &index)
+                                          : Status::IOError(shard + ": cannot stat: " + std::strerror(errno));
+    ::close(fd);
+    if (!status.ok()) throw Error(status);
+    detail::manifest_add_shard(&m, detail::manifest_shard_name(path, shard), static_cast<std::uint64_t>(st.st_size),
+                               index);
+  }
+  if (Status s = detail::write_file_atomically(path, detail::serialize_manifest(m)); !s.ok()) throw Error(s);
+  return path;
 }
 
 }  // namespace stoker

@@ -19,6 +19,10 @@ struct ShardOptions {
   std::string index_dir;
   // Local shards: descriptors open at once (0: LocalShardBytes::default_max_open()).
   std::size_t max_open = 0;
+  // Sources opened from a manifest: records of shard indexes held in memory
+  // at once (least recently used shards evicted past it; the one being read
+  // always kept). About 200 bytes each: 2^19 is ~100 MiB.
+  std::size_t index_records = std::size_t{1} << 19;
 };
 
 // Loads `<shard>.idx` when it matches the shard (size, mtime, labels,
@@ -34,7 +38,7 @@ Status write_index_file(const std::string& shard, ShardIndex* index, const std::
 std::vector<std::string> expand_braces(const std::string& pattern);
 // Braces, then globs (sorted). Throws Error when a glob matches nothing.
 std::vector<std::string> expand_shard_spec(const std::string& spec);
-// A path ending in .tar, a brace or glob pattern, a URL or a pipe: command.
+// A path ending in .tar or .manifest, a brace or glob pattern, a URL or a pipe: command.
 bool looks_like_shards(const std::string& spec);
 
 // Where a shard's sidecar lives in index_dir: the shard's absolute path (or
@@ -44,6 +48,14 @@ std::string index_path(const std::string& shard, const std::string& index_dir);
 // The tar shard source over shards already indexed, reading through `bytes`.
 std::unique_ptr<Source> make_shard_source(std::vector<std::string> names, std::vector<ShardIndex> indexes,
                                           std::unique_ptr<ShardBytes> bytes);
+
+// The tar shard source of a manifest's shards (source/manifest.h): shard s
+// holds counts[s] records and is sizes[s] bytes; its index is read through
+// bytes->load_index() when a record of it is first needed, and indexes past
+// `index_records` records are evicted (least recently used first).
+std::unique_ptr<Source> make_manifest_shard_source(std::vector<std::string> names, const std::vector<std::uint64_t>& counts,
+                                                   std::vector<std::uint64_t> sizes, std::string manifest,
+                                                   std::size_t index_records, std::unique_ptr<ShardBytes> bytes);
 
 // http(s)://, s3:// and pipe: shards (source/remote/remote_shards.cc).
 std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs, const ShardOptions& opt,

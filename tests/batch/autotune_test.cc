@@ -144,7 +144,7 @@ class SlowSource : public Source {
  public:
   SlowSource(std::unique_ptr<Source> inner, std::chrono::milliseconds delay) : inner_(std::move(inner)), delay_(delay) {}
   std::size_t size() const override { return inner_->size(); }
-  const std::string& key(std::size_t i) const override { return inner_->key(i); }
+  std::string key(std::size_t i) const override { return inner_->key(i); }
   std::int64_t label(std::size_t i) const override { return inner_->label(i); }
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override {
     std::this_thread::sleep_for(delay_);

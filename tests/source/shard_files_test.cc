@@ -25,7 +25,7 @@ LocalShardBytes::File file_of(const std::string& path) {
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
   return {path, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
           static_cast<std::uint64_t>(st.st_size),
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec};
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec, true};
 }
 
 std::string content(std::size_t shard) {

@@ -32,7 +32,7 @@ class SubsetSource : public Source {
   SubsetSource(std::shared_ptr<const Source> inner, std::size_t max_records)
       : inner_(std::move(inner)), index_(sample_records(inner_->size(), max_records)) {}
   std::size_t size() const override { return index_.size(); }
-  const std::string& key(std::size_t i) const override { return inner_->key(index_[i]); }
+  std::string key(std::size_t i) const override { return inner_->key(index_[i]); }
   std::int64_t label(std::size_t i) const override { return inner_->label(index_[i]); }
   Status read(std::size_t i, std::vector<std::uint8_t>* out) const override { return inner_->read(index_[i], out); }
   Status read_member(std::size_t i, const std::string& member, std::vector<std::uint8_t>* out) const override {

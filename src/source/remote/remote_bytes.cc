@@ -50,6 +50,9 @@ bool RemoteShardBytes::holds(const Shard& sh, const Use& u) {
   return sh.state != Shard::State::kFailed && sh.lo <= u.lo && sh.hi >= u.hi;
 }
 
+const std::string& RemoteShardBytes::url(std::uint32_t shard) const { return shards_[shard]->url; }
+const ObjectInfo& RemoteShardBytes::info(std::uint32_t shard) const { return shards_[shard]->info; }
+
 RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<ObjectInfo> infos,
                                    std::shared_ptr<Transport> transport, std::shared_ptr<RemoteCounters> counters,
                                    std::shared_ptr<NodeCache> cache, const RemoteBytesOptions& opt)

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,8 +44,18 @@ class RemoteShardBytes final : public ShardBytes {
   void progress(std::size_t done) const override;
   void io_stats(Stats* s) const override;
   void use_memory(const std::shared_ptr<MemoryBudget>& budget) const override;
+  // Shard `shard`'s URL and the identity given at construction.
+  const std::string& url(std::uint32_t shard) const;
+  const ObjectInfo& info(std::uint32_t shard) const;
+  // Shards named by a manifest: how a shard's index is fetched when first needed (remote_shards.cc).
+  using IndexLoader = std::function<Status(std::uint32_t shard, ShardIndex* out)>;
+  void set_index_loader(IndexLoader load) { load_index_ = std::move(load); }
+  Status load_index(std::uint32_t shard, ShardIndex* out) const override {
+    return load_index_ ? load_index_(shard, out) : ShardBytes::load_index(shard, out);
+  }
 
  private:
+  IndexLoader load_index_;
   struct Shard;
   void stop();
   void fetcher_died(const Status& st);

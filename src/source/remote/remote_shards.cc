@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "source/file_reader.h"
+#include "source/manifest.h"
 #include "source/remote/node_cache.h"
 #include "source/remote/remote_bytes.h"
 #include "source/remote/transport.h"
@@ -138,6 +139,63 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
                                                             : make_http_transport(topt, counters.get());
   std::shared_ptr<NodeCache> cache;
   if (!remote.cache_dir.empty()) cache = std::make_shared<NodeCache>(remote.cache_dir, remote.cache_limit);
+
+  // A data set's manifest: the one URL named, or `<stem>.manifest` beside
+  // the one brace pattern (one request; a 404 opens as without one).
+  if (scheme != "pipe" && specs.size() == 1 &&
+      (ends_with(specs[0], kManifestSuffix) || (specs[0].find('{') != std::string::npos && !has_glob(specs[0])))) {
+    const bool named = ends_with(specs[0], kManifestSuffix);
+    const std::string murl = named ? specs[0] : manifest_beside(specs[0]);
+    const std::string mname = redact_url(murl);
+    std::string text;
+    Status st = transport->get_small(murl, &text);
+    if (!st.ok() && (named || st.code() != Code::kNotFound)) {
+      throw Error(Status(st.code(), "manifest '" + mname + "': " + st.message()));
+    }
+    if (st.ok()) {
+      Manifest m;
+      if (Status p = parse_manifest(text, mname, &m); !p.ok()) throw Error(p);
+      std::vector<std::size_t> rows;
+      if (named) {
+        for (std::size_t r = 0; r < m.shards.size(); ++r) rows.push_back(r);
+      } else if (Status p = manifest_rows(m, murl, expand_braces(specs[0]), &rows); !p.ok()) {
+        throw Error(Status(p.code(), redact_url(p.message())));
+      }
+      std::vector<std::string> urls, names;
+      std::vector<ObjectInfo> infos;
+      std::vector<std::uint64_t> counts, sizes;
+      for (std::size_t r : rows) {
+        urls.push_back(manifest_shard_path(murl, m.shards[r].name));
+        names.push_back(redact_url(urls.back()));
+        infos.push_back({m.shards[r].bytes, ""});  // NOTE: no ETag pinned: the size is checked on every response
+        counts.push_back(m.shards[r].records);
+        sizes.push_back(m.shards[r].bytes);
+      }
+      RemoteBytesOptions bopt;
+      bopt.connections = remote.connections;
+      bopt.memory_budget = remote.memory_budget;
+      bopt.index_how = "manifest";
+      auto bytes = std::make_unique<RemoteShardBytes>(std::move(urls), std::move(infos), transport, counters, cache, bopt);
+      // NOTE: the loader is the store's own (it dies with it), so it may read the store's URLs and sizes.
+      const RemoteShardBytes* store = bytes.get();
+      bytes->set_index_loader([store, transport, cache, counters, opt, mname](std::uint32_t s, ShardIndex* out) {
+        Opened o{store->url(s), redact_url(store->url(s)), {store->info(s).size, ""}, true, {}, ""};
+        Status ist;
+        try {
+          ist = index_shard(transport.get(), cache.get(), counters.get(), opt, &o);
+        } catch (...) {
+          ist = Status(Code::kUnavailable, exception_status("indexing shard " + o.name).message());
+        }
+        if (!ist.ok()) {
+          return Status(Code::kUnavailable, "manifest '" + mname + "': shard '" + o.name + "': " + ist.message());
+        }
+        *out = std::move(o.index);
+        return Status::Ok();
+      });
+      return make_manifest_shard_source(std::move(names), counts, std::move(sizes), mname, opt.index_records,
+                                        std::move(bytes));
+    }
+  }
 
   // Expansion: braces everywhere (inside a pipe: command too, as WebDataset
   // does), then globs by listing (S3 only).

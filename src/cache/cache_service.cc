@@ -130,8 +130,7 @@ std::unique_ptr<SampleCache> CacheService::make_cache(const LoaderOptions& opt, 
   shared_why_ = "shared: " + seg->path() + " (" + (seg->created() ? "created" : "attached") +
                 (seg->reclaimed_stale() ? ", a stale one reclaimed" : "") + "; LOCAL_WORLD_SIZE=" +
                 std::to_string(local) + ")";
-  const std::uint64_t charge = std::min(room, seg->capacity() / static_cast<std::uint64_t>(local));
-  return std::make_unique<SampleCache>(n, std::move(budget), std::move(seg), charge);
+  return std::make_unique<SampleCache>(n, std::move(budget), std::move(seg));
 }
 
 void CacheService::stop() { preload_.reset(); }

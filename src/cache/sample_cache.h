@@ -36,13 +36,12 @@ class SampleCache {
   SampleCache(std::size_t records, std::shared_ptr<MemoryBudget> budget)
       : budget_(budget->limit()), memory_(std::move(budget), MemoryAccount::kSampleCache), entries_(records),
         state_(records) {}
-  // Entries in a shared segment, whose memory is charged once here
-  // (`charge`: this process's share of it), whatever is stored.
-  SampleCache(std::size_t records, std::shared_ptr<MemoryBudget> budget, std::shared_ptr<SharedSegment> shared,
-              std::uint64_t charge)
+  // Entries in a shared segment. NOTE: an entry is charged to the budget of
+  // the process that stores it, so the node's entries are charged once in
+  // all, whatever the number of processes reading them.
+  SampleCache(std::size_t records, std::shared_ptr<MemoryBudget> budget, std::shared_ptr<SharedSegment> shared)
       : SampleCache(records, std::move(budget)) {
     shared_ = std::move(shared);
-    if (memory_.try_charge(charge)) shared_charge_ = charge;
   }
   // A budget of its own (tests, benchmarks).
   SampleCache(std::size_t records, std::uint64_t budget_bytes)
@@ -97,7 +96,13 @@ class SampleCache {
                 const std::vector<std::uint64_t>* ends = nullptr, bool grid = false) {
     if (state(i) == kRefused) return Insert::kRefused;
     if (contains(i)) return Insert::kAlreadyHeld;
-    if (shared_) return insert_shared(i, data, size, width, height, ends, grid);
+    if (shared_) {
+      const std::uint64_t block = SharedSegment::block_bytes(size, ends ? ends->size() : 0);
+      if (!charge(block)) return Insert::kNoRoom;
+      const Insert r = insert_shared(i, data, size, width, height, ends, grid);
+      if (r != Insert::kStored) uncharge(block);
+      return r;
+    }
     const std::uint64_t cost = size + sizeof(Entry) + 64 + (ends ? ends->size() * sizeof(std::uint64_t) : 0);
     if (!charge(cost)) return Insert::kNoRoom;
     auto e = std::make_shared<Entry>();
@@ -127,7 +132,9 @@ class SampleCache {
   // charged whole: the memory the entry it replaces frees is a hole until
   // the rest of its mapping is freed too (charge() counts the holes).
   std::shared_ptr<Entry> charged_entry(std::size_t n, std::size_t ends) {
-    if (!shared_ && !charge(n + sizeof(Entry) + 64 + ends * sizeof(std::uint64_t))) return nullptr;
+    if (!charge(shared_ ? SharedSegment::block_bytes(n, ends) : n + sizeof(Entry) + 64 + ends * sizeof(std::uint64_t))) {
+      return nullptr;
+    }
     auto e = std::make_shared<Entry>();
     e->bytes = ArenaBytes(replacements_, n);
     e->ends.resize(ends);
@@ -142,9 +149,14 @@ class SampleCache {
     if (shared_) {
       // NOTE: the old block stays a hole in the segment (blocks are never
       // reused); another process may have replaced it first.
+      // The charge stays with the block it stored.
       const SharedSegment::Meta m{next->width, next->height, next->grid, &next->ends};
-      return shared_->replace(static_cast<std::uint32_t>(i), old->shared_block, next->bytes.data(),
-                              next->bytes.size(), m);
+      if (shared_->replace(static_cast<std::uint32_t>(i), old->shared_block, next->bytes.data(), next->bytes.size(),
+                           m)) {
+        return true;
+      }
+      uncharge(SharedSegment::block_bytes(next->bytes.size(), next->ends.size()));
+      return false;
     }
     const std::uint64_t was = old->cost(), now = next->cost();
     EntryPtr gone;  // freed outside the lock
@@ -210,10 +222,10 @@ class SampleCache {
   // holes, which holes() then leaves out).
   std::uint64_t bytes() const { return shared_ ? shared_->bytes() : used_.load(std::memory_order_relaxed); }
   std::uint64_t records() const { return shared_ ? shared_->entries() : count_.load(std::memory_order_relaxed); }
-  // The shared segment (null for a cache of this process's own), what this
-  // process charged for it, and the records this process stored.
+  // The shared segment (null for a cache of this process's own), and the
+  // records this process stored (in a shared segment: charged to this
+  // process's budget, their bytes in its sample_cache account).
   const SharedSegment* shared() const { return shared_.get(); }
-  std::uint64_t shared_charge() const { return shared_charge_; }
   std::uint64_t filled() const { return count_.load(std::memory_order_relaxed); }
   // The loader's whole budget (other accounts may hold part of it).
   std::uint64_t budget() const { return budget_; }
@@ -247,7 +259,8 @@ class SampleCache {
       case SharedSegment::Store::kHeld:
         return Insert::kAlreadyHeld;
       case SharedSegment::Store::kNoRoom:
-        if (!full_.exchange(true, std::memory_order_relaxed)) {
+        full_.store(true, std::memory_order_relaxed);
+        if (!said_full_.exchange(true, std::memory_order_relaxed)) {
           std::fprintf(stderr, "stoker: shared cache %s is full (%s): records not in it are read as usual\n",
                        shared_->path().c_str(), shared_->full().c_str());
         }
@@ -319,7 +332,7 @@ class SampleCache {
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, count_{0};
   std::atomic<bool> full_{false};
   std::shared_ptr<SharedSegment> shared_;
-  std::uint64_t shared_charge_ = 0;
+  std::atomic<bool> said_full_{false};  // the segment's being full, said on stderr
 };
 
 }  // namespace stoker::detail

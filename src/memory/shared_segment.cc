@@ -251,7 +251,7 @@ std::uint64_t SharedSegment::allocate(std::uint64_t n) {
 
 std::uint64_t SharedSegment::write_block(std::uint64_t n, const std::uint8_t* data, const Meta& meta) {
   const std::uint32_t ne = meta.ends ? static_cast<std::uint32_t>(meta.ends->size()) : 0;
-  const std::uint64_t off = allocate(align_up(sizeof(BlockHeader) + 8ULL * ne + n, 16));
+  const std::uint64_t off = allocate(block_bytes(n, ne));
   if (!off) return 0;
   const BlockHeader bh{n, meta.width, meta.height, ne, meta.grid ? 1U : 0U};
   std::uint8_t* p = base_ + off;

@@ -102,6 +102,11 @@ class SharedSegment {
   // Why stores are refused for lack of room ("" while there is room).
   std::string full() const EXCLUDES(full_mu_);
 
+  // What a block of `size` bytes and `ends` member ends takes of the data area.
+  static std::uint64_t block_bytes(std::uint64_t size, std::size_t ends) {
+    return (24 + 8 * static_cast<std::uint64_t>(ends) + size + 15) / 16 * 16;
+  }
+
   // The file name's prefix for `group` in dir (tests: what is left there).
   static std::string prefix(const std::string& group);
 

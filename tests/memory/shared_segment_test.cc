@@ -335,9 +335,9 @@ TEST(SharedSegmentTest, RandomOperationsKeepTheIndexInvariants) {
 TEST(SharedSegmentTest, SampleCacheOverASegmentSharesEntries) {
   TempDir dir("stoker-seg");
   auto budget = std::make_shared<MemoryBudget>(std::uint64_t{256} << 20);
-  SampleCache one(kRecords, budget, SharedSegment::attach(options(dir.path())), std::uint64_t{32} << 20);
-  SampleCache two(kRecords, std::make_shared<MemoryBudget>(std::uint64_t{256} << 20),
-                  SharedSegment::attach(options(dir.path())), std::uint64_t{32} << 20);
+  auto budget2 = std::make_shared<MemoryBudget>(std::uint64_t{256} << 20);
+  SampleCache one(kRecords, budget, SharedSegment::attach(options(dir.path())));
+  SampleCache two(kRecords, budget2, SharedSegment::attach(options(dir.path())));
   const auto bytes = record_bytes(4);
   EXPECT_EQ(one.insert(4, bytes.data(), bytes.size(), 3, 2), SampleCache::Insert::kStored);
   EXPECT_EQ(two.insert(4, bytes.data(), bytes.size(), 3, 2), SampleCache::Insert::kAlreadyHeld);
@@ -350,7 +350,9 @@ TEST(SharedSegmentTest, SampleCacheOverASegmentSharesEntries) {
   EXPECT_EQ(two.filled(), 0u);
   EXPECT_EQ(two.records(), 1u);
   EXPECT_EQ(two.hits(), 1u);
-  EXPECT_EQ(budget->used(MemoryAccount::kSampleCache), std::uint64_t{32} << 20);
+  // Charged once: to the process that stored it.
+  EXPECT_EQ(budget->used(MemoryAccount::kSampleCache), SharedSegment::block_bytes(bytes.size(), 0));
+  EXPECT_EQ(budget2->used(MemoryAccount::kSampleCache), 0u);
   // The rewrite's replacement goes into the segment too.
   auto next = one.charged_entry(10, 0);
   std::memset(next->bytes.data(), 1, 10);
@@ -361,6 +363,12 @@ TEST(SharedSegmentTest, SampleCacheOverASegmentSharesEntries) {
   ASSERT_TRUE(now);
   EXPECT_TRUE(now->grid);
   EXPECT_EQ(now->bytes.size(), 10u);
+  EXPECT_EQ(budget2->used(MemoryAccount::kSampleCache), 0u);  // its failed replacement's charge returned
+  // A budget with no room left refuses the store, as a cache of its own does.
+  auto small = std::make_shared<MemoryBudget>(100);
+  SampleCache three(kRecords, small, SharedSegment::attach(options(dir.path())));
+  EXPECT_EQ(three.insert(5, bytes.data(), bytes.size()), SampleCache::Insert::kNoRoom);
+  EXPECT_FALSE(three.contains(5));
 }
 
 }  // namespace

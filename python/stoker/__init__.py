@@ -398,7 +398,7 @@ class Loader:
             Default "auto".
         share_cache_dir (str or os.PathLike): the directory of the shared
             cache's file, a tmpfs (the file is removed when the last loader
-            using it goes). None (the default): "/dev/shm".
+            using it goes). Default "/dev/shm".
         max_threads (int): with threads=0, the most workers the tuner uses
             (0 = one per available core). Default 0.
         trace (bool): record a span per sample stage per thread and per wait
@@ -536,7 +536,7 @@ class Loader:
                  stage_timing: bool = _DEFAULTS["stage_timing"], preload: bool = _DEFAULTS["preload"],
                  cache_rewrite: bool = _DEFAULTS["cache_rewrite"], shuffle_window: int = _DEFAULTS["shuffle_window"],
                  share_cache: Literal["auto", "on", "off"] = _DEFAULTS["share_cache"],
-                 share_cache_dir: Optional[_Path] = None,
+                 share_cache_dir: _Path = _DEFAULTS["share_cache_dir"],
                  cache_dir: Optional[_Path] = None, cache_limit: int = _DEFAULTS["cache_limit"],
                  remote_connections: int = _DEFAULTS["remote_connections"],
                  remote_retries: int = _DEFAULTS["remote_retries"], progress: Optional[bool] = None,
@@ -614,8 +614,7 @@ class Loader:
                        cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
                        trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
                        cache_rewrite=bool(cache_rewrite), shuffle_window=shuffle_window, share_cache=share_cache,
-                       share_cache_dir=(os.fspath(share_cache_dir) if share_cache_dir is not None
-                                        else _DEFAULTS["share_cache_dir"]),
+                       share_cache_dir=os.fspath(share_cache_dir),
                        cache_dir=os.fspath(cache_dir) if cache_dir is not None else "", cache_limit=cache_limit,
                        remote_connections=remote_connections, remote_retries=remote_retries,
                        progress={None: "auto", True: "on", False: "off"}[progress],

@@ -19,7 +19,10 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
     : source_(source), client_(std::move(client)) {
   if (opt->cache == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
   mode_ = opt->cache;
-  if (mode_ == Cache::kMmap) return;
+  if (mode_ == Cache::kMmap) {
+    shared_why_ = "off: cache=\"mmap\" keeps no cache";
+    return;
+  }
   cache_ = make_cache(*opt, std::move(budget));
   if (mode_ != Cache::kRam) return;
   if (opt->cache_rewrite && client_.image_part >= 0) {

@@ -3,6 +3,7 @@
 record is stored twice (the ranks' fills add up to the node's entries), and nothing of ours is left in the
 directory afterwards. In one process: share_cache="on", the fallback and the error for a directory that cannot
 hold it, and loaders with other cache options kept apart."""
+import gc
 import json
 import os
 import shutil
@@ -175,3 +176,48 @@ def test_a_directory_that_cannot_hold_it_is_named(photos, tmp_path, monkeypatch,
     assert loader.stats()["cache_records"] == 24
     with pytest.raises(ValueError, match="share_cache must be one of"):
         stoker.Loader(photos, batch_size=5, transforms=TF, cache="ram", share_cache="yes")
+
+
+@pytest.mark.parametrize("cache", ["ram", "decoded"])
+def test_resume_and_elastic_resume_with_a_shared_cache(photos, cache):
+    """A job stops mid-epoch and resumes, on as many ranks and on more, while the shared cache lives on: the
+    batches are the uninterrupted run's (the cache never changes what a rank yields)."""
+    shm = tempfile.mkdtemp(prefix="stoker-test-", dir="/dev/shm")
+    kw = dict(batch_size=3, shuffle=True, seed=2, transforms=TF, output="numpy", cache=cache, cache_max_side=4096,
+              progress=False)
+    try:
+        full = epoch_of(stoker.Loader(photos, share_cache="off", **kw), 1)
+        a = stoker.Loader(photos, share_cache="on", share_cache_dir=shm, **kw)
+        a.set_epoch(1)
+        it = iter(a)
+        head = [tuple(np.array(t) for t in next(it)) for _ in range(3)]
+        state = a.state_dict()
+        b = stoker.Loader(photos, share_cache="on", share_cache_dir=shm, seed=9, **{k: v for k, v in kw.items()
+                                                                                      if k != "seed"})
+        b.load_state_dict(state)
+        assert "(attached" in b.stats()["shared_cache"]
+        rest = [(np.array(x), np.array(y)) for x, y in b]
+        assert same(head + rest, full)
+        # Elastic: the rest of the epoch over 2 ranks, each a loader on the same shared cache; together they hand
+        # out exactly the records the stopped job had not.
+        ranks = [stoker.Loader(photos, share_cache="on", share_cache_dir=shm, rank=r, world_size=2, **kw)
+                 for r in range(2)]
+        for r in ranks:
+            r.load_state_dict(state)
+        seen = sorted(int(v) for r in ranks for _, y in r for v in y)
+        want = sorted(int(v) for _, y in full[3:] for v in y)
+        assert set(seen) == set(want) and len(seen) >= len(want)
+        ref = [stoker.Loader(photos, share_cache="off", rank=r, world_size=2, **kw) for r in range(2)]
+        for r, q in zip(ranks, ref):
+            q.load_state_dict(state)
+            r.load_state_dict(state)
+            assert same(epoch_of_rest(r), epoch_of_rest(q))
+        del a, b, ranks, it, r, q
+        gc.collect()
+        assert ours(shm) == []
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+def epoch_of_rest(loader):
+    return [(np.array(x), np.array(y)) for x, y in loader]

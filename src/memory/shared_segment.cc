@@ -2,13 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -128,7 +129,20 @@ std::shared_ptr<SharedSegment> SharedSegment::attach(const SharedSegmentOptions&
       s->stale_ = mine.st_size > 0;
       s->created_ = true;
       const std::uint64_t data_offset = align_up(kHeaderBytes + 8ULL * opt.records + opt.key.size(), 4096);
-      const std::uint64_t total = data_offset + opt.capacity;
+      // NOTE: a file-size limit (RLIMIT_FSIZE, `ulimit -f`) caps the
+      // segment: growing a file past it fails with EFBIG and sends SIGXFSZ,
+      // which would kill the process.
+      struct rlimit fsize {};
+      std::uint64_t capacity = opt.capacity;
+      if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY) {
+        const auto limit = static_cast<std::uint64_t>(fsize.rlim_cur);
+        if (limit <= data_offset) {
+          fail(Code::kResourceExhausted, "the file size limit (ulimit -f: " + mib(limit) + ") cannot hold " +
+                                             s->path_ + "'s index (" + mib(data_offset) + ")");
+        }
+        capacity = std::min(capacity, limit - data_offset);
+      }
+      const std::uint64_t total = data_offset + capacity;
       if (ftruncate(fd, 0) != 0) fail(Code::kIOError, s->path_ + ": truncate: " + std::strerror(errno));
       struct statvfs vfs {};
       if (fstatvfs(fd, &vfs) == 0) {
@@ -138,10 +152,6 @@ std::shared_ptr<SharedSegment> SharedSegment::attach(const SharedSegmentOptions&
                                              mib(total));
         }
       }
-      // NOTE: ftruncate and posix_fallocate fail with EFBIG under a file-size
-      // limit (RLIMIT_FSIZE), which would also send SIGXFSZ: the error
-      // says it instead.
-      std::signal(SIGXFSZ, SIG_IGN);
       if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
         fail(Code::kResourceExhausted, "cannot size " + s->path_ + " to " + mib(total) + ": " + std::strerror(errno));
       }
@@ -158,7 +168,7 @@ std::shared_ptr<SharedSegment> SharedSegment::attach(const SharedSegmentOptions&
       h->records = opt.records;
       h->key_hash = key_hash;
       h->key_size = opt.key.size();
-      h->capacity = opt.capacity;
+      h->capacity = capacity;
       h->data_offset = data_offset;
       h->allocated.store(0);
       std::memcpy(s->base_ + kHeaderBytes + 8ULL * opt.records, opt.key.data(), opt.key.size());

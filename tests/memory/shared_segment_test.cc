@@ -231,25 +231,38 @@ TEST(SharedSegmentTest, DifferentKeysNeverShareAndTwoAttachersInOneProcessDo) {
   EXPECT_TRUE(files_in(dir.path()).empty());
 }
 
-TEST(SharedSegmentTest, FileSizeLimitGivesANamedErrorNotSigbus) {
+// Under a file-size limit (ulimit -f) the segment is capped to it: stores
+// beyond it are refused, never a SIGXFSZ or SIGBUS; a limit below the index
+// is a named error.
+TEST(SharedSegmentTest, FileSizeLimitCapsTheSegmentOrGivesANamedError) {
   TempDir dir("stoker-seg");
   const pid_t kid = spawn([&] {
     struct rlimit r {};
-    r.rlim_cur = r.rlim_max = std::uint64_t{1} << 20;  // smaller than the segment
+    r.rlim_cur = r.rlim_max = std::uint64_t{256} << 10;  // smaller than the segment asked for, and the records
     if (setrlimit(RLIMIT_FSIZE, &r) != 0) return 10;
+    auto seg = SharedSegment::attach(options(dir.path()));
+    if (seg->capacity() >= r.rlim_cur) return 11;
+    std::uint32_t i = 0;
+    while (i < kRecords && store(*seg, i) == SharedSegment::Store::kStored) ++i;
+    if (i == 0 || i == kRecords || store(*seg, i) != SharedSegment::Store::kNoRoom) return 12;
+    for (std::uint32_t k = 0; k < i; ++k) {
+      if (!holds(*seg, k)) return 13;
+    }
+    r.rlim_cur = 4096;  // below the index
+    if (setrlimit(RLIMIT_FSIZE, &r) != 0) return 14;
     try {
-      SharedSegment::attach(options(dir.path()));
+      SharedSegment::attach(options(dir.path(), "other"));
     } catch (const Error& e) {
       const std::string m = e.what();
-      return e.code() == Code::kResourceExhausted && m.find(dir.path()) != std::string::npos &&
-                     m.find("bytes") != std::string::npos
+      return e.code() == Code::kResourceExhausted && m.find("ulimit -f") != std::string::npos &&
+                     m.find(dir.path()) != std::string::npos
                  ? 0
-                 : 11;
+                 : 15;
     }
-    return 12;
+    return 16;
   });
   EXPECT_EQ(wait_for(kid), 0);
-  EXPECT_TRUE(files_in(dir.path()).empty());  // the failed creator removed its file
+  EXPECT_TRUE(files_in(dir.path()).empty());  // the child's files removed: one detached, one failed to attach
 }
 
 int no_space(int, std::int64_t offset, std::int64_t) { return offset == 0 ? 0 : ENOSPC; }

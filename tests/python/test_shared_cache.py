@@ -36,13 +36,17 @@ def worker(rank, world, pkg, source, cache, share, shm, out, barrier):
             batches[f"{e}_{k}_x"], batches[f"{e}_{k}_y"] = np.array(x), np.array(y)
             samples[e] += len(y)
         barrier.wait()  # every rank's epoch stored before any rank reads the next
-    while loader.stats()["cache_preload"] == "loading":
+    deadline = time.monotonic() + 120  # a hang guard, not a time bound
+    while loader.stats()["cache_preload"] == "loading" and time.monotonic() < deadline:
         time.sleep(0.01)
     barrier.wait()  # every preload ended: the fill counts are final
+    # cache="ram": each rank rewrites the entries it stored (their walk ends once the preloads have).
+    while cache == "ram" and loader.stats()["cache_rewrite"] == "rewriting" and time.monotonic() < deadline:
+        time.sleep(0.01)
     s = loader.stats()
     np.savez(os.path.join(out, f"{share}_{rank}.npz"), **batches)
     keep = ("shared_cache", "shared_cache_entries", "shared_cache_filled", "shared_cache_hits", "cache_records",
-            "cache_hits", "cache_mode")
+            "cache_hits", "cache_mode", "cache_rewrite")
     with open(os.path.join(out, f"{share}_{rank}.json"), "w") as f:
         json.dump(dict({k: s[k] for k in keep}, samples=samples), f)
     barrier.wait()  # nobody detaches before every rank read the node's counts
@@ -90,6 +94,7 @@ def test_ranks_share_one_cache_with_the_same_batches(photos, tmp_path, cache):
         assert got["off"][r]["shared_cache"].startswith("off: share_cache=")
         assert got["on"][r]["shared_cache"].startswith("shared: " + shm + "/stoker-")
         assert got["on"][r]["cache_mode"] == cache
+        assert got["on"][r]["cache_rewrite"] == ("done" if cache == "ram" else "off")
     on = got["on"]
     # Every record in the node's cache once: the ranks' fills add up to it.
     assert [s["shared_cache_entries"] for s in on] == [records] * world

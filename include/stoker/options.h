@@ -207,9 +207,9 @@ struct LoaderOptions {
   // cache=kRam / kDecoded: one cache per machine, in a file of shared memory
   // under share_cache_dir (a tmpfs; default "/dev/shm") that every loader on
   // the node reading the same data with the same cache-relevant options
-  // maps, so each record is stored and charged once per node (its size: this
-  // loader's cache budget times LOCAL_WORLD_SIZE, each rank charging its
-  // share). kAuto (the default) shares when LOCAL_WORLD_SIZE > 1 and falls
+  // maps, so each record is stored and charged once per node (to the budget
+  // of the rank that stored it; the file's size: this loader's cache budget
+  // times LOCAL_WORLD_SIZE). kAuto (the default) shares when LOCAL_WORLD_SIZE > 1 and falls
   // back to a cache of this process's own, with one line on stderr, when the
   // directory cannot hold it; kOn always shares and raises instead; kOff
   // never shares. stats(): shared_cache says which and why

@@ -388,8 +388,9 @@ class Loader:
             machine: loaders on a node reading the same data with the same
             cache-relevant options map one file of shared memory in
             share_cache_dir, so each record is read, stored and charged once
-            per node (its size: this loader's cache budget times
-            LOCAL_WORLD_SIZE; each rank charges its share). "auto" shares
+            per node (each entry charged to the memory_budget of the rank
+            that stored it; the file's size: the cache budget times
+            LOCAL_WORLD_SIZE). "auto" shares
             when LOCAL_WORLD_SIZE > 1 and falls back to a cache of this
             process's own, with one line on stderr, when the directory cannot
             hold it; "on" always shares and raises instead; "off" never.

@@ -5,7 +5,7 @@ PYTHON := /usr/bin/python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build data docs demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-scale bench-volumes bench-drop-in bench-formats soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
+.PHONY: all deps build data docs demo bench bench-speed bench-augment bench-segdet bench-pack bench-doctor bench-remote bench-scale bench-volumes bench-drop-in bench-formats bench-node-cache soak test test-cpp test-python check-asan check-tsan check-thread-safety check-wheel wheel fuzz fuzz-smoke clean
 
 all: build
 
@@ -181,6 +181,11 @@ $(DATA_TIFF16)/.stoker-sample-complete:
 bench-formats: build
 	@$(MAKE) --no-print-directory $(DATA_WEBP)/.stoker-sample-complete $(DATA_TIFF16)/.stoker-sample-complete
 	$(PYTHON) bench/formats_bench.py $(DATA_WEBP) $(DATA_TIFF16) --rounds 3
+
+# One cache per node (issue 36): 4 ranks (gloo, spawned) with cache="ram" and "decoded", share_cache off and on, and
+# mmap; the node's PSS (sum of the ranks' smaps_rollup Pss) and images/s per rank, same run.
+bench-node-cache: build data
+	$(PYTHON) bench/node_cache_bench.py $(DATA) --ranks 4
 
 # Many epochs: batch buffers within their bound, RSS within buffers + slack, fds and threads constant (not part of `make test`).
 soak: build data

@@ -100,6 +100,12 @@ struct EnumNames<AutoAugmentPolicy> {
                                                                          {AutoAugmentPolicy::kSvhn, "svhn"}};
 };
 template <>
+struct EnumNames<ShareCache> {
+  static constexpr const char* kKey = "share_cache";
+  static constexpr std::pair<ShareCache, const char*> kNames[] = {
+      {ShareCache::kAuto, "auto"}, {ShareCache::kOn, "on"}, {ShareCache::kOff, "off"}};
+};
+template <>
 struct EnumNames<PadMethod> {
   static constexpr const char* kKey = "pad_method";
   static constexpr std::pair<PadMethod, const char*> kNames[] = {{PadMethod::kSymmetric, "symmetric"},
@@ -110,7 +116,7 @@ struct EnumNames<PadMethod> {
 template <typename... E>
 struct EnumList {};
 using NamedEnums = EnumList<OnCorrupt, DType, SampleKind, Layout, DecodeScale, Progress, Cache, BoxFormat, ImageChannels, ImageDType,
-                            Interpolation, AutoAugmentPolicy, PadMethod>;
+                            Interpolation, AutoAugmentPolicy, PadMethod, ShareCache>;
 // Calls f(EnumNames<E>{}) for each enum of NamedEnums.
 template <typename F>
 void for_each_enum(F&& f) {

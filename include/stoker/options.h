@@ -30,6 +30,9 @@ enum class SampleKind {
 enum class Layout { kNCHW, kNHWC };
 enum class DecodeScale { kExact, kAuto };
 enum class Progress { kAuto, kOn, kOff };
+// Whether cache="ram" / "decoded" is one cache per machine (ShareCache in
+// LoaderOptions::share_cache).
+enum class ShareCache { kAuto, kOn, kOff };
 enum class Cache {
   kMmap,     // read every epoch (the OS page cache keeps the files)
   kRam,      // encoded bytes kept in the loader's memory after the first read
@@ -201,6 +204,18 @@ struct LoaderOptions {
   // 0.44/255; 320 -> 33.9 dB; 256 -> 31.8 dB): lower it to fit more images
   // in memory_budget.
   int cache_max_side = 448;
+  // cache=kRam / kDecoded: one cache per machine, in a file of shared memory
+  // under share_cache_dir (a tmpfs; default "/dev/shm") that every loader on
+  // the node reading the same data with the same cache-relevant options
+  // maps, so each record is stored and charged once per node (to the budget
+  // of the rank that stored it; the file's size: this loader's cache budget
+  // times LOCAL_WORLD_SIZE). kAuto (the default) shares when LOCAL_WORLD_SIZE > 1 and falls
+  // back to a cache of this process's own, with one line on stderr, when the
+  // directory cannot hold it; kOn always shares and raises instead; kOff
+  // never shares. stats(): shared_cache says which and why
+  // (src/cache/README.md).
+  ShareCache share_cache = ShareCache::kAuto;
+  std::string share_cache_dir = "/dev/shm";
 
   // ---- Data that lives elsewhere (RemoteOptions in stoker/source.h) -------------
   // Shards named by URL (https://, s3://) or command (pipe:) are fetched in

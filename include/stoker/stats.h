@@ -69,6 +69,15 @@ struct Stats {
   std::uint64_t cache_bytes = 0;
   std::uint64_t cache_holes_bytes = 0;
   std::uint64_t cache_budget_bytes = 0;
+  // The cache shared by the node's loaders (LoaderOptions::share_cache):
+  // "shared: <file> (created|attached, ...)" or "off: <why>"; the node's
+  // entries and bytes in it, this process's lookups that found their
+  // sample there, and the entries this process stored.
+  std::string shared_cache = "off";
+  std::uint64_t shared_cache_entries = 0;
+  std::uint64_t shared_cache_bytes = 0;
+  std::uint64_t shared_cache_hits = 0;
+  std::uint64_t shared_cache_filled = 0;
   // Local tar shards: file descriptors open now (a bounded pool, least
   // recently used closed first) and opens so far (indexing included); 0 for
   // other sources.

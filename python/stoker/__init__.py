@@ -417,6 +417,22 @@ class Loader:
             side of a stored image may be; the default 448 keeps
             RandomResizedCrop(224) output within 40 dB PSNR of the exact path
             (see bench/cache_quality.py). Default 448.
+        share_cache (str): with cache="ram" or "decoded", one cache per
+            machine: loaders on a node reading the same data with the same
+            cache-relevant options map one file of shared memory in
+            share_cache_dir, so each record is read, stored and charged once
+            per node (each entry charged to the memory_budget of the rank
+            that stored it; the file's size: the cache budget times
+            LOCAL_WORLD_SIZE). "auto" shares
+            when LOCAL_WORLD_SIZE > 1 and falls back to a cache of this
+            process's own, with one line on stderr, when the directory cannot
+            hold it; "on" always shares and raises instead; "off" never.
+            stats(): shared_cache (which and why), shared_cache_entries,
+            shared_cache_bytes, shared_cache_hits, shared_cache_filled.
+            Default "auto".
+        share_cache_dir (str or os.PathLike): the directory of the shared
+            cache's file, a tmpfs (the file is removed when the last loader
+            using it goes). Default "/dev/shm".
         max_threads (int): with threads=0, the most workers the tuner uses
             (0 = one per available core). Default 0.
         trace (bool): record a span per sample stage per thread and per wait
@@ -553,6 +569,8 @@ class Loader:
                  max_threads: int = _DEFAULTS["max_threads"], trace: bool = _DEFAULTS["trace"],
                  stage_timing: bool = _DEFAULTS["stage_timing"], preload: bool = _DEFAULTS["preload"],
                  cache_rewrite: bool = _DEFAULTS["cache_rewrite"], shuffle_window: int = _DEFAULTS["shuffle_window"],
+                 share_cache: Literal["auto", "on", "off"] = _DEFAULTS["share_cache"],
+                 share_cache_dir: _Path = _DEFAULTS["share_cache_dir"],
                  cache_dir: Optional[_Path] = None, cache_limit: int = _DEFAULTS["cache_limit"],
                  remote_connections: int = _DEFAULTS["remote_connections"],
                  remote_retries: int = _DEFAULTS["remote_retries"], progress: Optional[bool] = None,
@@ -629,7 +647,8 @@ class Loader:
                        skip_empty=bool(skip_empty), keep_crowd=bool(keep_crowd),
                        cache=cache, memory_budget=memory_budget, cache_max_side=cache_max_side,
                        trace=bool(trace), stage_timing=bool(stage_timing), preload=bool(preload),
-                       cache_rewrite=bool(cache_rewrite), shuffle_window=shuffle_window,
+                       cache_rewrite=bool(cache_rewrite), shuffle_window=shuffle_window, share_cache=share_cache,
+                       share_cache_dir=os.fspath(share_cache_dir),
                        cache_dir=os.fspath(cache_dir) if cache_dir is not None else "", cache_limit=cache_limit,
                        remote_connections=remote_connections, remote_retries=remote_retries,
                        progress={None: "auto", True: "on", False: "off"}[progress],
@@ -825,7 +844,8 @@ class Loader:
             batch_buffer_bytes, batch_buffers_in_use, batch_buffers_held,
             batch_buffers_held_peak, ring_depth_max, cache_hits, cache_misses,
             cache_records, cache_bytes, cache_holes_bytes, cache_budget_bytes,
-            shard_files_open, shard_file_opens,
+            shared_cache, shared_cache_entries, shared_cache_bytes,
+            shared_cache_hits, shared_cache_filled, shard_files_open, shard_file_opens,
             cache_mode, cache_auto, cache_preload, cache_preload_records,
             cache_preload_bytes, cache_preload_s, cache_rewrite,
             cache_rewritten, cache_rewrite_on_read, cache_rewrite_settled, cache_rewrite_bytes_before,

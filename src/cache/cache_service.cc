@@ -1,7 +1,16 @@
 #include "cache/cache_service.h"
 
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "stoker/names.h"
+#include "stoker/status.h"
 
 namespace stoker::detail {
 
@@ -10,8 +19,11 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
     : source_(source), client_(std::move(client)) {
   if (opt->cache == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
   mode_ = opt->cache;
-  if (mode_ == Cache::kMmap) return;
-  cache_ = std::make_unique<SampleCache>(source_.size(), std::move(budget));
+  if (mode_ == Cache::kMmap) {
+    shared_why_ = "off: cache=\"mmap\" keeps no cache";
+    return;
+  }
+  cache_ = make_cache(*opt, std::move(budget));
   if (mode_ != Cache::kRam) return;
   if (opt->cache_rewrite && client_.image_part >= 0) {
     rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part);
@@ -25,11 +37,104 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
     for (int i = 0; i < kPreloadThreads; ++i) idle_scratch_.push_back(std::make_unique<RewriteScratch>());
     idle = [this](int t) { return rewrite_->rewrite_next(idle_scratch_[static_cast<std::size_t>(t)].get(), cache_->size()); };
   }
+  // NOTE: with a shared cache each local rank's preload begins at its own
+  // part of the set (LOCAL_RANK, else rank modulo LOCAL_WORLD_SIZE).
+  std::size_t start = 0;
+  if (cache_->shared()) {
+    const auto local = static_cast<std::size_t>(local_ranks());
+    std::size_t me = static_cast<std::size_t>(opt->rank) % local;
+    if (const char* env = std::getenv("LOCAL_RANK")) me = std::strtoul(env, nullptr, 10) % local;
+    start = source_.size() * me / local;
+  }
   preload_ = std::make_unique<Preloader>(source_, client_.read_record, cache_.get(), opt->progress, kPreloadThreads,
-                                         std::move(idle));
+                                         std::move(idle), start);
 }
 
 CacheService::~CacheService() { stop(); }
+
+namespace {
+
+// What the data is, for the shared segment's name: the source, its first
+// and last keys, and the directory relative paths start from.
+std::string source_identity(const Source& source) {
+  // NOTE: appended piece by piece: GCC 12 warns (-Wrestrict) on "|" + string.
+  std::string id = source.describe();
+  id.append("|").append(std::to_string(source.size()));
+  if (source.size()) id.append("|").append(source.key(0)).append("|").append(source.key(source.size() - 1));
+  std::error_code ec;
+  id.append("|").append(std::filesystem::current_path(ec).string());
+  return id;
+}
+
+// Everything that decides the cache's entries: the source and every option
+// but those known not to change a stored entry (order, scheduling,
+// reporting, budget). NOTE: a list of what may differ, not of what must
+// match, so an option added later keeps loaders apart until it is listed.
+std::string cache_key(const Source& source, const LoaderOptions& opt) {
+  nlohmann::json j = nlohmann::json::parse(options_to_json(opt));
+  for (const char* k : {"batch_size", "shuffle", "seed", "shuffle_window", "drop_last", "threads", "max_threads",
+                        "prefetch", "rank", "world_size", "on_corrupt", "max_consecutive_corrupt", "memory_budget",
+                        "preload", "progress", "stage_timing", "trace", "share_cache", "share_cache_dir",
+                        "remote_connections", "remote_retries", "cache_dir", "cache_limit"}) {
+    j.erase(k);
+  }
+  return "v1|" + source_identity(source) + "|" + j.dump();
+}
+
+}  // namespace
+
+std::unique_ptr<SampleCache> CacheService::make_cache(const LoaderOptions& opt, std::shared_ptr<MemoryBudget> budget) {
+  const std::size_t n = source_.size();
+  const int local = local_ranks();
+  if (opt.share_cache == ShareCache::kOff || (opt.share_cache == ShareCache::kAuto && local < 2) || n == 0 ||
+      n > UINT32_MAX) {
+    shared_why_ = opt.share_cache == ShareCache::kOff ? "off: share_cache=\"off\""
+                  : n == 0 || n > UINT32_MAX      ? "off: " + std::to_string(n) + " records"
+                                                  : "off: one rank on this node (LOCAL_WORLD_SIZE unset or 1)";
+    return std::make_unique<SampleCache>(n, std::move(budget));
+  }
+  const std::uint64_t room = budget->room(MemoryAccount::kSampleCache);
+  SharedSegmentOptions so;
+  so.dir = opt.share_cache_dir;
+  so.group = source_identity(source_);
+  so.key = cache_key(source_, opt);
+  so.records = static_cast<std::uint32_t>(n);
+  so.capacity = room * static_cast<std::uint64_t>(local);
+  std::shared_ptr<SharedSegment> seg;
+  try {
+    seg = SharedSegment::attach(so);
+  } catch (const Error& e) {
+    const std::string msg = std::string(e.what()) + "; fix: a smaller memory_budget, a larger " + so.dir +
+                            " (docker run --shm-size=...), share_cache_dir= a directory on a larger tmpfs, or "
+                            "share_cache=\"off\"";
+    if (opt.share_cache == ShareCache::kOn) throw Error(e.code(), msg);
+    std::fprintf(stderr, "stoker: %s; this loader keeps a cache of its own\n", msg.c_str());
+    shared_why_ = "off: " + msg;
+    return std::make_unique<SampleCache>(n, std::move(budget));
+  }
+  // Loaders of the same data with other cache options keep apart: said once.
+  std::error_code ec;
+  const std::string mine = std::filesystem::path(seg->path()).filename().string();
+  const std::string prefix = SharedSegment::prefix(so.group);
+  for (const auto& f : std::filesystem::directory_iterator(so.dir, ec)) {
+    const std::string name = f.path().filename().string();
+    if (name != mine && name.rfind(prefix, 0) == 0) {
+      std::fprintf(stderr,
+                   "stoker: another loader on this node caches %s with other cache options (%s): this one keeps "
+                   "its own shared cache, %s\n",
+                   source_.describe().c_str(), name.c_str(), seg->path().c_str());
+      break;
+    }
+  }
+  if (seg->reclaimed_stale()) {
+    std::fprintf(stderr, "stoker: reclaimed a stale shared cache left by processes that ended: %s\n",
+                 seg->path().c_str());
+  }
+  shared_why_ = "shared: " + seg->path() + " (" + (seg->created() ? "created" : "attached") +
+                (seg->reclaimed_stale() ? ", a stale one reclaimed" : "") + "; LOCAL_WORLD_SIZE=" +
+                std::to_string(local) + ")";
+  return std::make_unique<SampleCache>(n, std::move(budget), std::move(seg));
+}
 
 void CacheService::stop() { preload_.reset(); }
 
@@ -73,7 +178,14 @@ void CacheService::add_stats(Stats* s, std::uint64_t batches) const {
     s->cache_bytes = cache_->bytes();
     s->cache_holes_bytes = cache_->holes();
     s->cache_budget_bytes = cache_->budget();
+    if (const SharedSegment* seg = cache_->shared()) {
+      s->shared_cache_entries = seg->entries();
+      s->shared_cache_bytes = seg->bytes();
+      s->shared_cache_hits = cache_->hits();
+      s->shared_cache_filled = cache_->filled();
+    }
   }
+  s->shared_cache = shared_why_;
   Preloader::Report p;
   if (preload_) {
     p = preload_->report();

@@ -59,11 +59,16 @@ class CacheService {
 
  private:
   void choose(LoaderOptions* opt, std::uint64_t budget);
+  // The sample cache: in a segment shared by the node's loaders when
+  // opt.share_cache says so and the directory can hold it, else this
+  // process's own (shared_why_ says which and why).
+  std::unique_ptr<SampleCache> make_cache(const LoaderOptions& opt, std::shared_ptr<MemoryBudget> budget);
 
   const Source& source_;
   Client client_;
   Cache mode_ = Cache::kMmap;
   std::string why_;  // cache="auto": what it chose and why
+  std::string shared_why_ = "off";  // stats()["shared_cache"]
   std::unique_ptr<SampleCache> cache_;
   std::unique_ptr<RamRewrite> rewrite_;
   std::vector<std::unique_ptr<RewriteScratch>> idle_scratch_;  // the preload threads', for idle rewriting

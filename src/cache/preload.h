@@ -35,8 +35,11 @@ class Preloader {
   // when there is none left. It should not throw: an exception it lets out
   // ends that thread's idle work (reported on stderr).
   using IdleWork = std::function<bool(int thread)>;
+  // `start`: the record to begin at (then on, wrapping around): ranks
+  // filling one shared cache begin at different places, so their preloads
+  // read disjoint parts.
   Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads = 4,
-            IdleWork idle = {});
+            IdleWork idle = {}, std::size_t start = 0);
   // NOTE: an exception on a preload thread (out of memory while copying a
   // record in, a bug) stops the preload: report().state becomes
   // "error: <what>" and report().errors counts it; the records not in yet
@@ -73,6 +76,7 @@ class Preloader {
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false}, full_{false}, quit_{false};  // quit_: the destructor's
   std::atomic<std::size_t> next_{0};
+  std::size_t start_ = 0;
   std::atomic<int> running_{0}, state_{0};  // state_: 0 loading, 1 done, 2 budget full, 3 error
   std::atomic<std::uint64_t> records_{0}, bytes_{0}, errors_{0};
   std::atomic<std::int64_t> start_ns_{0}, end_ns_{0};

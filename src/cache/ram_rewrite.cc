@@ -242,8 +242,13 @@ void RamRewrite::add_stats(Stats* s, bool all_in) const {
   s->cache_rewrite_bytes_before = before_.load(std::memory_order_relaxed);
   s->cache_rewrite_bytes_after = after_.load(std::memory_order_relaxed);
   s->cache_rewrite_cpu_s = static_cast<double>(cpu_ns_.load(std::memory_order_relaxed)) * 1e-9;
-  // Done once every cached record is settled and no more are coming.
-  s->cache_rewrite = all_in && s->cache_rewrite_settled >= cache_->records() ? "done" : "rewriting";
+  // Done once every cached record is settled and no more are coming. NOTE:
+  // in a cache shared by the node's loaders each rewrites the entries it
+  // stored (and those it reads before their writer did): done once its
+  // walk has passed every entry it stored.
+  const bool settled = cache_->shared() ? cursor_.load(std::memory_order_relaxed) >= cache_->filled()
+                                        : s->cache_rewrite_settled >= cache_->records();
+  s->cache_rewrite = all_in && settled ? "done" : "rewriting";
   if (const std::uint64_t n = errors_.load(std::memory_order_acquire)) {
     s->thread_errors["rewrite"] += n;
     MutexLock lock(mu_);

@@ -5,10 +5,15 @@
 // rest of the data set is served by the slower path. Thread-safe; an entry
 // never changes once published (cache="ram" may put a rewritten one in its
 // place: readers hold what they found through a shared pointer).
+// With a shared segment (memory/shared_segment.h) the entries live there,
+// shared by every process on the node with the same cache key: each record
+// stored once per node; the per-process parts (hits, misses, the rewrite's
+// per-record state, the order this process stored in) stay here.
 #pragma once
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <atomic>
 #include <cstdint>
@@ -18,6 +23,7 @@
 
 #include "memory/arena.h"
 #include "memory/memory_budget.h"
+#include "memory/shared_segment.h"
 #include "decode/image.h"
 #include "util/thread_annotations.h"
 
@@ -30,6 +36,13 @@ class SampleCache {
   SampleCache(std::size_t records, std::shared_ptr<MemoryBudget> budget)
       : budget_(budget->limit()), memory_(std::move(budget), MemoryAccount::kSampleCache), entries_(records),
         state_(records) {}
+  // Entries in a shared segment. NOTE: an entry is charged to the budget of
+  // the process that stores it, so the node's entries are charged once in
+  // all, whatever the number of processes reading them.
+  SampleCache(std::size_t records, std::shared_ptr<MemoryBudget> budget, std::shared_ptr<SharedSegment> shared)
+      : SampleCache(records, std::move(budget)) {
+    shared_ = std::move(shared);
+  }
   // A budget of its own (tests, benchmarks).
   SampleCache(std::size_t records, std::uint64_t budget_bytes)
       : SampleCache(records, std::make_shared<MemoryBudget>(budget_bytes)) {}
@@ -44,6 +57,7 @@ class SampleCache {
     // end of each member's bytes; empty for one member.
     std::vector<std::uint64_t> ends;
     bool grid = false;  // cache="ram": the image was rewritten into the random-access form (cache/ram_rewrite.h)
+    std::uint64_t shared_block = 0;  // in a shared segment: its block (SharedSegment::Block::offset)
     ImageView view() const { return {bytes.data(), width, height, static_cast<std::ptrdiff_t>(width) * 3}; }
     std::uint64_t cost() const { return bytes.size() + sizeof(Entry) + 64 + ends.size() * sizeof(std::uint64_t); }
   };
@@ -64,12 +78,16 @@ class SampleCache {
   }
   // The entry of record i, or null, not counted (the rewrite's look-ups).
   EntryPtr peek(std::size_t i) const {
+    if (shared_) return shared_entry(i);
     MutexLock lock(stripe(i));
     return entries_[i];
   }
 
   // Whether record i is held (not counted as a hit or a miss).
-  bool contains(std::size_t i) const { return peek(i) != nullptr; }
+  bool contains(std::size_t i) const {
+    SharedSegment::Block b;
+    return shared_ ? shared_->find(static_cast<std::uint32_t>(i), &b) : peek(i) != nullptr;
+  }
 
   enum class Insert { kStored, kAlreadyHeld, kNoRoom, kRefused };
   // Stores a copy of `data` as record i's entry when the budget allows (and
@@ -78,6 +96,13 @@ class SampleCache {
                 const std::vector<std::uint64_t>* ends = nullptr, bool grid = false) {
     if (state(i) == kRefused) return Insert::kRefused;
     if (contains(i)) return Insert::kAlreadyHeld;
+    if (shared_) {
+      const std::uint64_t block = SharedSegment::block_bytes(size, ends ? ends->size() : 0);
+      if (!charge(block)) return Insert::kNoRoom;
+      const Insert r = insert_shared(i, data, size, width, height, ends, grid);
+      if (r != Insert::kStored) uncharge(block);
+      return r;
+    }
     const std::uint64_t cost = size + sizeof(Entry) + 64 + (ends ? ends->size() * sizeof(std::uint64_t) : 0);
     if (!charge(cost)) return Insert::kNoRoom;
     auto e = std::make_shared<Entry>();
@@ -107,7 +132,9 @@ class SampleCache {
   // charged whole: the memory the entry it replaces frees is a hole until
   // the rest of its mapping is freed too (charge() counts the holes).
   std::shared_ptr<Entry> charged_entry(std::size_t n, std::size_t ends) {
-    if (!charge(n + sizeof(Entry) + 64 + ends * sizeof(std::uint64_t))) return nullptr;
+    if (!charge(shared_ ? SharedSegment::block_bytes(n, ends) : n + sizeof(Entry) + 64 + ends * sizeof(std::uint64_t))) {
+      return nullptr;
+    }
     auto e = std::make_shared<Entry>();
     e->bytes = ArenaBytes(replacements_, n);
     e->ends.resize(ends);
@@ -119,6 +146,18 @@ class SampleCache {
   // charge returned) when the entry is no longer `old`. Readers holding
   // `old` keep it until done.
   bool replace(std::size_t i, const EntryPtr& old, EntryPtr next) {
+    if (shared_) {
+      // NOTE: the old block stays a hole in the segment (blocks are never
+      // reused); another process may have replaced it first.
+      // The charge stays with the block it stored.
+      const SharedSegment::Meta m{next->width, next->height, next->grid, &next->ends};
+      if (shared_->replace(static_cast<std::uint32_t>(i), old->shared_block, next->bytes.data(), next->bytes.size(),
+                           m)) {
+        return true;
+      }
+      uncharge(SharedSegment::block_bytes(next->bytes.size(), next->ends.size()));
+      return false;
+    }
     const std::uint64_t was = old->cost(), now = next->cost();
     EntryPtr gone;  // freed outside the lock
     {
@@ -140,6 +179,10 @@ class SampleCache {
   // the loader counts them under on_corrupt as always).
   void refuse(std::size_t i) {
     state_[i].store(kRefused, std::memory_order_release);
+    if (shared_) {
+      shared_->refuse(static_cast<std::uint32_t>(i));
+      return;
+    }
     EntryPtr e;
     {
       MutexLock lock(stripe(i));
@@ -175,15 +218,59 @@ class SampleCache {
 
   std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   std::uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
-  std::uint64_t bytes() const { return used_.load(std::memory_order_relaxed); }
-  std::uint64_t records() const { return count_.load(std::memory_order_relaxed); }
+  // With a shared segment: the node's (its bytes include replaced entries'
+  // holes, which holes() then leaves out).
+  std::uint64_t bytes() const { return shared_ ? shared_->bytes() : used_.load(std::memory_order_relaxed); }
+  std::uint64_t records() const { return shared_ ? shared_->entries() : count_.load(std::memory_order_relaxed); }
+  // The shared segment (null for a cache of this process's own), and the
+  // records this process stored (in a shared segment: charged to this
+  // process's budget, their bytes in its sample_cache account).
+  const SharedSegment* shared() const { return shared_.get(); }
+  std::uint64_t filled() const { return count_.load(std::memory_order_relaxed); }
   // The loader's whole budget (other accounts may hold part of it).
   std::uint64_t budget() const { return budget_; }
   // Memory freed entries still hold (memory/arena.h), charged to the budget.
-  std::uint64_t holes() const { return arena_->holes() + replacements_->holes(); }
+  std::uint64_t holes() const { return shared_ ? 0 : arena_->holes() + replacements_->holes(); }
   bool full() const { return full_.load(std::memory_order_relaxed); }
 
  private:
+  EntryPtr shared_entry(std::size_t i) const {
+    SharedSegment::Block b;
+    if (!shared_->find(static_cast<std::uint32_t>(i), &b)) return nullptr;
+    auto e = std::make_shared<Entry>();
+    e->bytes = ArenaBytes(std::shared_ptr<const void>(shared_), b.data, b.size);
+    e->width = b.width;
+    e->height = b.height;
+    e->ends = std::move(b.ends);
+    e->grid = b.grid;
+    e->shared_block = b.offset;
+    return e;
+  }
+  Insert insert_shared(std::size_t i, const std::uint8_t* data, std::size_t size, int width, int height,
+                       const std::vector<std::uint64_t>* ends, bool grid) {
+    const SharedSegment::Meta m{width, height, grid, ends};
+    switch (shared_->store(static_cast<std::uint32_t>(i), data, size, m)) {
+      case SharedSegment::Store::kStored: {
+        count_.fetch_add(1, std::memory_order_relaxed);
+        MutexLock log(log_mu_);
+        log_.push_back(static_cast<std::uint32_t>(i));
+        return Insert::kStored;
+      }
+      case SharedSegment::Store::kHeld:
+        return Insert::kAlreadyHeld;
+      case SharedSegment::Store::kNoRoom:
+        full_.store(true, std::memory_order_relaxed);
+        if (!said_full_.exchange(true, std::memory_order_relaxed)) {
+          std::fprintf(stderr, "stoker: shared cache %s is full (%s): records not in it are read as usual\n",
+                       shared_->path().c_str(), shared_->full().c_str());
+        }
+        return Insert::kNoRoom;
+      case SharedSegment::Store::kRefused:
+        break;
+    }
+    return Insert::kRefused;
+  }
+
   // The budget is charged before the entry is published (the budget's
   // account, under its lock), so concurrent inserts can never overshoot it.
   // The account also holds the memory that freed entries (replaced by their
@@ -244,6 +331,8 @@ class SampleCache {
   std::vector<std::atomic<std::uint8_t>> state_;
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, count_{0};
   std::atomic<bool> full_{false};
+  std::shared_ptr<SharedSegment> shared_;
+  std::atomic<bool> said_full_{false};  // the segment's being full, said on stderr
 };
 
 }  // namespace stoker::detail

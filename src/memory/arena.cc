@@ -159,6 +159,7 @@ ArenaBytes::ArenaBytes(std::shared_ptr<Arena> arena, std::size_t n) : n_(n) {
 }
 
 ArenaBytes::~ArenaBytes() {
+  if (keep_) return;  // a view
   if constexpr (kArenaOnHeap) {
     delete[] p_;
   } else if (p_) {

@@ -69,11 +69,15 @@ class Arena {
 };
 
 // A cache entry's bytes: a block of an Arena (kept alive by the bytes that
-// use it), or of the heap under AddressSanitizer (so overflows are caught).
+// use it), or of the heap under AddressSanitizer (so overflows are caught),
+// or a view of memory `keep` holds (a shared segment's block: never freed
+// here).
 class ArenaBytes {
  public:
   ArenaBytes() = default;
   ArenaBytes(std::shared_ptr<Arena> arena, std::size_t n);
+  ArenaBytes(std::shared_ptr<const void> keep, const std::uint8_t* p, std::size_t n)
+      : keep_(std::move(keep)), p_(const_cast<std::uint8_t*>(p)), n_(n) {}
   ArenaBytes(const ArenaBytes&) = delete;
   ArenaBytes& operator=(const ArenaBytes&) = delete;
   ArenaBytes(ArenaBytes&& o) noexcept { swap(o); }
@@ -88,12 +92,14 @@ class ArenaBytes {
   std::size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
   void swap(ArenaBytes& o) noexcept {
+    std::swap(keep_, o.keep_);
     std::swap(arena_, o.arena_);
     std::swap(p_, o.p_);
     std::swap(n_, o.n_);
   }
 
  private:
+  std::shared_ptr<const void> keep_;  // a view's owner (then arena_ is null)
   std::shared_ptr<Arena> arena_;
   std::uint8_t* p_ = nullptr;
   std::size_t n_ = 0;

@@ -238,12 +238,16 @@ std::uint64_t default_memory_budget() {
   // NOTE: torchrun starts LOCAL_WORLD_SIZE ranks on a node, each with its
   // own loader and cache, all seeing the same available memory: each takes
   // its share, or together they would ask for that many halves of it.
+  return budget / static_cast<std::uint64_t>(local_ranks());
+}
+
+int local_ranks() {
   if (const char* env = std::getenv("LOCAL_WORLD_SIZE")) {
     char* end = nullptr;
     const long ranks = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && ranks > 1) budget /= static_cast<std::uint64_t>(ranks);
+    if (end != env && *end == '\0' && ranks > 1) return static_cast<int>(std::min<long>(ranks, 1 << 16));
   }
-  return budget;
+  return 1;
 }
 
 }  // namespace stoker::detail

@@ -172,5 +172,7 @@ class MemoryCharge {
 // cgroup (v2 memory.max, or v1 limit) still allows, divided among the ranks
 // torchrun starts on this node (LOCAL_WORLD_SIZE).
 std::uint64_t default_memory_budget();
+// The ranks torchrun starts on this node: LOCAL_WORLD_SIZE, or 1.
+int local_ranks();
 
 }  // namespace stoker::detail

@@ -207,6 +207,8 @@ const std::vector<Option>& options() {
       boolean<&LoaderOptions::cache_rewrite>("cache_rewrite"),
       choice<&LoaderOptions::progress>("progress"),
       integer<&LoaderOptions::cache_max_side>("cache_max_side"),
+      choice<&LoaderOptions::share_cache>("share_cache"),
+      text<&LoaderOptions::share_cache_dir>("share_cache_dir"),
       text<&LoaderOptions::cache_dir>("cache_dir"),
       integer<&LoaderOptions::cache_limit>("cache_limit"),
       integer<&LoaderOptions::remote_connections>("remote_connections"),
@@ -423,6 +425,7 @@ void validate_options(const LoaderOptions& o) {
   if (o.fields.empty() && !o.volume_transforms.empty()) {
     detail::invalid("volume transforms apply to a Volume field: pass fields=[stoker.Volume(...), ...]");
   }
+  if (o.share_cache_dir.empty()) detail::invalid("share_cache_dir must name a directory, got ''");
   if (o.cache_max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
   if (o.remote_connections < 1 || o.remote_connections > 256) {
     detail::invalid("remote_connections must be in [1, 256], got " + std::to_string(o.remote_connections));

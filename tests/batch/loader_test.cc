@@ -426,6 +426,8 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.progress = Progress::kOn;
   o.cache_max_side = 300;
   o.cache_rewrite = false;
+  o.share_cache = ShareCache::kOn;
+  o.share_cache_dir = "/run/shm";
   o.cache_dir = "/tmp/shards";
   o.cache_limit = 1 << 30;
   o.remote_connections = 3;
@@ -462,6 +464,8 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(options_to_json(r), j);
   EXPECT_EQ(r.seed, o.seed);
   EXPECT_EQ(r.labels, "json:target");
+  EXPECT_EQ(r.share_cache, ShareCache::kOn);
+  EXPECT_EQ(r.share_cache_dir, "/run/shm");
   EXPECT_EQ(std::get<RandomVerticalFlip>(r.transforms[4]).p, 0.2);
   EXPECT_EQ(std::get<RandomGrayscale>(r.transforms[5]).p, 0.7);
   EXPECT_EQ(std::get<Normalize>(r.transforms[6]).std[2], 0.6f);
@@ -503,7 +507,7 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
     EXPECT_NE(set.at(key), value) << "option '" << key << "' keeps its default in this test";
     ++keys;
   }
-  EXPECT_EQ(keys, 38u);
+  EXPECT_EQ(keys, 40u);
   // Errors name the option and what it must be.
   auto message = [](const std::string& js) {
     try {

@@ -1,6 +1,7 @@
 # Type stubs for the C++ extension stoker._stoker (python/src/*.cc), written
 # by hand: tests/python/test_stubs.py fails when they drift from the module
-# (names, parameters, defaults). The docstrings are in the bindings.
+# (names, parameters, defaults). The docstrings are in the C++ definitions
+# (the transforms' Def<T>::kDoc, the field kinds' FieldDef::doc).
 import os
 from types import ModuleType
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -239,6 +240,10 @@ def _default_options() -> str: ...
 def _stats_table() -> List[Dict[str, Any]]: ...
 def _enum_names() -> Dict[str, List[str]]: ...
 def _transform_names() -> Dict[str, List[str]]: ...
+# Each transform's docstring from its C++ definition: {"image": {name: doc}, "volume": {name: doc}}.
+def _transform_docs() -> Dict[str, Dict[str, str]]: ...
+# Each field kind's docstring from its C++ definition, by kind name.
+def _field_docs() -> Dict[str, str]: ...
 
 class _Loader:
     # stage: a stoker._pystage.Stage (the Python part of the pipeline) or None.

@@ -134,3 +134,39 @@ def test_every_transform_is_exported_and_in_the_unions():
 def test_every_field_class_is_exported():
     for cls in FIELD_TYPES:
         assert cls.__name__ in stoker.__all__ and getattr(stoker, cls.__name__) is cls
+
+
+# ------------------------------------------------- docstrings from the C++ definitions
+
+def test_every_transform_has_its_definitions_docstring():
+    """Each registered transform's docstring is its C++ definition's (Def<T>::kDoc, VDef<T>::kDoc), and the Python
+    class shows exactly that text: no second copy in Python to drift."""
+    docs = _stoker._transform_docs()
+    names = _stoker._transform_names()
+    for group in ("image", "volume"):
+        assert list(docs[group]) == names[group], group
+        for name, doc in docs[group].items():
+            summary = doc.splitlines()[0]
+            assert summary.strip() and not summary.startswith(" "), name
+            assert "Example:" in doc and f"stoker.{name}(" in doc, name
+            assert "<raises>" not in doc, name
+            assert getattr(stoker, name).__doc__ == doc, name
+    # the volume transforms' shared section is put in each
+    assert all("Raises:\n    ValueError:" in doc for doc in docs["volume"].values())
+
+
+def test_every_field_kind_has_its_definitions_docstring():
+    docs = _stoker._field_docs()
+    assert list(docs) == NAMES["field_kind"]
+    for cls in FIELD_TYPES:
+        doc = docs[cls._kind]
+        assert doc.splitlines()[0].strip() and "<common sections>" not in doc, cls
+        assert "Attributes:\n    name (str), member (str or None): as given." in doc, cls
+        assert cls.__doc__ == doc, cls
+
+
+def test_a_class_without_a_definition_is_refused():
+    with pytest.raises(TypeError, match="no volume transform of that name in C\\+\\+"):
+        type("RandZoom", (stoker.volume.VolumeTransform,), {})
+    with pytest.raises(TypeError, match="no field kind 'depth' in C\\+\\+"):
+        type("Depth", (stoker.fields._Field,), {"_kind": "depth"})

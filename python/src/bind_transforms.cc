@@ -253,6 +253,9 @@ void bind_transforms(py::module_& m) {
   // Every transform class, in the variant's order (from the variant itself):
   // what stoker.Loader accepts in transforms=.
   m.attr("_transform_types") = transform_types(static_cast<Transform*>(nullptr));
+  // ... and their Union, the annotation of stoker.Loader's transforms (the stub spells it for type checkers;
+  // tests/python/test_names.py checks the two agree).
+  m.attr("_Transform") = py::module_::import("typing").attr("Union")[m.attr("_transform_types")];
   // Every transform's name, from the C++ registries (the Def<T> of each
   // alternative): {"image": [...], "volume": [...]}, in the variants' order.
   // tests/python/test_names.py checks python/stoker's surface against it.

@@ -9,7 +9,7 @@ kind); these classes carry the parameters there and take their docstrings
 from there.
 """
 import os
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 from stoker import _stoker
 
@@ -128,9 +128,20 @@ class Bytes(_Field):
         self._set_folder(folder)
 
 
-# Every field class, in definition order: the subclasses of _Field (each
-# names its C++ kind, src/sample/fields/), so a new kind is its class alone.
-FIELD_TYPES = tuple(_Field.__subclasses__())
+def _registered() -> Tuple[Type[_Field], ...]:
+    """The classes above in the C++ field table's order (src/sample/fields/fields.cc); a kind C++ defines without a
+    class here fails the import (a class of a kind C++ does not define fails at its class statement)."""
+    by_kind = {cls._kind: cls for cls in _Field.__subclasses__()}
+    kinds = list(_stoker._field_docs())
+    missing = [k for k in kinds if k not in by_kind]
+    if missing:
+        raise ImportError(f"stoker.fields: no Python class for the field kind(s) {', '.join(missing)}, defined in C++ "
+                          "(src/sample/fields/)")
+    return tuple(by_kind[k] for k in kinds)
+
+
+# Every field class, in the C++ table's order, so a new kind is its definition and its class alone.
+FIELD_TYPES = _registered()
 
 
 def detection_targets(batch: Dict[str, Any], name: str = "boxes") -> List[Dict[str, Any]]:

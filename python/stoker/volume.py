@@ -12,7 +12,7 @@ Each class carries its parameters to the one definition in C++
 (include/stoker/volume.h, src/transform/volume/defs.cc), which checks them
 and says which is wrong, and takes its docstring from there.
 """
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Type, Union
 
 from stoker import _stoker
 
@@ -120,5 +120,16 @@ class NormalizeIntensity(VolumeTransform):
         self._params = dict(subtrahend=subtrahend, divisor=divisor, nonzero=nonzero, channel_wise=channel_wise)
 
 
-VOLUME_TRANSFORM_TYPES = (Spacing, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel, CenterSpatialCrop,
-                          SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity)
+def _registered() -> Tuple[Type[VolumeTransform], ...]:
+    """The classes above in the C++ registry's order (stoker::VolumeTransform's alternatives); a transform C++
+    defines without a class here fails the import (one without a definition fails at its class statement)."""
+    by_name = {cls.__name__: cls for cls in VolumeTransform.__subclasses__()}
+    names = _stoker._transform_names()["volume"]
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ImportError(f"stoker.volume: no Python class for {', '.join(missing)}, defined in C++ "
+                          "(src/transform/volume/defs.cc)")
+    return tuple(by_name[n] for n in names)
+
+
+VOLUME_TRANSFORM_TYPES = _registered()

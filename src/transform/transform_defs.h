@@ -5,10 +5,12 @@
 // sample, its JSON and its Python repr.
 // Adding a transform: its struct in include/stoker/transforms.h, its Def<T>
 // (kDoc included: it does not compile without one), its Python constructor
-// (python/src/bind_transforms.cc), its names in python/stoker (__all__, the
-// _Transform unions, the stub: tests/python/test_names.py fails until they
-// list it, from _stoker._transform_names()) and its tests. Enum parameters
-// are named by stoker/names.h.
+// (python/src/bind_transforms.cc: transform_class<T> names and documents
+// it), its name where type checkers read it (python/stoker/__init__.py's
+// import and __all__, the stub's class and _Transform: tests/python/
+// test_names.py fails until they list it, from _stoker._transform_names();
+// the runtime unions and type tuples are made from the variant) and its
+// tests. Enum parameters are named by stoker/names.h.
 #pragma once
 
 #include <array>

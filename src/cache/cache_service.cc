@@ -8,24 +8,24 @@ namespace stoker::detail {
 CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared_ptr<MemoryBudget> budget,
                            Client client)
     : source_(source), client_(std::move(client)) {
-  if (opt->cache == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
-  mode_ = opt->cache;
+  if (opt->cache.mode == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
+  mode_ = opt->cache.mode;
   if (mode_ == Cache::kMmap) return;
   cache_ = std::make_unique<SampleCache>(source_.size(), std::move(budget));
   if (mode_ != Cache::kRam) return;
-  if (opt->cache_rewrite && client_.image_part >= 0) {
+  if (opt->cache.rewrite && client_.image_part >= 0) {
     rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part);
   }
   // NOTE: a streaming source is read in the epoch's order (its plan), not
   // the preload's record order.
-  if (!opt->preload || source_.wants_plan()) return;
+  if (!opt->cache.preload || source_.wants_plan()) return;
   constexpr int kPreloadThreads = 4;
   Preloader::IdleWork idle;
   if (rewrite_) {
     for (int i = 0; i < kPreloadThreads; ++i) idle_scratch_.push_back(std::make_unique<RewriteScratch>());
     idle = [this](int t) { return rewrite_->rewrite_next(idle_scratch_[static_cast<std::size_t>(t)].get(), cache_->size()); };
   }
-  preload_ = std::make_unique<Preloader>(source_, client_.read_record, cache_.get(), opt->progress, kPreloadThreads,
+  preload_ = std::make_unique<Preloader>(source_, client_.read_record, cache_.get(), opt->cache.progress, kPreloadThreads,
                                          std::move(idle));
 }
 
@@ -57,10 +57,10 @@ void CacheService::choose(LoaderOptions* opt, std::uint64_t budget) {
     f.encoded_bytes /= static_cast<double>(f.sampled);
     f.decoded_bytes /= static_cast<double>(f.sampled);
   }
-  const CacheChoice c = choose_cache(f, budget, opt->cache_max_side);
-  opt->cache = c.mode;
+  const CacheChoice c = choose_cache(f, budget, opt->cache.max_side);
+  opt->cache.mode = c.mode;
   why_ = c.why;
-  if (opt->progress != Progress::kOff) std::fprintf(stderr, "stoker: cache=\"auto\" chose %s\n", c.why.c_str());
+  if (opt->cache.progress != Progress::kOff) std::fprintf(stderr, "stoker: cache=\"auto\" chose %s\n", c.why.c_str());
 }
 
 void CacheService::add_stats(Stats* s, std::uint64_t batches) const {

@@ -132,7 +132,7 @@ class ImageFieldOp final : public FieldOp {
     const auto [bytes, n] = x->bytes(f_);
     Status st = s.decoder.open(bytes, n, opt_.max_image_pixels);
     if (!st.ok()) return tag(st);
-    if (may_defer && std::min(s.decoder.width(), s.decoder.height()) <= opt_.cache_max_side) {
+    if (may_defer && std::min(s.decoder.width(), s.decoder.height()) <= opt_.cache.max_side) {
       *deferred = true;
       return Status::Ok();
     }
@@ -142,8 +142,8 @@ class ImageFieldOp final : public FieldOp {
     x->full_width = view.width;
     x->full_height = view.height;
     int w = view.width, h = view.height;
-    if (std::min(view.width, view.height) > opt_.cache_max_side) {
-      resize_output_size(Resize{opt_.cache_max_side, 0, 0}, view.width, view.height, &w, &h);
+    if (std::min(view.width, view.height) > opt_.cache.max_side) {
+      resize_output_size(Resize{opt_.cache.max_side, 0, 0}, view.width, view.height, &w, &h);
       resize_bilinear(view, w, h, &s.workspace.resize, &s.stored);
       view = s.stored.view();
     }
@@ -164,7 +164,7 @@ class ImageFieldOp final : public FieldOp {
     if (!d.open(bytes, n, opt_.max_image_pixels).ok()) return false;
     int w = d.width(), h = d.height();
     f->short_side = std::min(w, h);
-    if (f->short_side > opt_.cache_max_side) resize_output_size(Resize{opt_.cache_max_side, 0, 0}, d.width(), d.height(), &w, &h);
+    if (f->short_side > opt_.cache.max_side) resize_output_size(Resize{opt_.cache.max_side, 0, 0}, d.width(), d.height(), &w, &h);
     f->decoded = f->decoded - n + static_cast<std::uint64_t>(w) * static_cast<std::uint64_t>(h) * 3;
     return true;
   }

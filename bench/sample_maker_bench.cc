@@ -42,11 +42,11 @@ int main(int argc, char** argv) {
   o.threads = 1;
   o.transforms = {RandomResizedCrop(size), RandomHorizontalFlip(),
                   Normalize({0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f})};
-  o.cache = cache == "ram" ? Cache::kRam : cache == "decoded" ? Cache::kDecoded : Cache::kMmap;
+  o.cache.mode = cache == "ram" ? Cache::kRam : cache == "decoded" ? Cache::kDecoded : Cache::kMmap;
   std::unique_ptr<Source> src = open_source(argv[1]);
   if (records == 0 || records > src->size()) records = src->size();
   std::unique_ptr<detail::SampleCache> sc;
-  if (o.cache != Cache::kMmap) sc = std::make_unique<detail::SampleCache>(src->size(), std::uint64_t{1} << 31);
+  if (o.cache.mode != Cache::kMmap) sc = std::make_unique<detail::SampleCache>(src->size(), std::uint64_t{1} << 31);
   detail::SampleMaker maker(*src, o, sc.get());
   detail::Scratch scratch;
   std::vector<std::uint8_t> batch(maker.spec().batch_bytes);

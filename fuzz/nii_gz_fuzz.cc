@@ -83,10 +83,10 @@ std::optional<std::vector<std::uint8_t>> load(std::vector<std::uint8_t> record, 
   o.threads = 1;
   o.prefetch = 1;
   o.on_corrupt = stoker::OnCorrupt::kRaise;
-  o.progress = stoker::Progress::kOff;
+  o.cache.progress = stoker::Progress::kOff;
   o.stage_timing = false;
-  o.cache = ram ? stoker::Cache::kRam : stoker::Cache::kMmap;
-  o.preload = false;
+  o.cache.mode = ram ? stoker::Cache::kRam : stoker::Cache::kMmap;
+  o.cache.preload = false;
   o.memory_budget = 64 << 20;
   // NOTE: the parser's own cap, kept small so that each run is fast; what a hostile header must not get past.
   o.max_volume_voxels = kMaxVoxels;

@@ -39,7 +39,7 @@ stoker::Loader& loader_for(bool shuffle, bool drop_last) {
     o.threads = 1;
     o.prefetch = 1;
     o.on_corrupt = stoker::OnCorrupt::kRaise;
-    o.progress = stoker::Progress::kOff;
+    o.cache.progress = stoker::Progress::kOff;
     o.stage_timing = false;
     l = std::make_unique<stoker::Loader>(std::make_shared<stoker_fuzz::MemorySource>(records, labels), o);
   }

@@ -51,6 +51,68 @@ struct View {
   std::vector<Transform> transforms;  // REQUIRES: a fixed output size, as `transforms`
 };
 
+// What a loader keeps between epochs (LoaderOptions::cache).
+struct CacheOptions {
+  // Under memory_budget bytes. When the data set does not fit, part of it
+  // is cached and the rest served by the slower path; stats() reports hits,
+  // misses and bytes. Default kMmap (nothing kept by the loader; the OS
+  // page cache keeps the files). A volume schema keeps its own cache under
+  // the budget: gzipped volumes inflated on first use and each label's
+  // foreground index in every mode (no page cache keeps inflated bytes),
+  // every volume read whole with kRam and kDecoded; when the set (estimated
+  // from record 0) does not fit, gzipped volumes that inflate 8x or more
+  // (labels) are not kept, leaving the room to volumes that cost more to
+  // inflate again. stats()["volume"] reports it. JSON: "cache".
+  Cache mode = Cache::kMmap;
+  // mode=kRam: from construction on, background threads (at lower CPU
+  // priority) read every record into RAM in record order, in parallel, until
+  // the set is in or the budget is spent; workers never wait for them (a
+  // record not in yet is read by its worker as usual). stats() reports
+  // cache_preload ("loading", "done", "budget full"), records and bytes.
+  // Default true. JSON: "preload".
+  bool preload = true;
+  // mode=kRam: JPEGs without restart markers on the loader's grid are
+  // rewritten losslessly in the cache (the same coefficients, so the same
+  // pixels: batches never change) into the random-access form `stoker pack
+  // --lossless` writes, so later epochs decode only what a crop covers. A
+  // worker rewrites a record as it is about to decode it: in the loader's
+  // first epoch while the rewrites' net cost (their time less the decode
+  // time they save) stays under 5% of its sample time, from the second
+  // epoch on always, so the rewrite is done when the second epoch ends;
+  // the records not read go by idle CPU (the preload threads at SCHED_IDLE)
+  // and at most 9% of the workers' sample time (cache/ram_rewrite.h).
+  // stats(): cache_rewrite ("off", "rewriting", "done"), records rewritten
+  // (on read, settled), bytes before/after, CPU seconds. Default true.
+  // JSON: "cache_rewrite".
+  bool rewrite = true;
+  // A progress line on stderr while preloading: kAuto (the default) when
+  // stderr is a terminal, kOn always (a line every 2 s when it is not a
+  // terminal), kOff never. JSON: "progress".
+  Progress progress = Progress::kAuto;
+  // mode=kDecoded: images are stored with their shorter side at most this
+  // (torchvision's Resize rule, PIL's bilinear), and every epoch, first or
+  // cached, transforms that stored image, so results do not depend on hits.
+  // The default, 448, is the smallest side whose RandomResizedCrop(224)
+  // output is within 40 dB PSNR of decoding the original
+  // (bench/cache_quality.py on the sample set: 448 -> 41.4 dB, mean |diff|
+  // 0.44/255; 320 -> 33.9 dB; 256 -> 31.8 dB): lower it to fit more images
+  // in memory_budget. JSON: "cache_max_side".
+  int max_side = 448;
+  // mode=kRam / kDecoded: one cache per machine, in a file of shared memory
+  // under share_dir (a tmpfs; default "/dev/shm") that every loader on the
+  // node reading the same data with the same cache-relevant options maps,
+  // so each record is stored and charged once per node (to the budget of
+  // the rank that stored it; the file's size: this loader's cache budget
+  // times LOCAL_WORLD_SIZE). kAuto (the default) shares when
+  // LOCAL_WORLD_SIZE > 1 and falls back to a cache of this process's own,
+  // with one line on stderr, when the directory cannot hold it; kOn always
+  // shares and raises instead; kOff never shares. stats(): shared_cache
+  // says which and why (src/cache/README.md). JSON: "share_cache",
+  // "share_cache_dir".
+  ShareCache share = ShareCache::kAuto;
+  std::string share_dir = "/dev/shm";
+};
+
 struct LoaderOptions {
   // ---- Batches and their order -------------------------------------------
   // Samples per batch. Default 64. REQUIRES: > 0.
@@ -151,88 +213,38 @@ struct LoaderOptions {
   // A COCO instances JSON source (source.h open_coco): the folder its
   // file_name are relative to (empty, the default: the JSON's folder),
   // whether images without boxes are left out (default false) and whether
-  // crowd annotations are kept (default false: dropped).
-  std::string image_root;
-  bool skip_empty = false;
-  bool keep_crowd = false;
+  // crowd annotations are kept (default false: dropped). The options' JSON
+  // and Python name them flat: image_root, skip_empty, keep_crowd.
+  CocoOptions coco;
 
   // ---- Memory: what is kept between epochs -------------------------------------
-  // Under memory_budget bytes (0, the default = half of the available
+  // Bytes the loader's caches, remote shards and batch buffers share
+  // (named accounts of one budget); 0, the default = half of the available
   // memory, never above the cgroup limit, divided by LOCAL_WORLD_SIZE when
-  // torchrun starts several ranks on a node). When the data set does not
-  // fit, part of it is cached and the rest served by the slower path;
-  // stats() reports hits, misses and bytes. Default kMmap (nothing kept by
-  // the loader; the OS page cache keeps the files). A volume schema keeps
-  // its own cache under the budget: gzipped volumes inflated on first use
-  // and each label's foreground index in every mode (no page cache keeps
-  // inflated bytes), every volume read whole with kRam and kDecoded; when
-  // the set (estimated from record 0) does not fit, gzipped volumes that
-  // inflate 8x or more (labels) are not kept, leaving the room to volumes
-  // that cost more to inflate again. stats()["volume"] reports it.
-  Cache cache = Cache::kMmap;
+  // torchrun starts several ranks on a node.
   std::uint64_t memory_budget = 0;
-  // cache=kRam: from construction on, background threads (at lower CPU
-  // priority) read every record into RAM in record order, in parallel, until
-  // the set is in or the budget is spent; workers never wait for them (a
-  // record not in yet is read by its worker as usual). stats() reports
-  // cache_preload ("loading", "done", "budget full"), records and bytes.
-  // Default true.
-  bool preload = true;
-  // cache=kRam: JPEGs without restart markers on the loader's grid are
-  // rewritten losslessly in the cache (the same coefficients, so the same
-  // pixels: batches never change) into the random-access form `stoker pack
-  // --lossless` writes, so later epochs decode only what a crop covers. A
-  // worker rewrites a record as it is about to decode it: in the loader's
-  // first epoch while the rewrites' net cost (their time less the decode
-  // time they save) stays under 5% of its sample time, from the second
-  // epoch on always, so the rewrite is done when the second epoch ends;
-  // the records not read go by idle CPU (the preload threads at SCHED_IDLE)
-  // and at most 9% of the workers' sample time (cache/ram_rewrite.h).
-  // stats(): cache_rewrite ("off", "rewriting", "done"), records rewritten
-  // (on read, settled), bytes before/after, CPU seconds. Default true.
-  bool cache_rewrite = true;
-  // A progress line on stderr while preloading: kAuto (the default) when
-  // stderr is a terminal, kOn always (a line every 2 s when it is not a
-  // terminal), kOff never.
-  Progress progress = Progress::kAuto;
-  // cache=kDecoded: images are stored with their shorter side at most this
-  // (torchvision's Resize rule, PIL's bilinear), and every epoch, first or
-  // cached, transforms that stored image, so results do not depend on hits.
-  // The default, 448, is the smallest side whose RandomResizedCrop(224)
-  // output is within 40 dB PSNR of decoding the original
-  // (bench/cache_quality.py on the sample set: 448 -> 41.4 dB, mean |diff|
-  // 0.44/255; 320 -> 33.9 dB; 256 -> 31.8 dB): lower it to fit more images
-  // in memory_budget.
-  int cache_max_side = 448;
-  // cache=kRam / kDecoded: one cache per machine, in a file of shared memory
-  // under share_cache_dir (a tmpfs; default "/dev/shm") that every loader on
-  // the node reading the same data with the same cache-relevant options
-  // maps, so each record is stored and charged once per node (to the budget
-  // of the rank that stored it; the file's size: this loader's cache budget
-  // times LOCAL_WORLD_SIZE). kAuto (the default) shares when LOCAL_WORLD_SIZE > 1 and falls
-  // back to a cache of this process's own, with one line on stderr, when the
-  // directory cannot hold it; kOn always shares and raises instead; kOff
-  // never shares. stats(): shared_cache says which and why
-  // (src/cache/README.md).
-  ShareCache share_cache = ShareCache::kAuto;
-  std::string share_cache_dir = "/dev/shm";
+  // What the loader keeps between epochs (CacheOptions above); the options'
+  // JSON and Python name its members flat: cache, preload, cache_rewrite,
+  // progress, cache_max_side.
+  CacheOptions cache;
 
   // ---- Data that lives elsewhere (RemoteOptions in stoker/source.h) -------------
   // Shards named by URL (https://, s3://) or command (pipe:) are fetched in
   // the epoch's order, a few ahead (autotuned), and held while the epoch needs
-  // them: in memory under memory_budget, or with cache_dir in a node-local
-  // folder shared by every rank on the machine (each shard fetched once per
-  // node, kept under cache_limit bytes, least recently used evicted; 0 = 80%
-  // of the file system's free space). Batches equal those from the same
-  // shards on local disk.
-  std::string cache_dir;
-  std::uint64_t cache_limit = 0;
-  // Transfers at once, one kept-alive connection each. Default 8.
-  int remote_connections = 8;
-  // Retries of a request failing in a retryable way (timeout, reset, 429,
+  // them: in memory under memory_budget, or with remote.cache_dir in a
+  // node-local folder shared by every rank on the machine (each shard
+  // fetched once per node, kept under remote.cache_limit bytes, least
+  // recently used evicted; 0 = 80% of the file system's free space).
+  // Batches equal those from the same shards on local disk. Transfers at
+  // once: remote.connections (default 8, one kept-alive connection each);
+  // retries of a request failing in a retryable way (timeout, reset, 429,
   // 5xx; a pipe: command's non-zero exit), with exponential backoff and
-  // jitter, a broken transfer resumed from its last byte. Default 8.
-  int remote_retries = 8;
+  // jitter, a broken transfer resumed from its last byte: remote.retries
+  // (default 8). The options' JSON and Python name them flat: cache_dir,
+  // cache_limit, remote_connections, remote_retries. NOTE: remote.memory_budget
+  // is not an option of the loader's: the Loader opens its source with
+  // memory_budget above.
+  RemoteOptions remote;
 
   // ---- Bad input ------------------------------------------------------------------
   // Default kSkip.
@@ -257,19 +269,6 @@ struct LoaderOptions {
 // Throws Error(kInvalidArgument) naming the first option out of range (the
 // Loader calls it; so do the bindings, before anything is opened).
 void validate_options(const LoaderOptions& options);
-
-// The options' part that says how a COCO source is read.
-inline CocoOptions coco_options(const LoaderOptions& o) { return {o.image_root, o.skip_empty, o.keep_crowd}; }
-// The options' part that says how remote shards are fetched.
-inline RemoteOptions remote_options(const LoaderOptions& o) {
-  RemoteOptions r;
-  r.cache_dir = o.cache_dir;
-  r.cache_limit = o.cache_limit;
-  r.memory_budget = o.memory_budget;
-  r.connections = o.remote_connections;
-  r.retries = o.remote_retries;
-  return r;
-}
 
 // Every option as JSON (enums and transforms named as the Python API names
 // them), and back; options missing from the JSON keep their defaults. The

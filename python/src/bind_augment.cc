@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "augment_docs.h"
 #include "bindings.h"
 #include "stoker/names.h"
 #include "stoker/transforms.h"
@@ -128,7 +127,7 @@ AutoAugmentPolicy policy_arg(const py::object& v) {
 }  // namespace
 
 void bind_augment(py::module_& m) {
-  py::class_<ColorJitter>(m, "ColorJitter", docs::kColorJitter)
+  transform_class<ColorJitter>(m)
       .def(py::init([](const py::object& brightness, const py::object& contrast, const py::object& saturation,
                        const py::object& hue) {
              ColorJitter x;
@@ -141,11 +140,11 @@ void bind_augment(py::module_& m) {
            py::arg("brightness") = 0, py::arg("contrast") = 0, py::arg("saturation") = 0, py::arg("hue") = 0)
       .def("__repr__", repr<ColorJitter>);
 
-  py::class_<Grayscale>(m, "Grayscale", docs::kGrayscale)
+  transform_class<Grayscale>(m)
       .def(py::init([](int n) { return checked(Grayscale{n}); }), py::arg("num_output_channels") = Grayscale{}.num_output_channels)
       .def("__repr__", repr<Grayscale>);
 
-  py::class_<GaussianBlur>(m, "GaussianBlur", docs::kGaussianBlur)
+  transform_class<GaussianBlur>(m)
       .def(py::init([](const py::object& kernel_size, const py::object& sigma) {
              GaussianBlur x;
              if (is_number(kernel_size)) {
@@ -176,29 +175,29 @@ void bind_augment(py::module_& m) {
            py::arg("kernel_size"), py::arg("sigma") = py::make_tuple(0.1, 2.0))
       .def("__repr__", repr<GaussianBlur>);
 
-  py::class_<RandomSolarize>(m, "RandomSolarize", docs::kRandomSolarize)
+  transform_class<RandomSolarize>(m)
       .def(py::init([](double threshold, double p) { return checked(RandomSolarize{threshold, p}); }),
            py::arg("threshold"), py::arg("p") = RandomSolarize{}.p)
       .def("__repr__", repr<RandomSolarize>);
-  py::class_<RandomPosterize>(m, "RandomPosterize", docs::kRandomPosterize)
+  transform_class<RandomPosterize>(m)
       .def(py::init([](int bits, double p) { return checked(RandomPosterize{bits, p}); }), py::arg("bits"),
            py::arg("p") = RandomPosterize{}.p)
       .def("__repr__", repr<RandomPosterize>);
-  py::class_<RandomAdjustSharpness>(m, "RandomAdjustSharpness", docs::kRandomAdjustSharpness)
+  transform_class<RandomAdjustSharpness>(m)
       .def(py::init([](double f, double p) { return checked(RandomAdjustSharpness{f, p}); }),
            py::arg("sharpness_factor"), py::arg("p") = RandomAdjustSharpness{}.p)
       .def("__repr__", repr<RandomAdjustSharpness>);
-  py::class_<RandomAutocontrast>(m, "RandomAutocontrast", docs::kRandomAutocontrast)
+  transform_class<RandomAutocontrast>(m)
       .def(py::init([](double p) { return checked(RandomAutocontrast{p}); }), py::arg("p") = RandomAutocontrast{}.p)
       .def("__repr__", repr<RandomAutocontrast>);
-  py::class_<RandomEqualize>(m, "RandomEqualize", docs::kRandomEqualize)
+  transform_class<RandomEqualize>(m)
       .def(py::init([](double p) { return checked(RandomEqualize{p}); }), py::arg("p") = RandomEqualize{}.p)
       .def("__repr__", repr<RandomEqualize>);
-  py::class_<RandomInvert>(m, "RandomInvert", docs::kRandomInvert)
+  transform_class<RandomInvert>(m)
       .def(py::init([](double p) { return checked(RandomInvert{p}); }), py::arg("p") = RandomInvert{}.p)
       .def("__repr__", repr<RandomInvert>);
 
-  py::class_<RandomRotation>(m, "RandomRotation", docs::kRandomRotation)
+  transform_class<RandomRotation>(m)
       .def(py::init([](const py::object& degrees, const py::object& interpolation, bool expand,
                        const py::object& center, const py::object& fill) {
              if (expand) {
@@ -216,7 +215,7 @@ void bind_augment(py::module_& m) {
            py::arg("center") = py::none(), py::arg("fill") = 0)
       .def("__repr__", repr<RandomRotation>);
 
-  py::class_<RandomAffine>(m, "RandomAffine", docs::kRandomAffine)
+  transform_class<RandomAffine>(m)
       .def(py::init([](const py::object& degrees, const py::object& translate, const py::object& scale,
                        const py::object& shear, const py::object& interpolation, const py::object& fill,
                        const py::object& center) {
@@ -249,7 +248,7 @@ void bind_augment(py::module_& m) {
            py::arg("center") = py::none())
       .def("__repr__", repr<RandomAffine>);
 
-  py::class_<TrivialAugmentWide>(m, "TrivialAugmentWide", docs::kTrivialAugmentWide)
+  transform_class<TrivialAugmentWide>(m)
       .def(py::init([](int bins, const py::object& interpolation, const py::object& fill) {
              return checked(TrivialAugmentWide{bins, interpolation_arg("TrivialAugmentWide", interpolation),
                                                fill_arg("TrivialAugmentWide", fill)});
@@ -258,7 +257,7 @@ void bind_augment(py::module_& m) {
            py::arg("fill") = py::none())
       .def("__repr__", repr<TrivialAugmentWide>);
 
-  py::class_<RandAugment>(m, "RandAugment", docs::kRandAugment)
+  transform_class<RandAugment>(m)
       .def(py::init([](int num_ops, int magnitude, int bins, const py::object& interpolation, const py::object& fill) {
              return checked(RandAugment{num_ops, magnitude, bins, interpolation_arg("RandAugment", interpolation),
                                         fill_arg("RandAugment", fill)});
@@ -267,7 +266,7 @@ void bind_augment(py::module_& m) {
            py::arg("interpolation") = name_of(RandAugment{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<RandAugment>);
 
-  py::class_<AutoAugment>(m, "AutoAugment", docs::kAutoAugment)
+  transform_class<AutoAugment>(m)
       .def(py::init([](const py::object& policy, const py::object& interpolation, const py::object& fill) {
              return checked(AutoAugment{policy_arg(policy), interpolation_arg("AutoAugment", interpolation),
                                         fill_arg("AutoAugment", fill)});
@@ -276,7 +275,7 @@ void bind_augment(py::module_& m) {
            py::arg("fill") = py::none())
       .def("__repr__", repr<AutoAugment>);
 
-  py::class_<RandomErasing>(m, "RandomErasing", docs::kRandomErasing)
+  transform_class<RandomErasing>(m)
       .def(py::init([](double p, const py::object& scale, const py::object& ratio, const py::object& value, bool) {
              RandomErasing x;
              x.p = p;
@@ -308,7 +307,7 @@ void bind_augment(py::module_& m) {
            py::arg("value") = 0, py::arg("inplace") = false)
       .def("__repr__", repr<RandomErasing>);
 
-  py::class_<AugMix>(m, "AugMix", docs::kAugMix)
+  transform_class<AugMix>(m)
       .def(py::init([](int severity, int mixture_width, int chain_depth, double alpha, bool all_ops,
                        const py::object& interpolation, const py::object& fill) {
              AugMix x;
@@ -329,7 +328,7 @@ void bind_augment(py::module_& m) {
            py::arg("all_ops") = AugMix{}.all_ops, py::arg("interpolation") = name_of(AugMix{}.interpolation), py::arg("fill") = py::none())
       .def("__repr__", repr<AugMix>);
 
-  py::class_<RandomApply>(m, "RandomApply", docs::kRandomApply)
+  transform_class<RandomApply>(m)
       .def(py::init([](std::vector<Transform> transforms, double p) {
              return checked(RandomApply{std::move(transforms), p});
            }),

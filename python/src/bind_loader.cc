@@ -232,6 +232,13 @@ void bind_loader(py::module_& m) {
     out["field_kind"] = kinds;
     return out;
   });
+  // Every field kind's docstring, by its name, from its definition (FieldDef::doc): the stoker.fields classes'
+  // __doc__.
+  m.def("_field_docs", [] {
+    py::dict out;
+    for (const detail::FieldDef* d : detail::field_defs()) out[d->name] = detail::field_doc(*d);
+    return out;
+  });
 
   // Each transform as the options codec writes it (the doctor's probe reads a script's pipeline so).
   m.def(

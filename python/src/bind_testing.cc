@@ -342,10 +342,10 @@ void bind_testing(py::module_& m) {
         LoaderOptions o = options_from_json(options_json);
         o.transforms = std::move(transforms);
         validate_options(o);
-        std::unique_ptr<Source> src = open_sources(sources, o.labels, "", coco_options(o));
+        std::unique_ptr<Source> src = open_sources(sources, o.labels, "", o.coco);
         o.batch_size = 1;
         std::unique_ptr<detail::SampleCache> cache;  // as the loader has one (cache="ram", "decoded")
-        if (o.cache != Cache::kMmap) cache = std::make_unique<detail::SampleCache>(src->size(), std::uint64_t{1} << 30);
+        if (o.cache.mode != Cache::kMmap) cache = std::make_unique<detail::SampleCache>(src->size(), std::uint64_t{1} << 30);
         detail::SampleMaker maker(*src, o, cache.get());
         detail::Scratch scratch;
         std::vector<std::uint8_t> buf(maker.spec().batch_bytes);

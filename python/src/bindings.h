@@ -38,6 +38,14 @@ T checked(T x) {
   return x;
 }
 
+// A transform's Python class, named and documented by its one definition
+// (its Def<T>'s kName and kDoc: Python's __doc__ is C++'s text).
+template <typename T>
+pybind11::class_<T> transform_class(pybind11::module_& m) {
+  const Transform t{T{}};
+  return pybind11::class_<T>(m, detail::transform_name(t), detail::transform_doc(t));
+}
+
 // The repr from the transform's one definition.
 template <typename T>
 std::string repr(const T& t) {

@@ -55,7 +55,7 @@ from stoker.fields import Boxes, Bytes, Image, Label, Mask, Tensor, Volume, Labe
     FIELD_TYPES as _FIELD_TYPES, _Field
 from stoker.volume import (CenterSpatialCrop, NormalizeIntensity, RandCropByPosNegLabel, RandFlip, RandRotate90,
                            RandSpatialCrop, RandSpatialCropSamples, ScaleIntensityRange, SpatialPad, Spacing,
-                           VOLUME_TRANSFORM_TYPES as _VOLUME_TRANSFORM_TYPES)
+                           VolumeTransform as _VolumeTransform, VOLUME_TRANSFORM_TYPES as _VOLUME_TRANSFORM_TYPES)
 from stoker.mixture import Mix
 from stoker.batch_transforms import CutMix, MixUp, RandomChoice
 from stoker.enums import AutoAugmentPolicy, InterpolationMode
@@ -95,6 +95,9 @@ def write_manifest(pattern: Union[str, "os.PathLike[str]"], out: Union[str, "os.
     return _stoker.write_manifest(os.fspath(pattern), os.fspath(out) if out else "", labels)
 
 
+# NOTE: the transform and field names above and below are spelled out, not made from the C++ registries: type
+# checkers and IDEs read a py.typed package's exports from its imports and a literal __all__ only.
+# tests/python/test_names.py checks both against _stoker._transform_names() and the field table.
 __all__ = ["Loader", "profile", "RandomResizedCrop", "Resize", "CenterCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "RandomGrayscale", "Normalize", "SampleError", "decode_image", "write_manifest", "Image", "Mask",
            "Boxes", "Label", "Tensor", "Mix", "MixUp", "CutMix", "RandomChoice", "ColorJitter", "Grayscale",
@@ -121,13 +124,9 @@ if TYPE_CHECKING:
 # Types of Loader's arguments.
 _Path = Union[str, os.PathLike]
 _Source = Union[_Path, List[_Path], Tuple[_Path, ...], Mix]
-_Transform = Union[RandomResizedCrop, Resize, CenterCrop, RandomHorizontalFlip, RandomVerticalFlip, RandomGrayscale,
-                   Normalize, ColorJitter, Grayscale, GaussianBlur, RandomSolarize, RandomPosterize, RandomAutocontrast,
-                   RandomEqualize, RandomAdjustSharpness, RandomInvert, RandomRotation, RandomAffine,
-                   TrivialAugmentWide, RandAugment, AutoAugment, RandomErasing, RandomApply, AugMix, RandomCrop,
-                   RandomShortestSize, RandSpatialCrop, RandSpatialCropSamples, RandCropByPosNegLabel,
-                   CenterSpatialCrop, SpatialPad, RandFlip, RandRotate90, ScaleIntensityRange, NormalizeIntensity,
-                   Spacing]
+# Any transform: the image transforms' Union, made from the C++ variant by the bindings (the stub spells it for type
+# checkers), or a volume transform (VolumeTransform's subclasses are the C++ registry's, stoker.volume checks).
+_Transform = Union[_stoker._Transform, _VolumeTransform]
 _FieldType = _Field  # any field class (stoker.fields.FIELD_TYPES)
 
 # Loader's defaults: LoaderOptions{} through the one options codec (src/options/options.cc), not copies.

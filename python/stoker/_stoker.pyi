@@ -1,6 +1,7 @@
 # Type stubs for the C++ extension stoker._stoker (python/src/*.cc), written
 # by hand: tests/python/test_stubs.py fails when they drift from the module
-# (names, parameters, defaults). The docstrings are in the bindings.
+# (names, parameters, defaults). The docstrings are in the C++ definitions
+# (the transforms' Def<T>::kDoc, the field kinds' FieldDef::doc).
 import os
 from types import ModuleType
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -242,6 +243,10 @@ def _enum_names() -> Dict[str, List[str]]: ...
 # A manifest of these rows (bench/scale_bench.py's synthetic data sets).
 def _write_manifest_rows(path: str, names: List[str], records: List[int], bytes: List[int], labels: str = "cls") -> None: ...
 def _transform_names() -> Dict[str, List[str]]: ...
+# Each transform's docstring from its C++ definition: {"image": {name: doc}, "volume": {name: doc}}.
+def _transform_docs() -> Dict[str, Dict[str, str]]: ...
+# Each field kind's docstring from its C++ definition, by kind name.
+def _field_docs() -> Dict[str, str]: ...
 
 class _Loader:
     # stage: a stoker._pystage.Stage (the Python part of the pipeline) or None.

@@ -3,25 +3,15 @@
 Each field's first argument is its key in the batch dict; `member=` names the
 list file column or shard member suffix it is read from when that differs
 (for labels and boxes also "json:<key>", a key of the record's .json member).
-The kinds, their parameters and their checks are defined once, in C++
-(include/stoker/fields.h, src/options/options.cc); these classes carry them
-there.
+The kinds, their parameters, their checks and their docstrings are defined
+once, in C++ (include/stoker/fields.h, src/sample/fields/: a FieldDef per
+kind); these classes carry the parameters there and take their docstrings
+from there.
 """
 import os
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
-
-# The Attributes and Raises sections every field's docstring shares, put in
-# place of its "<common sections>" line when the class is made.
-_COMMON_SECTIONS = """    Attributes:
-        name (str), member (str or None): as given.
-
-    Raises:
-        ValueError: ``name`` or ``member`` is not a str. The schema's rules
-            (names unique in the batch, at most one Image, Mask and Boxes
-            only beside an Image, parameters in range) are checked by
-            stoker.Loader, which raises ValueError naming the field.
-"""
+from stoker import _stoker
 
 
 class _Field:
@@ -29,8 +19,12 @@ class _Field:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        if cls.__doc__:
-            cls.__doc__ = cls.__doc__.replace("    <common sections>\n", _COMMON_SECTIONS)
+        # NOTE: each class's docstring is its kind's C++ definition's (FieldDef::doc), not a copy kept here.
+        docs = _stoker._field_docs()
+        if cls._kind not in docs:
+            raise TypeError(f"stoker.{cls.__name__}: no field kind {cls._kind!r} in C++ "
+                            f"(src/sample/fields/ defines {', '.join(docs)})")
+        cls.__doc__ = docs[cls._kind]
 
     def __init__(self, name: str, member: Optional[str] = None, **params: Any) -> None:
         if not isinstance(name, str):
@@ -61,43 +55,6 @@ class _Field:
 
 
 class Image(_Field):
-    """An image, decoded to RGB and transformed: float32 [B, 3, H, W] by default.
-
-    Decoded as stoker.decode_image decodes it, then the loader's transforms;
-    its dtype and layout are the loader's (``dtype=``, ``layout=``). At most
-    one per schema: Mask and Boxes fields follow its geometry.
-
-    With ``channels="stored", dtype="stored"`` it is a raster kept as stored:
-    1 to N channels of uint8, uint16 or float32 (a 13-band TIFF, a 16-bit
-    gray PNG or TIFF, a gray JPEG as 1 channel, an RGBA PNG as 4), batched
-    [B, C, H, W] (or [B, H, W, C] with layout="NHWC") as uint8, int32 (uint16
-    samples: torch 1.13 has no uint16) or float32 as stored, or float32 after
-    Normalize (ToTensor's /255 for uint8 samples, then (x - mean[c]) / std[c],
-    with 1 or C values each); the loader's ``dtype=`` does not apply. Crops,
-    resizes, flips, RandomRotation and RandomAffine apply to each channel as
-    Pillow's resize and transform do to a single-channel image of the
-    matching mode ("L", "I", "F"); colour transforms are refused. Every record must have the channel count and
-    sample type of the first readable one; a file that does not is a corrupt
-    sample under ``on_corrupt``. See the guide's "Rasters beyond RGB".
-
-    Args:
-        name (str): its key in the batch. Default "image".
-        member (str, optional): the list file column or shard member suffix
-            it is read from. Default None: the record itself (a list file's
-            path column, an ImageFolder file, a shard's image member).
-        channels (str): "rgb" (the default: converted to RGB) or "stored".
-        dtype (str): "uint8" (the default) or "stored"; "stored" exactly
-            when ``channels="stored"``.
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/train.csv", batch_size=8, transforms=[stoker.CenterCrop(224)],
-        ...                        fields=[stoker.Image(), stoker.Label()])
-        >>> batch = next(iter(loader))
-        >>> batch["image"].shape, batch["image"].dtype
-        (torch.Size([8, 3, 224, 224]), torch.float32)
-    """
     _kind = "image"
 
     def __init__(self, name: str = "image", member: Optional[str] = None,
@@ -111,39 +68,6 @@ class Image(_Field):
 
 
 class Mask(_Field):
-    """A segmentation mask, as stored: uint8 [B, H, W] (int32 for 16-bit masks).
-
-    Decoded as stored (8-bit gray or palette indices, or 16-bit; PNG or .npy),
-    never converted to RGB. Crops, resizes and flips follow the image's with
-    nearest-neighbour resampling; ``fill`` pads what lies outside the image
-    (CenterCrop of a smaller image). A mask must have its image's size, and
-    the pixel size (8 or 16-bit) of record 0's mask; a mask that does not, or
-    is missing, is a sample error under ``on_corrupt`` (stoker.SampleError
-    with on_corrupt="raise").
-
-    Args:
-        name (str): its key in the batch.
-        fill (int): the value of padded pixels, in [0, 65535]. Default 0.
-        member (str, optional): the list file column or shard member suffix
-            it is read from. Default None: the one named ``name``.
-        folder (str or os.PathLike, optional): a paired folder instead of a
-            member: the file under it whose path relative to it, without
-            extension, is the record's path relative to its source's folder
-            (image folder root, list file's folder, COCO image_root)
-            without extension: images ``data/seg/images/a/b.jpg`` of the
-            folder ``data/seg/images`` pair with ``data/seg/masks/a/b.png``
-            (VOC, ADE20K, Cityscapes-style trees). A record without its file
-            is a sample error (not_found). Default None.
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/seg.csv", batch_size=8, transforms=[stoker.RandomResizedCrop(256)],
-        ...                        fields=[stoker.Image(), stoker.Mask("mask", fill=255)])
-        >>> batch = next(iter(loader))
-        >>> batch["mask"].shape, batch["mask"].dtype
-        (torch.Size([8, 256, 256]), torch.uint8)
-    """
     _kind = "mask"
 
     def __init__(self, name: str, fill: int = 0, member: Optional[str] = None,
@@ -153,43 +77,6 @@ class Mask(_Field):
 
 
 class Boxes(_Field):
-    """Bounding boxes in the image's pixels, carried through its geometry.
-
-    Read from a .npy of [n, 4] (or [n, 5], the 5th column a class id) or JSON
-    (a list of rows, or {"boxes": [...], "labels": [...]}), in ``format``.
-    They follow the image's crops, resizes and flips (as
-    torchvision.transforms.v2 does), are clipped to it, and those left under
-    1 px wide or high are dropped (stats()["boxes_dropped"]); boxes past
-    ``max_boxes`` are dropped too (stats()["boxes_truncated"]). Batched as
-    three tensors: ``<name>`` float32 [B, max_boxes, 4] (zero padded),
-    ``<name>_labels`` int64 [B, max_boxes] (the class ids; -1 for padding
-    and boxes without one) and ``<name>_count`` int64 [B].
-
-    Args:
-        name (str): its key in the batch (with ``<name>_labels`` and
-            ``<name>_count``).
-        max_boxes (int): rows of the padded tensor, >= 1. Default 100.
-        format (str): "xyxy", "xywh" or "cxcywh", of the stored boxes and of
-            the batch's; a JSON member's own ``"format"`` key says the
-            stored one instead (a COCO source's "boxes" member is
-            ``{"format": "xywh", ...}``). Default "xyxy".
-        member (str, optional): the list file column or shard member suffix
-            it is read from, or "json:<key>", a key of the record's .json
-            member. Default None: the one named ``name`` (for a COCO
-            source, name the field "boxes" or pass member="boxes").
-        folder (str or os.PathLike, optional): a paired folder of .npy or
-            .json box files, matched as Mask's ``folder``. Default None.
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/det-{000000..000007}.tar", batch_size=8,
-        ...                        transforms=[stoker.Resize((512, 512))],
-        ...                        fields=[stoker.Image(), stoker.Boxes("boxes", max_boxes=50)])
-        >>> batch = next(iter(loader))
-        >>> batch["boxes"].shape, batch["boxes_labels"].shape, batch["boxes_count"].shape
-        (torch.Size([8, 50, 4]), torch.Size([8, 50]), torch.Size([8]))
-    """
     _kind = "boxes"
 
     def __init__(self, name: str, max_boxes: int = 100, format: Literal["xyxy", "xywh", "cxcywh"] = "xyxy",
@@ -199,26 +86,6 @@ class Boxes(_Field):
 
 
 class Label(_Field):
-    """An int64 label: [B].
-
-    The source's label (an ImageFolder's class index, a list file's ``label``
-    column, a shard's .cls member or the loader's ``labels="json:<key>"``),
-    or with ``member`` the integer a member holds.
-
-    Args:
-        name (str): its key in the batch. Default "label".
-        member (str, optional): a list file column or shard member suffix
-            holding an integer, or "json:<key>", a key of the record's .json
-            member. Default None: the source's label.
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/train", batch_size=8, transforms=[stoker.CenterCrop(224)],
-        ...                        fields=[stoker.Image(), stoker.Label("target")])
-        >>> next(iter(loader))["target"].dtype
-        torch.int64
-    """
     _kind = "label"
 
     def __init__(self, name: str = "label", member: Optional[str] = None) -> None:
@@ -226,28 +93,6 @@ class Label(_Field):
 
 
 class Tensor(_Field):
-    """A .npy member batched as it is: [B, ...] of record 0's dtype and shape.
-
-    Any numeric dtype; no transform applies. A record whose array has another
-    dtype or shape than record 0's, or lacks the member, is a sample error
-    under ``on_corrupt``.
-
-    Args:
-        name (str): its key in the batch.
-        member (str, optional): the list file column or shard member suffix
-            it is read from. Default None: the one named ``name``.
-        folder (str or os.PathLike, optional): a paired folder of .npy
-            files, matched as Mask's ``folder``. Default None.
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/train-{000000..000003}.tar", batch_size=8,
-        ...                        transforms=[stoker.CenterCrop(224)],
-        ...                        fields=[stoker.Image(), stoker.Tensor("features")])
-        >>> next(iter(loader))["features"].shape
-        torch.Size([8, 512])
-    """
     _kind = "tensor"
 
     def __init__(self, name: str, member: Optional[str] = None,
@@ -257,39 +102,6 @@ class Tensor(_Field):
 
 
 class Volume(_Field):
-    """A 3D scan, cut into patches: float32 [B*n, C, P0, P1, P2].
-
-    Read from .npy ((D, H, W) or channels first (C, D, H, W), C or Fortran
-    order), NIfTI-1/2 ``.nii`` or gzipped ``.nii.gz`` (nibabel's axis order,
-    its 4th dim the channels; scl_slope/scl_inter applied), any numeric
-    dtype, recognised by content. The loader's volume transforms
-    (stoker.RandCropByPosNegLabel, RandSpatialCrop, ..., MONAI's names) cut
-    ``n`` patches per volume load (the sampling crop's ``num_samples``),
-    consecutive batch entries; an uncompressed volume's patch reads only the
-    bytes it covers. Also in the batch: ``<name>_start`` int64 [B*n, 3] (the
-    patch's first voxel in the volume, before flips) and ``<name>_affine``
-    float64 [B*n, 4, 4] (voxel to world: the volume's affine, nibabel's
-    ``img.affine``, moved to the patch; identity for .npy). At most one per
-    schema; a volume schema holds Volume, LabelVolume and Label fields.
-
-    Args:
-        name (str): its key in the batch. Default "image".
-        member (str, optional): the list file column or shard member suffix
-            it is read from. Default None: the record itself (a list file's
-            path column, e.g. ``image``).
-        folder (str or os.PathLike, optional): a paired folder, matched as
-            Mask's ``folder`` (``a.nii.gz`` pairs with ``a.nii.gz``).
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/volumes/npy.csv", batch_size=2,
-        ...     fields=[stoker.Volume("image"), stoker.LabelVolume("label")],
-        ...     transforms=[stoker.RandCropByPosNegLabel((96, 96, 96), label_key="label", num_samples=4)])
-        >>> batch = next(iter(loader))
-        >>> batch["image"].shape, batch["label"].shape
-        (torch.Size([8, 1, 96, 96, 96]), torch.Size([8, 1, 96, 96, 96]))
-    """
     _kind = "volume"
 
     def __init__(self, name: str = "image", member: Optional[str] = None,
@@ -299,31 +111,6 @@ class Volume(_Field):
 
 
 class LabelVolume(_Field):
-    """A label volume paired with the Volume: [B*n, C, P0, P1, P2] uint8 (int32 unless record 0's is uint8).
-
-    Same spatial shape as its volume (else a sample error), integer values
-    never scaled, every crop, pad, flip and rotation of the volume applied
-    with nearest-neighbour semantics, ``fill`` where SpatialPad pads.
-    RandCropByPosNegLabel's ``label_key`` names one.
-
-    Args:
-        name (str): its key in the batch. Default "label".
-        member (str, optional): the list file column or shard member suffix
-            it is read from. Default None: the one named ``name`` (a list
-            file's ``label`` column of paths).
-        folder (str or os.PathLike, optional): a paired folder (the Medical
-            Segmentation Decathlon's ``imagesTr``/``labelsTr``).
-        fill (int): padded voxels' value, in [0, 65535]. Default 0.
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/volumes/nii.csv", batch_size=2,
-        ...     fields=[stoker.Volume("image"), stoker.LabelVolume("label", fill=0)],
-        ...     transforms=[stoker.RandSpatialCrop(64), stoker.SpatialPad(64)])
-        >>> next(iter(loader))["label"].dtype
-        torch.uint8
-    """
     _kind = "label_volume"
 
     def __init__(self, name: str = "label", member: Optional[str] = None,
@@ -333,32 +120,6 @@ class LabelVolume(_Field):
 
 
 class Bytes(_Field):
-    """A member's bytes as they are (a caption, a token string, any blob): uint8 [B, max_bytes].
-
-    No transform applies; the bytes are zero padded to ``max_bytes``, and
-    ``<name>_length`` int64 [B] holds each member's size, so
-    ``bytes(batch[name][i, :batch[name + "_length"][i]])`` is record i's
-    member (``.decode()`` for text). A member longer than ``max_bytes``, or
-    missing, is a sample error under ``on_corrupt``.
-
-    Args:
-        name (str): its key in the batch (with ``<name>_length``).
-        max_bytes (int): the row of the padded tensor, >= 1. Default 256.
-        member (str, optional): the list file column or shard member suffix
-            it is read from. Default None: the one named ``name``.
-        folder (str or os.PathLike, optional): a paired folder of files,
-            matched as Mask's ``folder``. Default None.
-
-    <common sections>
-
-    Example:
-        >>> loader = stoker.Loader("data/captions-{000000..000003}.tar", batch_size=8,
-        ...                        transforms=[stoker.CenterCrop(224)],
-        ...                        fields=[stoker.Image(), stoker.Bytes("txt", max_bytes=128)])
-        >>> batch = next(iter(loader))
-        >>> batch["txt"].shape, batch["txt_length"].shape
-        (torch.Size([8, 128]), torch.Size([8]))
-    """
     _kind = "bytes"
 
     def __init__(self, name: str, max_bytes: int = 256, member: Optional[str] = None,
@@ -367,9 +128,20 @@ class Bytes(_Field):
         self._set_folder(folder)
 
 
-# Every field class, in definition order: the subclasses of _Field (each
-# names its C++ kind, src/sample/fields/), so a new kind is its class alone.
-FIELD_TYPES = tuple(_Field.__subclasses__())
+def _registered() -> Tuple[Type[_Field], ...]:
+    """The classes above in the C++ field table's order (src/sample/fields/fields.cc); a kind C++ defines without a
+    class here fails the import (a class of a kind C++ does not define fails at its class statement)."""
+    by_kind = {cls._kind: cls for cls in _Field.__subclasses__()}
+    kinds = list(_stoker._field_docs())
+    missing = [k for k in kinds if k not in by_kind]
+    if missing:
+        raise ImportError(f"stoker.fields: no Python class for the field kind(s) {', '.join(missing)}, defined in C++ "
+                          "(src/sample/fields/)")
+    return tuple(by_kind[k] for k in kinds)
+
+
+# Every field class, in the C++ table's order, so a new kind is its definition and its class alone.
+FIELD_TYPES = _registered()
 
 
 def detection_targets(batch: Dict[str, Any], name: str = "boxes") -> List[Dict[str, Any]]:

@@ -40,7 +40,7 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
     // NOTE: volumes keep their own cache: inflated .nii.gz volumes and label
     // indexes in every mode (no page cache holds inflated bytes), every
     // volume under "ram"/"decoded".
-    maker_->set_own_cache(memory_, opt_.cache == Cache::kRam || opt_.cache == Cache::kDecoded);
+    maker_->set_own_cache(memory_, opt_.cache.mode == Cache::kRam || opt_.cache.mode == Cache::kDecoded);
   } else {
     detail::CacheService::Client client;
     client.footprint = [this](std::size_t i) { return maker_->footprint(static_cast<std::uint32_t>(i)); };
@@ -436,7 +436,7 @@ Status Loader::Impl::run_task(std::size_t t, std::uint64_t gen, std::uint64_t se
     Status st = make_sample(t, gen, seed, epoch, slot, pos, ws);
     if (caching_) {
       caching_->after_sample(&ws->rewrite, now_ns() - m0);
-      if (opt_.cache == Cache::kDecoded) maker_->fill_deferred(ws);
+      if (opt_.cache.mode == Cache::kDecoded) maker_->fill_deferred(ws);
     }
     return st;
   } catch (...) {

@@ -19,19 +19,29 @@ const TensorView* Batch::tensor(const std::string& name) const {
 std::size_t Batch::image_bytes() const { return bytes_; }
 
 // ---- Loader ----
+namespace {
+// The remote options a loader's source opens with: its own, with the loader's memory_budget (the one budget
+// remote shards and caches share; not an option of its own).
+RemoteOptions loader_remote(const LoaderOptions& o) {
+  RemoteOptions r = o.remote;
+  r.memory_budget = o.memory_budget;
+  return r;
+}
+}  // namespace
+
 // NOTE: the options are checked before the source is opened (a bad option
 // is reported as such, not as a missing file, and before a long folder scan).
 // NOTE: make_unique takes `options` by reference and copies it into Impl
 // only after the source is open (its argument order is unspecified).
 Loader::Loader(const std::string& source, LoaderOptions options)
     : impl_(std::make_unique<Impl>(
-          std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", coco_options(options), remote_options(options)))),
+          std::shared_ptr<const Source>((validate_options(options), open_source(source, options.labels, "", options.coco, loader_remote(options)))),
           options, true)) {
   impl_->specs_ = {source};
 }
 Loader::Loader(const std::vector<std::string>& sources, LoaderOptions options)
     : impl_(std::make_unique<Impl>(
-          std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", coco_options(options), remote_options(options)))),
+          std::shared_ptr<const Source>((validate_options(options), open_sources(sources, options.labels, "", options.coco, loader_remote(options)))),
           options, true)) {
   impl_->specs_ = sources;
 }

@@ -54,7 +54,7 @@ Stats Loader::Impl::stats() const {
   if (caching_) {
     caching_->add_stats(&s, batches_.load(std::memory_order_relaxed));
   } else {
-    s.cache_mode = cache_name(opt_.cache);
+    s.cache_mode = cache_name(opt_.cache.mode);
   }
   if (const std::uint64_t n = worker_errors_.load(std::memory_order_relaxed)) s.thread_errors["worker"] += n;
   return s;

@@ -17,20 +17,20 @@ namespace stoker::detail {
 CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared_ptr<MemoryBudget> budget,
                            Client client)
     : source_(source), client_(std::move(client)) {
-  if (opt->cache == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
-  mode_ = opt->cache;
+  if (opt->cache.mode == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
+  mode_ = opt->cache.mode;
   if (mode_ == Cache::kMmap) {
     shared_why_ = "off: cache=\"mmap\" keeps no cache";
     return;
   }
   cache_ = make_cache(*opt, std::move(budget));
   if (mode_ != Cache::kRam) return;
-  if (opt->cache_rewrite && client_.image_part >= 0) {
+  if (opt->cache.rewrite && client_.image_part >= 0) {
     rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part);
   }
   // NOTE: a streaming source is read in the epoch's order (its plan), not
   // the preload's record order.
-  if (!opt->preload || source_.wants_plan()) return;
+  if (!opt->cache.preload || source_.wants_plan()) return;
   constexpr int kPreloadThreads = 4;
   Preloader::IdleWork idle;
   if (rewrite_) {
@@ -46,7 +46,7 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
     if (const char* env = std::getenv("LOCAL_RANK")) me = std::strtoul(env, nullptr, 10) % local;
     start = source_.size() * me / local;
   }
-  preload_ = std::make_unique<Preloader>(source_, client_.read_record, cache_.get(), opt->progress, kPreloadThreads,
+  preload_ = std::make_unique<Preloader>(source_, client_.read_record, cache_.get(), opt->cache.progress, kPreloadThreads,
                                          std::move(idle), start);
 }
 
@@ -86,16 +86,16 @@ std::string cache_key(const Source& source, const LoaderOptions& opt) {
 std::unique_ptr<SampleCache> CacheService::make_cache(const LoaderOptions& opt, std::shared_ptr<MemoryBudget> budget) {
   const std::size_t n = source_.size();
   const int local = local_ranks();
-  if (opt.share_cache == ShareCache::kOff || (opt.share_cache == ShareCache::kAuto && local < 2) || n == 0 ||
+  if (opt.cache.share == ShareCache::kOff || (opt.cache.share == ShareCache::kAuto && local < 2) || n == 0 ||
       n > UINT32_MAX) {
-    shared_why_ = opt.share_cache == ShareCache::kOff ? "off: share_cache=\"off\""
+    shared_why_ = opt.cache.share == ShareCache::kOff ? "off: share_cache=\"off\""
                   : n == 0 || n > UINT32_MAX      ? "off: " + std::to_string(n) + " records"
                                                   : "off: one rank on this node (LOCAL_WORLD_SIZE unset or 1)";
     return std::make_unique<SampleCache>(n, std::move(budget));
   }
   const std::uint64_t room = budget->room(MemoryAccount::kSampleCache);
   SharedSegmentOptions so;
-  so.dir = opt.share_cache_dir;
+  so.dir = opt.cache.share_dir;
   so.group = source_identity(source_);
   so.key = cache_key(source_, opt);
   so.records = static_cast<std::uint32_t>(n);
@@ -107,7 +107,7 @@ std::unique_ptr<SampleCache> CacheService::make_cache(const LoaderOptions& opt, 
     const std::string msg = std::string(e.what()) + "; fix: a smaller memory_budget, a larger " + so.dir +
                             " (docker run --shm-size=...), share_cache_dir= a directory on a larger tmpfs, or "
                             "share_cache=\"off\"";
-    if (opt.share_cache == ShareCache::kOn) throw Error(e.code(), msg);
+    if (opt.cache.share == ShareCache::kOn) throw Error(e.code(), msg);
     std::fprintf(stderr, "stoker: %s; this loader keeps a cache of its own\n", msg.c_str());
     shared_why_ = "off: " + msg;
     return std::make_unique<SampleCache>(n, std::move(budget));
@@ -162,10 +162,10 @@ void CacheService::choose(LoaderOptions* opt, std::uint64_t budget) {
     f.encoded_bytes /= static_cast<double>(f.sampled);
     f.decoded_bytes /= static_cast<double>(f.sampled);
   }
-  const CacheChoice c = choose_cache(f, budget, opt->cache_max_side);
-  opt->cache = c.mode;
+  const CacheChoice c = choose_cache(f, budget, opt->cache.max_side);
+  opt->cache.mode = c.mode;
   why_ = c.why;
-  if (opt->progress != Progress::kOff) std::fprintf(stderr, "stoker: cache=\"auto\" chose %s\n", c.why.c_str());
+  if (opt->cache.progress != Progress::kOff) std::fprintf(stderr, "stoker: cache=\"auto\" chose %s\n", c.why.c_str());
 }
 
 void CacheService::add_stats(Stats* s, std::uint64_t batches) const {

@@ -60,7 +60,7 @@ class CacheService {
  private:
   void choose(LoaderOptions* opt, std::uint64_t budget);
   // The sample cache: in a segment shared by the node's loaders when
-  // opt.share_cache says so and the directory can hold it, else this
+  // opt.cache.share says so and the directory can hold it, else this
   // process's own (shared_why_ says which and why).
   std::unique_ptr<SampleCache> make_cache(const LoaderOptions& opt, std::shared_ptr<MemoryBudget> budget);
 

@@ -127,6 +127,13 @@ Field field_from_json(const json& j) {
   return f;
 }
 
+// The member an option is: o.*M, or o.*S.*M for a member of one of the
+// nested structs (o.remote.cache_dir), whose JSON name stays flat.
+template <auto... M, typename O>
+decltype(auto) member(O& o) {
+  return (o .* ... .* M);
+}
+
 // One option: its name, and how it goes to and from JSON. Types are checked
 // here (with the option's name in the message); ranges by validate_options().
 struct Option {
@@ -135,49 +142,49 @@ struct Option {
   void (*set)(LoaderOptions&, const json&, const char* name);
 };
 
-template <auto M>
+template <auto... M>
 Option integer(const char* name) {
-  return {name, [](const LoaderOptions& o) -> json { return o.*M; },
+  return {name, [](const LoaderOptions& o) -> json { return member<M...>(o); },
           [](LoaderOptions& o, const json& v, const char* n) {
-            using T = std::remove_reference_t<decltype(o.*M)>;
+            using T = std::remove_reference_t<decltype(member<M...>(o))>;
             if (!v.is_number_integer()) bad(n, "an integer", v);
             if constexpr (std::is_unsigned_v<T>) {
               if (v.is_number_unsigned()) {
-                o.*M = v.get<T>();
+                member<M...>(o) = v.get<T>();
                 return;
               }
               if (v.get<std::int64_t>() < 0) bad(n, "a non-negative integer", v);
-              o.*M = static_cast<T>(v.get<std::int64_t>());
+              member<M...>(o) = static_cast<T>(v.get<std::int64_t>());
             } else {
               const std::int64_t x = v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX
                                          ? INT64_MAX : v.get<std::int64_t>();
               if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) bad(n, "a smaller integer", v);
-              o.*M = static_cast<T>(x);
+              member<M...>(o) = static_cast<T>(x);
             }
           }};
 }
-template <auto M>
+template <auto... M>
 Option boolean(const char* name) {
-  return {name, [](const LoaderOptions& o) -> json { return o.*M; },
+  return {name, [](const LoaderOptions& o) -> json { return member<M...>(o); },
           [](LoaderOptions& o, const json& v, const char* n) {
             if (!v.is_boolean()) bad(n, "true or false", v);
-            o.*M = v.get<bool>();
+            member<M...>(o) = v.get<bool>();
           }};
 }
-template <auto M>
+template <auto... M>
 Option text(const char* name) {
-  return {name, [](const LoaderOptions& o) -> json { return o.*M; },
+  return {name, [](const LoaderOptions& o) -> json { return member<M...>(o); },
           [](LoaderOptions& o, const json& v, const char* n) {
             if (!v.is_string()) bad(n, "a string", v);
-            o.*M = v.get<std::string>();
+            member<M...>(o) = v.get<std::string>();
           }};
 }
 // An enum option, named as its EnumNames (stoker/names.h) names it.
-template <auto M>
+template <auto... M>
 Option choice(const char* name) {
-  return {name, [](const LoaderOptions& o) -> json { return name_of(o.*M); },
+  return {name, [](const LoaderOptions& o) -> json { return name_of(member<M...>(o)); },
           [](LoaderOptions& o, const json& v, const char* n) {
-            o.*M = enum_value<std::remove_reference_t<decltype(o.*M)>>(v, n);
+            member<M...>(o) = enum_value<std::remove_reference_t<decltype(member<M...>(o))>>(v, n);
           }};
 }
 
@@ -201,18 +208,18 @@ const std::vector<Option>& options() {
       choice<&LoaderOptions::layout>("layout"),
       choice<&LoaderOptions::kind>("kind"),
       choice<&LoaderOptions::decode_scale>("decode_scale"),
-      choice<&LoaderOptions::cache>("cache"),
+      choice<&LoaderOptions::cache, &CacheOptions::mode>("cache"),
       integer<&LoaderOptions::memory_budget>("memory_budget"),
-      boolean<&LoaderOptions::preload>("preload"),
-      boolean<&LoaderOptions::cache_rewrite>("cache_rewrite"),
-      choice<&LoaderOptions::progress>("progress"),
-      integer<&LoaderOptions::cache_max_side>("cache_max_side"),
-      choice<&LoaderOptions::share_cache>("share_cache"),
-      text<&LoaderOptions::share_cache_dir>("share_cache_dir"),
-      text<&LoaderOptions::cache_dir>("cache_dir"),
-      integer<&LoaderOptions::cache_limit>("cache_limit"),
-      integer<&LoaderOptions::remote_connections>("remote_connections"),
-      integer<&LoaderOptions::remote_retries>("remote_retries"),
+      boolean<&LoaderOptions::cache, &CacheOptions::preload>("preload"),
+      boolean<&LoaderOptions::cache, &CacheOptions::rewrite>("cache_rewrite"),
+      choice<&LoaderOptions::cache, &CacheOptions::progress>("progress"),
+      integer<&LoaderOptions::cache, &CacheOptions::max_side>("cache_max_side"),
+      choice<&LoaderOptions::cache, &CacheOptions::share>("share_cache"),
+      text<&LoaderOptions::cache, &CacheOptions::share_dir>("share_cache_dir"),
+      text<&LoaderOptions::remote, &RemoteOptions::cache_dir>("cache_dir"),
+      integer<&LoaderOptions::remote, &RemoteOptions::cache_limit>("cache_limit"),
+      integer<&LoaderOptions::remote, &RemoteOptions::connections>("remote_connections"),
+      integer<&LoaderOptions::remote, &RemoteOptions::retries>("remote_retries"),
       {"transforms",
        [](const LoaderOptions& o) -> json {
          json t = json::array();
@@ -272,9 +279,9 @@ const std::vector<Option>& options() {
       integer<&LoaderOptions::max_volume_voxels>("max_volume_voxels"),
       integer<&LoaderOptions::max_image_pixels>("max_image_pixels"),
       text<&LoaderOptions::labels>("labels"),
-      text<&LoaderOptions::image_root>("image_root"),
-      boolean<&LoaderOptions::skip_empty>("skip_empty"),
-      boolean<&LoaderOptions::keep_crowd>("keep_crowd"),
+      text<&LoaderOptions::coco, &CocoOptions::image_root>("image_root"),
+      boolean<&LoaderOptions::coco, &CocoOptions::skip_empty>("skip_empty"),
+      boolean<&LoaderOptions::coco, &CocoOptions::keep_crowd>("keep_crowd"),
       boolean<&LoaderOptions::stage_timing>("stage_timing"),
       boolean<&LoaderOptions::trace>("trace"),
   };
@@ -425,13 +432,13 @@ void validate_options(const LoaderOptions& o) {
   if (o.fields.empty() && !o.volume_transforms.empty()) {
     detail::invalid("volume transforms apply to a Volume field: pass fields=[stoker.Volume(...), ...]");
   }
-  if (o.share_cache_dir.empty()) detail::invalid("share_cache_dir must name a directory, got ''");
-  if (o.cache_max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache_max_side));
-  if (o.remote_connections < 1 || o.remote_connections > 256) {
-    detail::invalid("remote_connections must be in [1, 256], got " + std::to_string(o.remote_connections));
+  if (o.cache.share_dir.empty()) detail::invalid("share_cache_dir must name a directory, got ''");
+  if (o.cache.max_side < 1) detail::invalid("cache_max_side must be >= 1, got " + std::to_string(o.cache.max_side));
+  if (o.remote.connections < 1 || o.remote.connections > 256) {
+    detail::invalid("remote_connections must be in [1, 256], got " + std::to_string(o.remote.connections));
   }
-  if (o.remote_retries < 0 || o.remote_retries > 100) {
-    detail::invalid("remote_retries must be in [0, 100], got " + std::to_string(o.remote_retries));
+  if (o.remote.retries < 0 || o.remote.retries > 100) {
+    detail::invalid("remote_retries must be in [0, 100], got " + std::to_string(o.remote.retries));
   }
   validate_fields(o);
   validate_views(o);

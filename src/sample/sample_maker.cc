@@ -119,7 +119,7 @@ void SampleMaker::make_fields() {
     owner = fields_[static_cast<std::size_t>(owner_)].get();
   }
   stores_ = owner && !owner->keeps_own_cache();
-  if (opt_.cache == Cache::kDecoded && !owner) {
+  if (opt_.cache.mode == Cache::kDecoded && !owner) {
     invalid(spec_.arrays ? "cache='decoded' applies to images; use cache='ram' for arrays"
                          : "cache='decoded' keeps decoded images, and the schema has no image field: use cache='ram'");
   }
@@ -208,7 +208,7 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
 Status SampleMaker::run(Sample* x) const {
   // NOTE: opt_.cache is read here, not at construction: cache="auto" is
   // resolved by the loader's cache service after the maker is made.
-  const bool decoded = stores_ && opt_.cache == Cache::kDecoded;
+  const bool decoded = stores_ && opt_.cache.mode == Cache::kDecoded;
   Status st = decoded ? read_stored(x) : Status::Ok();
   if (!decoded) {
     std::size_t size = 0;
@@ -303,7 +303,7 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
         s->part[0] = {s->rewrite.record.data(), s->rewrite.record.size()};
         s->grid = true;
       }
-    } else if (cache_ && opt_.cache == Cache::kRam) {
+    } else if (cache_ && opt_.cache.mode == Cache::kRam) {
       cache_->insert(rec, s->file.data(), s->file.size());
     }
     return Status::Ok();
@@ -317,7 +317,7 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
     if (!st.ok()) return tag(f, st);
     s->part[static_cast<std::size_t>(f.part)] = {buf.data(), buf.size()};
   }
-  if (cache_ && opt_.cache == Cache::kRam) {
+  if (cache_ && opt_.cache.mode == Cache::kRam) {
     s->bundle.clear();
     s->ends.clear();
     for (const auto& m : s->members) {

@@ -15,7 +15,7 @@ namespace stoker::detail {
 VolumeStore::VolumeStore(const Source& source, const LoaderOptions& opt, const VolumeProgram& prog)
     : source_(source), opt_(opt), prog_(prog) {
   tty_ = ::isatty(2) != 0;
-  progress_ = opt.progress == Progress::kOn || (opt.progress == Progress::kAuto && tty_);
+  progress_ = opt.cache.progress == Progress::kOn || (opt.cache.progress == Progress::kAuto && tty_);
   // NOTE: record 0's probe may keep entries here, under a budget of the
   // store's own (a maker without a loader keeps it); set_cache() moves them
   // to the loader's budget.

@@ -1,13 +1,16 @@
 // Each transform's one definition, found through one table (transforms.cc:
 // a Def<T> per alternative of stoker::Transform): its name as Python and the
-// options JSON name it, its parameter checks, its effect on the output size,
-// the geometric step it plans for a sample, its JSON and its Python repr.
-// Adding a transform: its struct in include/stoker/transforms.h, its Def<T>,
-// its Python constructor (python/src/bind_transforms.cc), its names in
-// python/stoker (__all__, the _Transform unions, the stub:
-// tests/python/test_names.py fails until they list it, from
-// _stoker._transform_names()) and its tests. Enum parameters are named by
-// stoker/names.h.
+// options JSON name it, its docstring (Python's __doc__), its parameter
+// checks, its effect on the output size, the geometric step it plans for a
+// sample, its JSON and its Python repr.
+// Adding a transform: its struct in include/stoker/transforms.h, its Def<T>
+// (kDoc included: it does not compile without one), its Python constructor
+// (python/src/bind_transforms.cc: transform_class<T> names and documents
+// it), its name where type checkers read it (python/stoker/__init__.py's
+// import and __all__, the stub's class and _Transform: tests/python/
+// test_names.py fails until they list it, from _stoker._transform_names();
+// the runtime unions and type tuples are made from the variant) and its
+// tests. Enum parameters are named by stoker/names.h.
 #pragma once
 
 #include <array>
@@ -29,6 +32,9 @@ void resize_output_size(const Resize& r, int width, int height, int* out_w, int*
 Box center_crop_box(int width, int height, int crop_w, int crop_h);
 
 const char* transform_name(const Transform& t);
+// The transform's docstring (its Def<T>'s kDoc, torchvision's style): the
+// Python class's __doc__ and the API docs' text.
+const char* transform_doc(const Transform& t);
 // Throws Error(kInvalidArgument) naming the transform and the bad parameter.
 void check_transform(const Transform& t);
 

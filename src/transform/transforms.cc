@@ -142,6 +142,40 @@ struct Def;
 template <>
 struct Def<RandomResizedCrop> {
   static constexpr const char* kName = "RandomResizedCrop";
+  static constexpr const char* kDoc = R"doc(Crop a random part of the image and resize it to ``size``.
+
+As ``torchvision.transforms.RandomResizedCrop(size, scale, ratio)`` on a PIL
+image (bilinear, PIL's antialiased filter; bit-exact with the loader's
+default decode_scale="exact"): the box's area, as a fraction of the image's,
+is drawn uniformly from ``scale`` and its aspect ratio (width / height)
+log-uniformly from ``ratio``; after 10 tries that do not fit, torchvision's
+central crop. The box is then resized to (height, width). The draw depends
+only on (seed, epoch, record), not on the thread count.
+
+Args:
+    size (int or sequence): the output size: an int for (size, size), or a
+        sequence (h,) or (h, w).
+    scale (sequence of 2 floats): (min, max) of the crop's area as a fraction
+        of the image's; 0 < min <= max <= 1. Default (0.08, 1.0).
+    ratio (sequence of 2 floats): (min, max) of the crop's aspect ratio
+        (width / height); 0 < min <= max. Default (3/4, 4/3).
+
+Attributes:
+    height, width (int): the output size.
+    scale, ratio (list of 2 floats): as given.
+
+Raises:
+    ValueError: ``size`` is a sequence of other than 1 or 2 values or a
+        size <= 0, or ``scale`` or ``ratio`` is out of range.
+    TypeError: ``size`` is neither an int nor a sequence of ints, or
+        ``scale`` or ``ratio`` is not a sequence of 2 numbers.
+
+Example:
+    >>> t = stoker.RandomResizedCrop(224)
+    >>> t
+    RandomResizedCrop(size=(224, 224), scale=(0.08, 1), ratio=(0.75, 1.33333))
+    >>> t.height, t.width
+    (224, 224))doc";
   static constexpr bool kResamples = true;
   static constexpr bool kGeometric = true;
   static void check(const RandomResizedCrop& x) {
@@ -178,6 +212,48 @@ struct Def<RandomResizedCrop> {
 template <>
 struct Def<Resize> {
   static constexpr const char* kName = "Resize";
+  static constexpr const char* kDoc = R"doc(Resize the image to ``size``.
+
+As ``torchvision.transforms.Resize(size, max_size=max_size)`` on a PIL image
+(bilinear, PIL's antialiased filter).
+
+Args:
+    size (int or sequence): an int (or a sequence of one int): the shorter
+        side becomes ``size`` and the aspect ratio is kept (the longer side
+        is ``int(size * longer / shorter)``); a sequence (h, w): exactly that
+        size. An int gives images of different sizes: stoker.Loader needs a
+        RandomResizedCrop, CenterCrop or Resize((h, w)) after it.
+        None (torchvision.transforms.v2's rule, with ``max_size``): the
+        longer side becomes ``max_size`` and the shorter
+        ``int(max_size * shorter / longer)`` (the fixed-size detection
+        path: ``Resize(None, max_size=512)`` then ``CenterCrop(512)`` pads
+        every image to 512 x 512).
+    max_size (int, optional): with an int size only: the most the longer side
+        may be; an image whose longer side would exceed it is resized so that
+        its longer side is ``max_size`` (its shorter side is then below
+        ``size``). Must be greater than ``size``. With size None: the longer
+        side's size (required). None (the default) or 0: no limit.
+
+Attributes:
+    height (int): for an int size, the shorter side's size; 0 for None;
+        else the height.
+    width (int): 0 for an int size or None; else the width.
+
+Raises:
+    ValueError: ``size`` is a sequence of other than 1 or 2 values or a
+        size <= 0, a ``max_size`` <= ``size``, a ``max_size`` with a
+        (h, w) size, or size None without ``max_size``.
+    TypeError: ``size`` is neither an int nor a sequence of ints, or
+        ``max_size`` is not an int.
+
+Example:
+    >>> stoker.Resize(256)
+    Resize(size=256)
+    >>> stoker.Resize(None, max_size=512)
+    Resize(size=None, max_size=512)
+    >>> t = stoker.Resize((256, 320))
+    >>> t.height, t.width
+    (256, 320))doc";
   static constexpr bool kResamples = true;
   static constexpr bool kGeometric = true;
   static void check(const Resize& x) {
@@ -221,6 +297,29 @@ struct Def<Resize> {
 template <>
 struct Def<CenterCrop> {
   static constexpr const char* kName = "CenterCrop";
+  static constexpr const char* kDoc = R"doc(Crop the center of the image to ``size``.
+
+As ``torchvision.transforms.CenterCrop(size)``: an image smaller than the
+crop is first padded with zeros (black), as torchvision pads it (a Mask
+field is padded with its ``fill``).
+
+Args:
+    size (int or sequence): the output size: an int for (size, size), or a
+        sequence (h,) or (h, w).
+
+Attributes:
+    height, width (int): the output size.
+
+Raises:
+    ValueError: ``size`` is a sequence of other than 1 or 2 values or a
+        size <= 0.
+    TypeError: ``size`` is neither an int nor a sequence of ints.
+
+Example:
+    >>> stoker.CenterCrop(224)
+    CenterCrop(size=(224, 224))
+    >>> stoker.CenterCrop((224, 160)).width
+    160)doc";
   static constexpr bool kGeometric = true;
   static void check(const CenterCrop& x) { check_size(kName, x.height, x.width); }
   static OutputSize size(const CenterCrop& x, OutputSize) { return {true, x.height, x.width}; }
@@ -239,6 +338,46 @@ struct Def<CenterCrop> {
 template <>
 struct Def<RandomCrop> {
   static constexpr const char* kName = "RandomCrop";
+  static constexpr const char* kDoc = R"doc(Crop the image at a random place to ``size``.
+
+As ``torchvision.transforms.RandomCrop(size, padding, pad_if_needed, fill,
+padding_mode)`` on a PIL image: the image is padded by ``padding`` first,
+then (with ``pad_if_needed``) a side shorter than the crop is padded on both
+ends by the difference, then a crop of ``size`` is taken at an offset drawn
+uniformly from (seed, epoch, record). Mask and Boxes fields follow: a Mask
+is padded with its own ``fill``, boxes are shifted and clipped. A sample
+whose padded image is smaller than the crop is a sample error (reason
+invalid_argument), counted and handled under ``on_corrupt``.
+
+Args:
+    size (int or sequence): the output size: an int for (size, size), or a
+        sequence (h,) or (h, w).
+    padding (int or sequence, optional): pixels added on each side: an int
+        for all four, (left/right, top/bottom) or (left, top, right,
+        bottom). Default None: none.
+    pad_if_needed (bool): pad a side shorter than the crop (see above).
+        Default False.
+    fill (int or sequence): the image's padding colour: an int for all
+        channels or 3 ints. Default 0.
+    padding_mode (str): only "constant" (torchvision's default) is
+        supported.
+
+Attributes:
+    height, width (int): the output size.
+    padding (tuple): (left, top, right, bottom).
+    pad_if_needed (bool), fill (tuple): as given.
+
+Raises:
+    ValueError: a size <= 0, a padding of other than 1, 2 or 4 values or a
+        negative one, a fill outside [0, 255], or a padding_mode other than
+        "constant".
+    TypeError: ``size`` or ``padding`` of another type.
+
+Example:
+    >>> stoker.RandomCrop(32, padding=4)
+    RandomCrop(size=(32, 32), padding=(4, 4, 4, 4))
+    >>> stoker.RandomCrop((480, 640), pad_if_needed=True, fill=(124, 116, 104)).fill
+    (124, 116, 104))doc";
   static constexpr bool kGeometric = true;
   static void check(const RandomCrop& x) {
     check_size(kName, x.height, x.width);
@@ -295,6 +434,30 @@ struct Def<RandomCrop> {
 template <>
 struct Def<RandomShortestSize> {
   static constexpr const char* kName = "RandomShortestSize";
+  static constexpr const char* kDoc = R"doc(Resize the shorter side to a random one of ``min_size``.
+
+As ``torchvision.transforms.v2.RandomShortestSize(min_size, max_size)``
+(torchvision's detection recipes): ``m`` is drawn uniformly from
+``min_size``, both sides are scaled by
+``r = min(m / shorter, max_size / longer)`` (without ``max_size``,
+``m / shorter``) and truncated, bilinear as Resize. Samples get different
+sizes: a crop to a fixed size must follow (for example RandomCrop with
+``pad_if_needed``).
+
+Args:
+    min_size (int or sequence of int): the shorter side's candidate sizes.
+    max_size (int, optional): the most the longer side may be. Default None.
+
+Attributes:
+    min_size (list of int), max_size (int): as given (max_size 0 for None).
+
+Raises:
+    ValueError: an empty ``min_size`` or a size <= 0.
+    TypeError: ``min_size`` neither an int nor a sequence of ints.
+
+Example:
+    >>> stoker.RandomShortestSize([480, 512, 544], max_size=800)
+    RandomShortestSize(min_size=[480, 512, 544], max_size=800))doc";
   static constexpr bool kResamples = true;
   static constexpr bool kGeometric = true;
   static void check(const RandomShortestSize& x) {
@@ -362,11 +525,49 @@ struct FlipDef : ProbabilityDef<D, T> {
 template <>
 struct Def<RandomHorizontalFlip> : FlipDef<Def<RandomHorizontalFlip>, RandomHorizontalFlip, &SamplePlan::mirror> {
   static constexpr const char* kName = "RandomHorizontalFlip";
+  static constexpr const char* kDoc = R"doc(Flip the image left-right with probability ``p``.
+
+As ``torchvision.transforms.RandomHorizontalFlip(p)``. Mask and Boxes fields of a
+``fields=`` schema are flipped with the image. The draw depends only on
+(seed, epoch, record), not on the thread count.
+
+Args:
+    p (float): the probability of the flip, in [0, 1]. Default 0.5.
+
+Attributes:
+    p (float): as given.
+
+Raises:
+    ValueError: ``p`` is outside [0, 1].
+    TypeError: ``p`` is not a number.
+
+Example:
+    >>> stoker.RandomHorizontalFlip(p=0.25)
+    RandomHorizontalFlip(p=0.25))doc";
 };
 
 template <>
 struct Def<RandomVerticalFlip> : FlipDef<Def<RandomVerticalFlip>, RandomVerticalFlip, &SamplePlan::vflip> {
   static constexpr const char* kName = "RandomVerticalFlip";
+  static constexpr const char* kDoc = R"doc(Flip the image upside down with probability ``p``.
+
+As ``torchvision.transforms.RandomVerticalFlip(p)``. Mask and Boxes fields of a
+``fields=`` schema are flipped with the image. The draw depends only on
+(seed, epoch, record), not on the thread count.
+
+Args:
+    p (float): the probability of the flip, in [0, 1]. Default 0.5.
+
+Attributes:
+    p (float): as given.
+
+Raises:
+    ValueError: ``p`` is outside [0, 1].
+    TypeError: ``p`` is not a number.
+
+Example:
+    >>> stoker.RandomVerticalFlip(p=0.25)
+    RandomVerticalFlip(p=0.25))doc";
 };
 
 // Photometric: drawn per sample into the plan's photometric stage, applied
@@ -374,6 +575,28 @@ struct Def<RandomVerticalFlip> : FlipDef<Def<RandomVerticalFlip>, RandomVertical
 template <>
 struct Def<RandomGrayscale> : ProbabilityDef<Def<RandomGrayscale>, RandomGrayscale> {
   static constexpr const char* kName = "RandomGrayscale";
+  static constexpr const char* kDoc = R"doc(Convert the image to grayscale with probability ``p``.
+
+As ``torchvision.transforms.RandomGrayscale(p)``: the image keeps 3 channels,
+each PIL's ``convert("L")``: L = (19595 R + 38470 G + 7471 B + 2**15) >> 16.
+It is applied to the output pixels, so it must come after every resize
+(RandomResizedCrop, Resize); crops and flips may follow it. Mask and Boxes
+fields are not affected. The draw depends only on (seed, epoch, record).
+
+Args:
+    p (float): the probability of the conversion, in [0, 1]. Default 0.1.
+
+Attributes:
+    p (float): as given.
+
+Raises:
+    ValueError: ``p`` is outside [0, 1]; stoker.Loader raises it for a
+        RandomResizedCrop or Resize after this transform.
+    TypeError: ``p`` is not a number.
+
+Example:
+    >>> stoker.RandomGrayscale()
+    RandomGrayscale(p=0.1))doc";
   static constexpr bool kColour = true;
   static constexpr bool kPhotometric = true;
   static void plan(const RandomGrayscale& x, PlanState* s) {
@@ -386,6 +609,36 @@ struct Def<RandomGrayscale> : ProbabilityDef<Def<RandomGrayscale>, RandomGraysca
 template <>
 struct Def<Normalize> {
   static constexpr const char* kName = "Normalize";
+  static constexpr const char* kDoc = R"doc(Normalize the image: ``(x - mean) / std`` per channel.
+
+As ``torchvision.transforms.Normalize(mean, std)`` on the output of ToTensor
+(values in [0, 1]). It must be the last transform, and needs
+dtype="float32".
+
+On a raster kept as stored (``stoker.Image(channels="stored",
+dtype="stored")``) it takes one value per stored channel (13 for a 13-band
+tile); ToTensor's scale is 1/255 for uint8 samples and 1 for uint16 and
+float32 ones.
+
+Args:
+    mean (sequence of floats): the channels' means: 3 values (R, G, B), or
+        1 for all channels; a stored raster's: 1 or one per channel.
+    std (sequence of floats): the channels' standard deviations, as
+        ``mean``; none may be 0.
+
+Attributes:
+    mean, std (list of float): as given, rounded to float32.
+
+Raises:
+    ValueError: ``mean`` or ``std`` is empty, they differ in length (one
+        of them 1 aside), or a ``std`` is 0; stoker.Loader raises it when
+        the count is not 1 or the image's channels (3 for RGB), when
+        Normalize is not the last transform, or dtype is "uint8" for RGB.
+    TypeError: ``mean`` or ``std`` is not a sequence of numbers.
+
+Example:
+    >>> stoker.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]))doc";
   static void check(const Normalize& x) {
     // NOTE: one value, or one per channel: 3 for an RGB image (Pipeline checks), the field's count for a
     // stored-channel raster (its field checks).
@@ -444,6 +697,31 @@ struct ImageStageDef {
 template <>
 struct Def<ColorJitter> : ImageStageDef {
   static constexpr const char* kName = "ColorJitter";
+  static constexpr const char* kDoc = R"doc(Randomly change the brightness, contrast, saturation and hue.
+
+As ``torchvision.transforms.ColorJitter``: each factor drawn uniformly from
+its range, the four applied in a random order (a permutation drawn per
+sample, as torch.randperm(4)); a range at its identity is off.
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte (hue through PIL's HSV round trip too); the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    brightness (float or (min, max)): a number v for [1 - v, 1 + v] (clipped at 0), or (min, max). Default 0 (off).
+    contrast (float or (min, max)): as brightness; the blend with the image's mean grey. Default 0.
+    saturation (float or (min, max)): as brightness; the blend with the grey image. Default 0.
+    hue (float or (min, max)): a number v for [-v, v], or (min, max) within [-0.5, 0.5]. Default 0.
+
+Raises:
+    ValueError: a negative number, or a range out of its bounds (torchvision's
+        text).
+    TypeError: an argument that is not a number or a pair.
+
+Example:
+    >>> stoker.ColorJitter(brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1)
+    ColorJitter(brightness=(0.6, 1.4), contrast=(0.6, 1.4), saturation=(0.6, 1.4), hue=(-0.1, 0.1)))doc";
   static constexpr bool kColour = true;
   static void check(const ColorJitter& x) {
     auto range = [](const char* name, const std::array<double, 2>& r, double lo, double hi, const char* bound) {
@@ -480,6 +758,26 @@ struct Def<ColorJitter> : ImageStageDef {
 template <>
 struct Def<Grayscale> : ImageStageDef {
   static constexpr const char* kName = "Grayscale";
+  static constexpr const char* kDoc = R"doc(Convert every image to grayscale, kept as 3 channels.
+
+As ``torchvision.transforms.Grayscale(num_output_channels=3)``: PIL's
+convert("L") copied to the three channels. Batches keep 3 channels, so
+num_output_channels must be 3.
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    num_output_channels (int): must be 3. Default 3.
+
+Raises:
+    ValueError: num_output_channels is not 3.
+
+Example:
+    >>> stoker.Grayscale()
+    Grayscale(num_output_channels=3))doc";
   static constexpr bool kColour = true;
   static void check(const Grayscale& x) {
     if (x.num_output_channels != 3) {
@@ -498,6 +796,28 @@ struct Def<Grayscale> : ImageStageDef {
 template <>
 struct Def<GaussianBlur> : ImageStageDef {
   static constexpr const char* kName = "GaussianBlur";
+  static constexpr const char* kDoc = R"doc(Blur with a Gaussian kernel whose sigma is drawn per sample.
+
+As ``torchvision.transforms.GaussianBlur``: sigma uniform in [min, max], the
+same for x and y; torchvision's float32 kernel, reflect padding. The kernel
+half-size must be below the image's side (a sample error otherwise).
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image within 1 of 255 (a float convolution summed in another order; about 1 value in 100,000 differs); the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    kernel_size (int or (kx, ky)): odd and positive sizes (x first, as torchvision).
+    sigma (float or (min, max)): sigma, or its range. Default (0.1, 2.0).
+
+Raises:
+    ValueError: an even or non-positive kernel size, or a non-positive sigma
+        (torchvision's text).
+
+Example:
+    >>> stoker.GaussianBlur(23, sigma=(0.1, 2.0))
+    GaussianBlur(kernel_size=(23, 23), sigma=(0.1, 2)))doc";
   static void check(const GaussianBlur& x) {
     for (int k : {x.kernel_w, x.kernel_h}) {
       if (k <= 0 || k % 2 == 0) invalid("GaussianBlur: Kernel size value should be an odd and positive number.");
@@ -554,6 +874,25 @@ struct Def<RandomSolarize>
     : ParamOpDef<Def<RandomSolarize>, RandomSolarize, double, &RandomSolarize::threshold> {
   static constexpr const char* kParam = "threshold";
   static constexpr const char* kName = "RandomSolarize";
+  static constexpr const char* kDoc = R"doc(Invert the pixels at or above a threshold, with probability p.
+
+As ``torchvision.transforms.RandomSolarize`` (PIL's ImageOps.solarize).
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    threshold (float): pixels >= threshold are inverted.
+    p (float): the probability. Default 0.5.
+
+Raises:
+    ValueError: p outside [0, 1].
+
+Example:
+    >>> stoker.RandomSolarize(192, p=0.2)
+    RandomSolarize(threshold=192, p=0.2))doc";
   static constexpr bool kColour = true;
   static void check(const RandomSolarize& x) { check_probability(kName, x.p); }
   static ImageOp op(const RandomSolarize& x) {
@@ -567,6 +906,25 @@ template <>
 struct Def<RandomPosterize> : ParamOpDef<Def<RandomPosterize>, RandomPosterize, int, &RandomPosterize::bits> {
   static constexpr const char* kParam = "bits";
   static constexpr const char* kName = "RandomPosterize";
+  static constexpr const char* kDoc = R"doc(Keep the top bits of each channel, with probability p.
+
+As ``torchvision.transforms.RandomPosterize`` (PIL's ImageOps.posterize).
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    bits (int): bits kept, 0..8.
+    p (float): the probability. Default 0.5.
+
+Raises:
+    ValueError: bits outside 0..8, or p outside [0, 1].
+
+Example:
+    >>> stoker.RandomPosterize(4)
+    RandomPosterize(bits=4, p=0.5))doc";
   static constexpr bool kColour = true;
   static void check(const RandomPosterize& x) {
     check_probability(kName, x.p);
@@ -586,6 +944,26 @@ struct Def<RandomAdjustSharpness>
     : ParamOpDef<Def<RandomAdjustSharpness>, RandomAdjustSharpness, double, &RandomAdjustSharpness::sharpness_factor> {
   static constexpr const char* kParam = "sharpness_factor";
   static constexpr const char* kName = "RandomAdjustSharpness";
+  static constexpr const char* kDoc = R"doc(Sharpen (factor > 1) or soften (< 1), with probability p.
+
+As ``torchvision.transforms.RandomAdjustSharpness`` (PIL's
+ImageEnhance.Sharpness: a blend with the SMOOTH-filtered image).
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    sharpness_factor (float): 0 blurs, 1 keeps, 2 sharpens twice.
+    p (float): the probability. Default 0.5.
+
+Raises:
+    ValueError: a negative factor, or p outside [0, 1].
+
+Example:
+    >>> stoker.RandomAdjustSharpness(2.0)
+    RandomAdjustSharpness(sharpness_factor=2, p=0.5))doc";
   static void check(const RandomAdjustSharpness& x) {
     check_probability(kName, x.p);
     if (!(x.sharpness_factor >= 0)) {
@@ -618,16 +996,70 @@ struct PlainOpDef : RandomOpDef<D, T> {
 template <>
 struct Def<RandomAutocontrast> : PlainOpDef<Def<RandomAutocontrast>, RandomAutocontrast, ImageOp::kAutocontrast> {
   static constexpr const char* kName = "RandomAutocontrast";
+  static constexpr const char* kDoc = R"doc(Stretch each channel to the full range, with probability p.
+
+As ``torchvision.transforms.RandomAutocontrast`` (PIL's ImageOps.autocontrast).
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    p (float): the probability. Default 0.5.
+
+Raises:
+    ValueError: p outside [0, 1].
+
+Example:
+    >>> stoker.RandomAutocontrast()
+    RandomAutocontrast(p=0.5))doc";
   static constexpr bool kColour = true;
 };
 template <>
 struct Def<RandomEqualize> : PlainOpDef<Def<RandomEqualize>, RandomEqualize, ImageOp::kEqualize> {
   static constexpr const char* kName = "RandomEqualize";
+  static constexpr const char* kDoc = R"doc(Equalize each channel's histogram, with probability p.
+
+As ``torchvision.transforms.RandomEqualize`` (PIL's ImageOps.equalize).
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    p (float): the probability. Default 0.5.
+
+Raises:
+    ValueError: p outside [0, 1].
+
+Example:
+    >>> stoker.RandomEqualize(p=0.3)
+    RandomEqualize(p=0.3))doc";
   static constexpr bool kColour = true;
 };
 template <>
 struct Def<RandomInvert> : PlainOpDef<Def<RandomInvert>, RandomInvert, ImageOp::kInvert> {
   static constexpr const char* kName = "RandomInvert";
+  static constexpr const char* kDoc = R"doc(Invert the colours, with probability p.
+
+As ``torchvision.transforms.RandomInvert``.
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    p (float): the probability. Default 0.5.
+
+Raises:
+    ValueError: p outside [0, 1].
+
+Example:
+    >>> stoker.RandomInvert()
+    RandomInvert(p=0.5))doc";
   static constexpr bool kColour = true;
 };
 
@@ -651,6 +1083,34 @@ void warp_from(const json& j, T* x) {
 template <>
 struct Def<RandomRotation> : ImageStageDef {
   static constexpr const char* kName = "RandomRotation";
+  static constexpr const char* kDoc = R"doc(Rotate by a random angle.
+
+As ``torchvision.transforms.RandomRotation``: the angle uniform in the range,
+PIL's Image.rotate about the centre (or ``center``), ``fill`` outside. Not
+with mask or boxes fields (refused, as torchvision v2's policies refuse
+them), and expand=True is refused (batches need one size).
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte, NEAREST and BILINEAR; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    degrees (float or (min, max)): a number d for (-d, d), or the range.
+    interpolation (InterpolationMode or str): NEAREST or BILINEAR (stoker's or
+        torchvision's enum, or "nearest"/"bilinear"). Default NEAREST.
+    expand (bool): must be False. Default False.
+    center ((x, y), optional): the centre of rotation in pixels. Default: the image's.
+    fill (number or sequence): the colour outside the image (1 or 3 values). Default 0.
+
+Raises:
+    ValueError: a negative number of degrees, expand=True, a fill of other than
+        1 or 3 values.
+    TypeError: a fill that is not a number or a sequence.
+
+Example:
+    >>> stoker.RandomRotation(30, fill=(124, 116, 104))
+    RandomRotation(degrees=(-30, 30), interpolation=nearest, fill=[124, 116, 104]))doc";
   static void check(const RandomRotation& x) { check_angle_range(kName, "degrees", x.degrees); }
   static void plan(const RandomRotation& x, PlanState* s) { plan_rotation(x, s); }
   static json to_json(const RandomRotation& x) {
@@ -676,6 +1136,34 @@ struct Def<RandomRotation> : ImageStageDef {
 template <>
 struct Def<RandomAffine> : ImageStageDef {
   static constexpr const char* kName = "RandomAffine";
+  static constexpr const char* kDoc = R"doc(Rotate, translate, scale and shear by random amounts.
+
+As ``torchvision.transforms.RandomAffine``: parameters drawn as its
+get_params draws them, torchvision's inverse matrix, PIL's warp. Not with
+mask or boxes fields.
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte, NEAREST and BILINEAR; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    degrees (float or (min, max)): a number d for (-d, d), or the range; 0 for none.
+    translate ((a, b), optional): maximum shifts as fractions of the width and height.
+    scale ((min, max), optional): the scale's range.
+    shear (float or sequence, optional): d for an x shear in (-d, d); (min, max) for x;
+        (xmin, xmax, ymin, ymax) for both.
+    interpolation (InterpolationMode or str): NEAREST or BILINEAR. Default NEAREST.
+    fill (number or sequence): the colour outside the image. Default 0.
+    center ((x, y), optional): the centre in pixels. Default: the image's.
+
+Raises:
+    ValueError: translate outside [0, 1], a non-positive scale, a negative
+        number of degrees (torchvision's text).
+
+Example:
+    >>> stoker.RandomAffine(degrees=15, translate=(0.1, 0.1), scale=(0.9, 1.1))
+    RandomAffine(degrees=(-15, 15), translate=(0.1, 0.1), scale=(0.9, 1.1), shear=(0, 0, 0, 0), interpolation=nearest, fill=[0, 0, 0]))doc";
   static void check(const RandomAffine& x) {
     check_angle_range(kName, "degrees", x.degrees);
     for (double t : x.translate) {
@@ -724,6 +1212,30 @@ void check_bins(const char* name, int bins) {
 template <>
 struct Def<TrivialAugmentWide> : ImageStageDef {
   static constexpr const char* kName = "TrivialAugmentWide";
+  static constexpr const char* kDoc = R"doc(One augmentation of TrivialAugment Wide's table at a random magnitude.
+
+As ``torchvision.transforms.TrivialAugmentWide``: its 14 ops (Identity,
+ShearX/Y, TranslateX/Y, Rotate, Brightness, Color, Contrast, Sharpness,
+Posterize, Solarize, AutoContrast, Equalize) with torchvision's magnitude
+tables (torch.linspace in float32 reproduced) and signs. Not with mask or
+boxes fields.
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    num_magnitude_bins (int): magnitude bins (>= 2). Default 31.
+    interpolation (InterpolationMode or str): for the geometric ops. Default NEAREST.
+    fill (number or sequence, optional): colour outside the image. Default None (0).
+
+Raises:
+    ValueError: fewer than 2 bins.
+
+Example:
+    >>> stoker.TrivialAugmentWide()
+    TrivialAugmentWide(num_magnitude_bins=31, interpolation=nearest, fill=[0, 0, 0]))doc";
   static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const TrivialAugmentWide& x) { check_bins(kName, x.num_magnitude_bins); }
@@ -747,6 +1259,29 @@ struct Def<TrivialAugmentWide> : ImageStageDef {
 template <>
 struct Def<RandAugment> : ImageStageDef {
   static constexpr const char* kName = "RandAugment";
+  static constexpr const char* kDoc = R"doc(num_ops random augmentations at one magnitude.
+
+As ``torchvision.transforms.RandAugment``: ops drawn from its 14-op table.
+Not with mask or boxes fields.
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    num_ops (int): ops per image. Default 2.
+    magnitude (int): the magnitude bin. Default 9.
+    num_magnitude_bins (int): magnitude bins. Default 31.
+    interpolation (InterpolationMode or str): for the geometric ops. Default NEAREST.
+    fill (number or sequence, optional): colour outside the image. Default None (0).
+
+Raises:
+    ValueError: magnitude outside [0, num_magnitude_bins), or num_ops < 0.
+
+Example:
+    >>> stoker.RandAugment(num_ops=2, magnitude=9)
+    RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation=nearest, fill=[0, 0, 0]))doc";
   static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const RandAugment& x) {
@@ -780,6 +1315,29 @@ struct Def<RandAugment> : ImageStageDef {
 template <>
 struct Def<AutoAugment> : ImageStageDef {
   static constexpr const char* kName = "AutoAugment";
+  static constexpr const char* kDoc = R"doc(A random sub-policy of AutoAugment's learned policies.
+
+As ``torchvision.transforms.AutoAugment``: the IMAGENET, CIFAR10 or SVHN
+sub-policies, each op with its probability and magnitude bin. Not with
+mask or boxes fields.
+
+Given the same drawn values, the output equals torchvision 0.14's on the
+PIL image byte for byte; the draws come from (seed, epoch, record), not from
+torch's generator, whatever the thread count. An image-stage transform:
+it acts on the final image, so no crop, resize or flip may follow it.
+
+Args:
+    policy (AutoAugmentPolicy or str): IMAGENET, CIFAR10 or SVHN (stoker's or
+        torchvision's enum, or its value). Default IMAGENET.
+    interpolation (InterpolationMode or str): for the geometric ops. Default NEAREST.
+    fill (number or sequence, optional): colour outside the image. Default None (0).
+
+Raises:
+    ValueError: an unknown policy.
+
+Example:
+    >>> stoker.AutoAugment(stoker.AutoAugmentPolicy.CIFAR10)
+    AutoAugment(policy=cifar10, interpolation=nearest, fill=[0, 0, 0]))doc";
   static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const AutoAugment&) {}
@@ -807,6 +1365,35 @@ struct Def<AutoAugment> : ImageStageDef {
 template <>
 struct Def<AugMix> : ImageStageDef {
   static constexpr const char* kName = "AugMix";
+  static constexpr const char* kDoc = R"doc(AugMix: chains of random augmentations blended with the original.
+
+As ``torchvision.transforms.AugMix``: mixture_width chains of chain_depth
+(or 1-3, drawn) ops of its table at a severity-bounded magnitude, each
+run on the image as a uint8 tensor (torchvision's tensor ops: AugMix turns
+a PIL image into a tensor first), mixed with the original by
+Dirichlet(alpha) weights in float32 and truncated to uint8. Not with mask
+or boxes fields.
+
+Given the same drawn values, the output is within 1 of 255 of
+torchvision 0.14's (float ops and the final truncation); the draws come
+from (seed, epoch, record), not from torch's generator.
+
+Args:
+    severity (int): magnitude bins used, 1..10. Default 3.
+    mixture_width (int): chains, 1..16. Default 3.
+    chain_depth (int): ops per chain; -1 draws 1 to 3. Default -1.
+    alpha (float): the Dirichlet concentration. Default 1.0.
+    all_ops (bool): include Brightness, Color, Contrast, Sharpness. Default True.
+    interpolation (InterpolationMode or str): for the geometric ops. Default BILINEAR.
+    fill (number or sequence, optional): colour outside the image. Default None.
+
+Raises:
+    ValueError: severity outside [1, 10] (torchvision's text), mixture_width
+        outside [1, 16], alpha not positive.
+
+Example:
+    >>> stoker.AugMix(severity=3, mixture_width=3)
+    AugMix(severity=3, mixture_width=3, chain_depth=-1, alpha=1, all_ops=True, interpolation=bilinear, fill=None))doc";
   static constexpr bool kColour = true;
   static constexpr bool kImageOnly = true;
   static void check(const AugMix& x) {
@@ -858,6 +1445,31 @@ struct Def<AugMix> : ImageStageDef {
 template <>
 struct Def<RandomErasing> {
   static constexpr const char* kName = "RandomErasing";
+  static constexpr const char* kDoc = R"doc(Erase a random rectangle of the output tensor, with probability p.
+
+As ``torchvision.transforms.RandomErasing`` after Normalize: the box's area
+fraction uniform in ``scale`` and its aspect ratio (h / w) log-uniform in
+``ratio``, 10 tries, else no change. value='random' fills standard normal
+values drawn from stoker's generator (not torch's). Only RandomErasing may
+follow Normalize. Given the same box, the output equals torchvision's F.erase
+exactly; the box comes from (seed, epoch, record).
+
+Args:
+    p (float): the probability. Default 0.5.
+    scale ((min, max)): area fraction range. Default (0.02, 0.33).
+    ratio ((min, max)): aspect ratio range. Default (0.3, 3.3).
+    value (number, sequence or 'random'): the fill (1 or 3 values). Default 0.
+    inplace (bool): accepted for torchvision's signature; stoker always writes the batch in
+        place. Default False.
+
+Raises:
+    ValueError: p or scale outside [0, 1], a value string other than 'random'
+        (torchvision's text).
+    TypeError: scale or ratio not a sequence, value of another type.
+
+Example:
+    >>> stoker.RandomErasing(p=0.25)
+    RandomErasing(p=0.25, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=[0]))doc";
   static constexpr bool kOnTensor = true;
   static void check(const RandomErasing& x) {
     if (!(x.scale[0] >= 0 && x.scale[1] <= 1)) invalid("RandomErasing: Scale should be between 0 and 1");
@@ -912,6 +1524,22 @@ Transform from_named(const std::string& name, const json& j);
 template <>
 struct Def<RandomApply> : ImageStageDef {
   static constexpr const char* kName = "RandomApply";
+  static constexpr const char* kDoc = R"doc(Apply a list of image-stage transforms, all or none, with probability p.
+
+As ``torchvision.transforms.RandomApply`` (SimCLR's colour jitter, for
+example); the transforms must be image-stage ones (ColorJitter,
+GaussianBlur, Grayscale, RandomGrayscale, RandomSolarize, ...).
+
+Args:
+    transforms (list): the transforms.
+    p (float): the probability. Default 0.5.
+
+Raises:
+    ValueError: a transform that is not an image-stage one, or p outside [0, 1].
+
+Example:
+    >>> stoker.RandomApply([stoker.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8)
+    RandomApply(transforms=[ColorJitter(brightness=(0.6, 1.4), contrast=(0.6, 1.4), saturation=(0.6, 1.4), hue=(-0.1, 0.1))], p=0.8))doc";
   static void check(const RandomApply& x) {
     check_probability(kName, x.p);
     for (const Transform& t : x.transforms) {
@@ -979,6 +1607,9 @@ Transform from_named(const std::string& name, const json& j) {
 
 const char* transform_name(const Transform& t) {
   return with_def(t, [](const auto&, auto def) { return decltype(def)::kName; });
+}
+const char* transform_doc(const Transform& t) {
+  return with_def(t, [](const auto&, auto def) { return decltype(def)::kDoc; });
 }
 void check_transform(const Transform& t) {
   with_def(t, [](const auto& x, auto def) { decltype(def)::check(x); });

@@ -186,7 +186,7 @@ TEST(LoaderTest, RamPreloadLoadsEveryRecordAndChangesNoBatch) {
   auto o = small(6);
   o.shuffle = true;
   Loader plain(list, o);
-  o.cache = Cache::kRam;
+  o.cache.mode = Cache::kRam;
   Loader ram(list, o);
   EXPECT_EQ(epoch_pixels(plain), epoch_pixels(ram));
   for (int spins = 0; ram.stats().cache_preload == "loading"; ++spins) {
@@ -230,7 +230,7 @@ TEST(LoaderTest, MemoryAccountsNeverSumAboveTheBudget) {
   Loader plain(list, o);
   const Stats p = plain.stats();
   ASSERT_TRUE(p.memory.active);
-  o.cache = Cache::kRam;
+  o.cache.mode = Cache::kRam;
   // Room for the batch buffers' reservation and about half of the records.
   std::uint64_t records = 0;
   for (std::size_t i = 0; i < plain.source().size(); ++i) {
@@ -420,26 +420,26 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   o.layout = Layout::kNHWC;
   o.kind = SampleKind::kImage;
   o.decode_scale = DecodeScale::kAuto;
-  o.cache = Cache::kDecoded;
+  o.cache.mode = Cache::kDecoded;
   o.memory_budget = 123456789;
-  o.preload = false;
-  o.progress = Progress::kOn;
-  o.cache_max_side = 300;
-  o.cache_rewrite = false;
-  o.share_cache = ShareCache::kOn;
-  o.share_cache_dir = "/run/shm";
-  o.cache_dir = "/tmp/shards";
-  o.cache_limit = 1 << 30;
-  o.remote_connections = 3;
-  o.remote_retries = 2;
+  o.cache.preload = false;
+  o.cache.progress = Progress::kOn;
+  o.cache.max_side = 300;
+  o.cache.rewrite = false;
+  o.cache.share = ShareCache::kOn;
+  o.cache.share_dir = "/run/shm";
+  o.remote.cache_dir = "/tmp/shards";
+  o.remote.cache_limit = 1 << 30;
+  o.remote.connections = 3;
+  o.remote.retries = 2;
   o.transforms = {RandomResizedCrop{32, 40, {0.25, 0.9}, {0.5, 2.0}}, Resize{50, 0, 80}, CenterCrop{30, 31},
                   RandomHorizontalFlip{0.3}, RandomVerticalFlip{0.2}, RandomGrayscale{0.7},
                   Normalize{{0.1f, 0.2f, 0.3f}, {0.4f, 0.5f, 0.6f}}};
   o.max_image_pixels = 999;
   o.labels = "json:target";
-  o.image_root = "images";
-  o.skip_empty = true;
-  o.keep_crowd = true;
+  o.coco.image_root = "images";
+  o.coco.skip_empty = true;
+  o.coco.keep_crowd = true;
   o.stage_timing = false;
   o.trace = true;
   o.fields = {ImageField("im"), MaskField("seg", 255, "seg.png"), BoxesField("b", 7, BoxFormat::kCXCYWH, "json:boxes"),
@@ -464,8 +464,8 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(options_to_json(r), j);
   EXPECT_EQ(r.seed, o.seed);
   EXPECT_EQ(r.labels, "json:target");
-  EXPECT_EQ(r.share_cache, ShareCache::kOn);
-  EXPECT_EQ(r.share_cache_dir, "/run/shm");
+  EXPECT_EQ(r.cache.share, ShareCache::kOn);
+  EXPECT_EQ(r.cache.share_dir, "/run/shm");
   EXPECT_EQ(std::get<RandomVerticalFlip>(r.transforms[4]).p, 0.2);
   EXPECT_EQ(std::get<RandomGrayscale>(r.transforms[5]).p, 0.7);
   EXPECT_EQ(std::get<Normalize>(r.transforms[6]).std[2], 0.6f);
@@ -482,12 +482,12 @@ TEST(LoaderTest, OptionsJsonRoundTripsEveryField) {
   EXPECT_EQ(r.views[0].name, "global");
   EXPECT_EQ(r.views[0].count, 2);
   EXPECT_EQ(std::get<RandomResizedCrop>(r.views[0].transforms[0]).scale[0], 0.4);
-  EXPECT_EQ(r.image_root, "images");
-  EXPECT_TRUE(r.skip_empty && r.keep_crowd);
-  EXPECT_EQ(r.cache_dir, "/tmp/shards");
-  EXPECT_EQ(r.cache_limit, 1u << 30);
-  EXPECT_EQ(r.remote_connections, 3);
-  EXPECT_EQ(r.remote_retries, 2);
+  EXPECT_EQ(r.coco.image_root, "images");
+  EXPECT_TRUE(r.coco.skip_empty && r.coco.keep_crowd);
+  EXPECT_EQ(r.remote.cache_dir, "/tmp/shards");
+  EXPECT_EQ(r.remote.cache_limit, 1u << 30);
+  EXPECT_EQ(r.remote.connections, 3);
+  EXPECT_EQ(r.remote.retries, 2);
   ASSERT_EQ(r.volume_transforms.size(), 9u);
   EXPECT_EQ(std::get<RandCropByPosNegLabel>(r.volume_transforms[1]).label_key, "seg");
   EXPECT_EQ(std::get<RandCropByPosNegLabel>(r.volume_transforms[1]).num_samples, 4);

@@ -182,8 +182,8 @@ TEST(ThreadErrorsTest, APreloadExceptionStopsThePreloadAndIsReported) {
   Loader ref(list, o);
   const Epoch want = run_epoch(ref, 0);
   for (bool bad_alloc : {false, true}) {
-    o.cache = Cache::kRam;
-    o.cache_rewrite = false;
+    o.cache.mode = Cache::kRam;
+    o.cache.rewrite = false;
     throw_on_thread(ThreadSite::kPreload, 7, bad_alloc);
     Loader l(list, o);
     ASSERT_TRUE(wait_for([&] { return l.stats().cache_preload != "loading"; })) << "the preload never ended";
@@ -210,7 +210,7 @@ TEST(ThreadErrorsTest, ARewriteExceptionKeepsTheRecordAndStopsTheRewrite) {
   const std::string list = numbered_list(d, 12);
   auto o = small(4);
   Loader ref(list, o);
-  o.cache = Cache::kRam;
+  o.cache.mode = Cache::kRam;
   throw_on_thread(ThreadSite::kRewrite, 5);
   Loader l(list, o);
   std::uint64_t e = 0;
@@ -240,7 +240,7 @@ TEST(ThreadErrorsTest, AFetchersExceptionFailsItsShardsBatchesWithUnavailable) {
   const std::string local = make_shards(d, 3, 8);
   auto o = small(4, 3);
   o.on_corrupt = OnCorrupt::kSkip;
-  o.remote_connections = 2;
+  o.remote.connections = 2;
   Loader here(local, o);
   const Epoch want = run_epoch(here, 0);
   for (bool bad_alloc : {false, true}) {

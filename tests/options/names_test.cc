@@ -44,14 +44,14 @@ TEST(NamesTest, UnknownNameListsTheAllowed) {
 
 TEST(NamesTest, CodecAndTransformsPrintTheTablesNames) {
   LoaderOptions o;
-  o.cache = Cache::kDecoded;
+  o.cache.mode = Cache::kDecoded;
   o.layout = Layout::kNHWC;
   o.transforms = {AutoAugment{AutoAugmentPolicy::kSvhn, Interpolation::kBilinear, {0, 0, 0}}};
   const std::string json = options_to_json(o);
   EXPECT_NE(json.find(std::string("\"cache\":\"") + name_of(Cache::kDecoded) + "\""), std::string::npos) << json;
   EXPECT_NE(json.find(std::string("\"layout\":\"") + name_of(Layout::kNHWC) + "\""), std::string::npos) << json;
   const LoaderOptions back = options_from_json(json);
-  EXPECT_EQ(back.cache, Cache::kDecoded);
+  EXPECT_EQ(back.cache.mode, Cache::kDecoded);
   EXPECT_EQ(back.layout, Layout::kNHWC);
   const auto& aa = std::get<AutoAugment>(back.transforms.at(0));
   EXPECT_EQ(aa.policy, AutoAugmentPolicy::kSvhn);

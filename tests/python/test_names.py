@@ -42,7 +42,7 @@ def test_boxes_format_literal_is_cpps():
 
 
 def test_field_classes_are_cpps_kinds():
-    assert sorted(cls._kind for cls in FIELD_TYPES) == sorted(NAMES["field_kind"])
+    assert [cls._kind for cls in FIELD_TYPES] == NAMES["field_kind"]
 
 
 def _default(cls, param):
@@ -118,7 +118,10 @@ def test_every_transform_is_exported_and_in_the_unions():
     for name in every:
         assert name in stoker.__all__, name
         assert getattr(stoker, name).__name__ == name
-    assert {a.__name__ for a in typing.get_args(stoker._Transform)} == set(every)
+    # the unions are made from the registries: the image transforms' by the bindings, then any VolumeTransform
+    assert typing.get_args(_stoker._Transform) == _stoker._transform_types
+    assert set(typing.get_args(stoker._Transform)) == {*_stoker._transform_types, stoker.volume.VolumeTransform}
+    assert [cls.__name__ for cls in stoker.volume.VOLUME_TRANSFORM_TYPES] == names["volume"]
     stub = _stub()
     classes = {n.name for n in stub.body if isinstance(n, ast.ClassDef)}
     assert set(names["image"]) <= classes
@@ -134,3 +137,61 @@ def test_every_transform_is_exported_and_in_the_unions():
 def test_every_field_class_is_exported():
     for cls in FIELD_TYPES:
         assert cls.__name__ in stoker.__all__ and getattr(stoker, cls.__name__) is cls
+
+
+# ------------------------------------------------- docstrings from the C++ definitions
+
+def test_every_transform_has_its_definitions_docstring():
+    """Each registered transform's docstring is its C++ definition's (Def<T>::kDoc, VDef<T>::kDoc), and the Python
+    class shows exactly that text: no second copy in Python to drift."""
+    docs = _stoker._transform_docs()
+    names = _stoker._transform_names()
+    for group in ("image", "volume"):
+        assert list(docs[group]) == names[group], group
+        for name, doc in docs[group].items():
+            summary = doc.splitlines()[0]
+            assert summary.strip() and not summary.startswith(" "), name
+            assert "Example:" in doc and f"stoker.{name}(" in doc, name
+            assert "<raises>" not in doc, name
+            assert getattr(stoker, name).__doc__ == doc, name
+    # the volume transforms' shared section is put in each
+    assert all("Raises:\n    ValueError:" in doc for doc in docs["volume"].values())
+
+
+def test_every_field_kind_has_its_definitions_docstring():
+    docs = _stoker._field_docs()
+    assert list(docs) == NAMES["field_kind"]
+    for cls in FIELD_TYPES:
+        doc = docs[cls._kind]
+        assert doc.splitlines()[0].strip() and "<common sections>" not in doc, cls
+        assert "Attributes:\n    name (str), member (str or None): as given." in doc, cls
+        assert cls.__doc__ == doc, cls
+
+
+def test_a_class_without_a_definition_is_refused():
+    with pytest.raises(TypeError, match="no volume transform of that name in C\\+\\+"):
+        type("RandZoom", (stoker.volume.VolumeTransform,), {})
+    with pytest.raises(TypeError, match="no field kind 'depth' in C\\+\\+"):
+        type("Depth", (stoker.fields._Field,), {"_kind": "depth"})
+    import gc
+    gc.collect()  # the refused classes stay in __subclasses__() until collected
+    assert "RandZoom" not in {cls.__name__ for cls in stoker.volume.VolumeTransform.__subclasses__()}
+
+
+class _Registry:
+    """_stoker with one more volume transform and field kind than Python has classes for."""
+    def _transform_names(self):
+        names = _stoker._transform_names()
+        return {"image": names["image"], "volume": names["volume"] + ["RandGridDistortion"]}
+
+    def _field_docs(self):
+        return {**_stoker._field_docs(), "text": "A caption."}
+
+
+def test_a_definition_without_a_class_fails_the_import(monkeypatch):
+    monkeypatch.setattr(stoker.volume, "_stoker", _Registry())
+    monkeypatch.setattr(stoker.fields, "_stoker", _Registry())
+    with pytest.raises(ImportError, match=r"stoker.volume: no Python class for RandGridDistortion, defined in C\+\+"):
+        stoker.volume._registered()
+    with pytest.raises(ImportError, match=r"stoker.fields: no Python class for the field kind\(s\) text"):
+        stoker.fields._registered()

@@ -46,7 +46,7 @@ LoaderOptions opts(Cache cache) {
   o.batch_size = 1;
   o.threads = 1;
   o.seed = 7;
-  o.cache = cache;
+  o.cache.mode = cache;
   o.transforms = {RandomResizedCrop{24, 20}, RandomHorizontalFlip{},
                   Normalize{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}};
   return o;

@@ -51,7 +51,7 @@ LoaderOptions options(std::size_t window) {
   o.shuffle_window = window;
   o.dtype = DType::kUInt8;
   o.transforms = {RandomResizedCrop{16, 16}, RandomHorizontalFlip{}};
-  o.remote_connections = 2;
+  o.remote.connections = 2;
   return o;
 }
 
@@ -193,7 +193,7 @@ TEST(RemoteTest, AFailingCommandIsNamedAndNeverSkipped) {
                                          "touch " + d.file("ran") + "; cat " + d.file("s-1.tar") + "\n");
   LoaderOptions o = options(0);
   o.shuffle = false;
-  o.remote_retries = 0;
+  o.remote.retries = 0;
   o.on_corrupt = OnCorrupt::kSkip;
   Loader l("pipe:{cat " + d.file("s-0.tar") + ",sh " + d.file("once.sh") + "}", o);
   bool raised = false;

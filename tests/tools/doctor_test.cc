@@ -321,7 +321,7 @@ TEST(DoctorTest, SetupCarriesEveryOptionOfTheSnapshot) {
   EXPECT_EQ(s.options.labels, "json:y");
   EXPECT_EQ(s.options.decode_scale, DecodeScale::kAuto);
   EXPECT_EQ(s.options.layout, Layout::kNHWC);
-  EXPECT_EQ(s.options.cache_max_side, 320);
+  EXPECT_EQ(s.options.cache.max_side, 320);
   ASSERT_EQ(s.options.transforms.size(), 1u);
   EXPECT_EQ(std::get<RandomResizedCrop>(s.options.transforms[0]).ratio[1], 1.3333333);
 }
@@ -333,8 +333,8 @@ TEST(DoctorTest, SnapshotRoundTripsEveryOptionAndTheSchema) {
   o.batch_size = 3;
   o.max_consecutive_corrupt = 5;
   o.labels = "json:t";
-  o.cache = Cache::kDecoded;
-  o.cache_max_side = 200;
+  o.cache.mode = Cache::kDecoded;
+  o.cache.max_side = 200;
   o.transforms = {RandomResizedCrop{64, 48}, RandomVerticalFlip{0.25}};
   o.fields = {ImageField("img", "jpeg"), MaskField("seg", 255), BoxesField("b", 9, BoxFormat::kXYWH, "json:boxes"),
               LabelField("y"), TensorField("depth", "depth.npy")};

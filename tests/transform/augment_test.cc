@@ -149,7 +149,7 @@ TEST(AugmentTest, LoaderBatchesDoNotDependOnTheThreadCount) {
     o.transforms.insert(o.transforms.begin() + 2,
                         RandomApply{{ColorJitter{{0.6, 1.4}, {0.6, 1.4}, {0.6, 1.4}, {-0.1, 0.1}}}, 0.8});
     o.transforms.insert(o.transforms.begin() + 3, GaussianBlur{5, 5, {0.1, 2.0}});
-    o.progress = Progress::kOff;
+    o.cache.progress = Progress::kOff;
     Loader l({d.file("list.csv")}, o);
     std::vector<float> out;
     for (const Batch& b : l) {
@@ -180,7 +180,7 @@ TEST(AugmentTest, ViewsAreCutFromOneDecodeAndDrawnPerCopy) {
     o.threads = threads;
     o.seed = 9;
     o.dtype = DType::kUInt8;
-    o.progress = Progress::kOff;
+    o.cache.progress = Progress::kOff;
     if (views) {
       o.views = {{"global", 2, global}, {"local", 3, {RandomResizedCrop{12, 12, {0.05, 0.4}}, RandomVerticalFlip{}}}};
     } else {

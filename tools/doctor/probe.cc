@@ -91,8 +91,8 @@ class Arm {
     o.trace = false;
     // The warm-up epoch fills a "ram" cache; a background preload would only
     // compete with the epochs being timed (and print progress).
-    o.preload = false;
-    o.progress = Progress::kOff;
+    o.cache.preload = false;
+    o.cache.progress = Progress::kOff;
     o.stage_timing = true;
     o.batch_size = std::min<std::size_t>(o.batch_size, std::max<std::size_t>(1, source->size() / 4));
     loader_ = std::make_unique<Loader>(std::move(source), o);
@@ -350,7 +350,7 @@ std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& c
     TempDir tmp("stoker-probe");
     std::shared_ptr<const Source> all =
         setup.mixture.empty()
-            ? std::shared_ptr<const Source>(open_sources(setup.sources, setup.options.labels, idx.path(), coco_options(setup.options)))
+            ? std::shared_ptr<const Source>(open_sources(setup.sources, setup.options.labels, idx.path(), setup.options.coco))
             : std::make_shared<MixtureSource>(mixture_from_json(setup.mixture), setup.options.labels, idx.path());
     auto subset = std::make_shared<SubsetSource>(all, max_records);
     std::vector<std::unique_ptr<Arm>> arms(out.size());
@@ -363,7 +363,7 @@ std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& c
         std::shared_ptr<const Source> src = subset;
         switch (changes[i]) {
           case Change::kNone: break;
-          case Change::kDecoded: o.cache = Cache::kDecoded; break;
+          case Change::kDecoded: o.cache.mode = Cache::kDecoded; break;
           case Change::kUInt8:
             o.dtype = DType::kUInt8;
             std::erase_if(o.transforms, [](const Transform& x) { return std::holds_alternative<Normalize>(x); });
@@ -374,7 +374,7 @@ std::vector<Cost> measure(const LoaderSetup& setup, const std::vector<Change>& c
             fs::create_directories(dir);
             src = std::shared_ptr<const Source>(
                 open_shards(pack_sample(*all, *subset, changes[i] == Change::kLossless ? 0 : 256, dir)));
-            o.cache = Cache::kMmap;
+            o.cache.mode = Cache::kMmap;
             break;
           }
         }

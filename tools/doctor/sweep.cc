@@ -13,7 +13,7 @@ std::vector<SweepPoint> sweep(const LoaderSetup& setup, std::size_t max_records,
   std::vector<SweepPoint> out;
   for (const Cache mode : caches) {
     LoaderSetup s = setup;
-    s.options.cache = mode;
+    s.options.cache.mode = mode;
     const std::string cache = name_of(mode);
     for (int t = 1; t <= max_threads; ++t) {
       const Cost c = measure(s, max_records, t);

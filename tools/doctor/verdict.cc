@@ -773,7 +773,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
     return (x.kind == FieldKind::kImage || x.kind == FieldKind::kLabel) && x.member.empty();
   });
   const bool images = has_image && setup.options.kind != SampleKind::kArray;
-  if (setup.options.cache != Cache::kDecoded && images) changes.push_back(Change::kDecoded);
+  if (setup.options.cache.mode != Cache::kDecoded && images) changes.push_back(Change::kDecoded);
   if (v->kind != Bottleneck::kTransform && images && packable) {
     changes.push_back(Change::kPacked256);
     changes.push_back(Change::kLossless);
@@ -833,7 +833,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
         const double need_mib = c.cache_bytes_per_sample * snap.value("dataset_size", 0.0) / (1 << 20);
         const double fit = need_mib > 0 ? std::min(1.0, 0.5 * f.mem_available_mib / need_mib) : 1.0;
         add_measured(fmt("cache=\"decoded\" (cache_max_side=%d): %.0f MiB for the data set, %s%s",
-                         setup.options.cache_max_side, need_mib,
+                         setup.options.cache.max_side, need_mib,
                          fit >= 1 ? "fits in half the available memory" : "fits in part",
                          fit >= 1 ? " (cache=\"auto\" picks it when it fits memory_budget)" : ""),
                      c, fit, changed(c, "from the decoded cache (second epoch on)"));

@@ -80,6 +80,42 @@ extern const FieldDef kBoxesDef;
 const FieldDef kBoxesDef{
     .kind = FieldKind::kBoxes,
     .name = "boxes",
+    .doc = R"doc(Bounding boxes in the image's pixels, carried through its geometry.
+
+Read from a .npy of [n, 4] (or [n, 5], the 5th column a class id) or JSON
+(a list of rows, or {"boxes": [...], "labels": [...]}), in ``format``.
+They follow the image's crops, resizes and flips (as
+torchvision.transforms.v2 does), are clipped to it, and those left under
+1 px wide or high are dropped (stats()["boxes_dropped"]); boxes past
+``max_boxes`` are dropped too (stats()["boxes_truncated"]). Batched as
+three tensors: ``<name>`` float32 [B, max_boxes, 4] (zero padded),
+``<name>_labels`` int64 [B, max_boxes] (the class ids; -1 for padding
+and boxes without one) and ``<name>_count`` int64 [B].
+
+Args:
+    name (str): its key in the batch (with ``<name>_labels`` and
+        ``<name>_count``).
+    max_boxes (int): rows of the padded tensor, >= 1. Default 100.
+    format (str): "xyxy", "xywh" or "cxcywh", of the stored boxes and of
+        the batch's; a JSON member's own ``"format"`` key says the
+        stored one instead (a COCO source's "boxes" member is
+        ``{"format": "xywh", ...}``). Default "xyxy".
+    member (str, optional): the list file column or shard member suffix
+        it is read from, or "json:<key>", a key of the record's .json
+        member. Default None: the one named ``name`` (for a COCO
+        source, name the field "boxes" or pass member="boxes").
+    folder (str or os.PathLike, optional): a paired folder of .npy or
+        .json box files, matched as Mask's ``folder``. Default None.
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/det-{000000..000007}.tar", batch_size=8,
+    ...                        transforms=[stoker.Resize((512, 512))],
+    ...                        fields=[stoker.Image(), stoker.Boxes("boxes", max_boxes=50)])
+    >>> batch = next(iter(loader))
+    >>> batch["boxes"].shape, batch["boxes_labels"].shape, batch["boxes_count"].shape
+    (torch.Size([8, 50, 4]), torch.Size([8, 50]), torch.Size([8])))doc",
     .role = Role::kFollower,
     .follows = FieldKind::kImage,
     .without_owner = "follows an image's geometry, but the schema has no image field",

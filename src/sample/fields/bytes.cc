@@ -42,6 +42,31 @@ extern const FieldDef kBytesDef;
 const FieldDef kBytesDef{
     .kind = FieldKind::kBytes,
     .name = "bytes",
+    .doc = R"doc(A member's bytes as they are (a caption, a token string, any blob): uint8 [B, max_bytes].
+
+No transform applies; the bytes are zero padded to ``max_bytes``, and
+``<name>_length`` int64 [B] holds each member's size, so
+``bytes(batch[name][i, :batch[name + "_length"][i]])`` is record i's
+member (``.decode()`` for text). A member longer than ``max_bytes``, or
+missing, is a sample error under ``on_corrupt``.
+
+Args:
+    name (str): its key in the batch (with ``<name>_length``).
+    max_bytes (int): the row of the padded tensor, >= 1. Default 256.
+    member (str, optional): the list file column or shard member suffix
+        it is read from. Default None: the one named ``name``.
+    folder (str or os.PathLike, optional): a paired folder of files,
+        matched as Mask's ``folder``. Default None.
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/captions-{000000..000003}.tar", batch_size=8,
+    ...                        transforms=[stoker.CenterCrop(224)],
+    ...                        fields=[stoker.Image(), stoker.Bytes("txt", max_bytes=128)])
+    >>> batch = next(iter(loader))
+    >>> batch["txt"].shape, batch["txt_length"].shape
+    (torch.Size([8, 128]), torch.Size([8])))doc",
     .role = Role::kFree,
     .follows = FieldKind::kBytes,
     .without_owner = nullptr,

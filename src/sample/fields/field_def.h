@@ -1,10 +1,10 @@
 // A field kind's one definition (FieldDef), found by kind as a transform's
-// Def<T> is (transform/transform_defs.h): its name, where its fields stand in
-// the sample's geometry, what it reads when no member is named, its
-// parameters and their checks, and the function that makes a schema's field
-// of the kind (fields/field.h: a FieldOp, with its outputs declared from the
-// first records, its live path, its cache="decoded" store form and its
-// scratch). Each kind is one file in this folder (image.cc, mask.cc, ...);
+// Def<T> is (transform/transform_defs.h): its name, its docstring (its
+// Python class's __doc__), where its fields stand in the sample's geometry,
+// what it reads when no member is named, its parameters and their checks,
+// and the function that makes a schema's field of the kind (fields/field.h:
+// a FieldOp, with its outputs declared from the first records, its live
+// path, its cache="decoded" store form and its scratch). Each kind is one file in this folder (image.cc, mask.cc, ...);
 // the table (fields.cc) lists them in FieldKind's order.
 //
 // This header is the light half: what the options codec and the schema
@@ -42,6 +42,10 @@ enum class DefaultMember : std::uint8_t {
 struct FieldDef {
   FieldKind kind;
   const char* name;  // as the options JSON and Python name it: "label_volume"
+  // The docstring of its Python class (stoker.LabelVolume's __doc__), in
+  // Google style; a "<common sections>" line stands for the Attributes and
+  // Raises every kind shares (field_doc() puts them in).
+  const char* doc;
   Role role;
   FieldKind follows;  // kFollower: its owner's kind (else its own)
   // kFollower: why it cannot stand without its owner, after "field 'x' (kind) ".
@@ -71,5 +75,7 @@ const FieldDef* field_def(const std::string& name);
 const std::vector<const FieldDef*>& field_defs();
 // "image, mask, boxes, ...": the kinds' names, for messages.
 std::string field_kind_names();
+// The kind's docstring: FieldDef::doc with the shared sections put in.
+std::string field_doc(const FieldDef& d);
 
 }  // namespace stoker::detail

@@ -1,5 +1,6 @@
 // The table of field kinds, found by kind, and what every kind shares.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sample/fields/field.h"
@@ -29,6 +30,22 @@ std::string field_kind_names() {
   std::string s;
   for (const FieldDef* d : field_defs()) s += (s.empty() ? "" : ", ") + std::string(d->name);
   return s;
+}
+
+std::string field_doc(const FieldDef& d) {
+  static constexpr std::string_view kMark = "<common sections>\n";
+  static constexpr std::string_view kCommon = R"doc(Attributes:
+    name (str), member (str or None): as given.
+
+Raises:
+    ValueError: ``name`` or ``member`` is not a str. The schema's rules
+        (names unique in the batch, at most one Image, Mask and Boxes
+        only beside an Image, parameters in range) are checked by
+        stoker.Loader, which raises ValueError naming the field.
+)doc";
+  std::string doc = d.doc;
+  if (const auto at = doc.find(kMark); at != std::string::npos) doc.replace(at, kMark.size(), kCommon);
+  return doc;
 }
 
 std::string field_name(const FieldSpec& f) {

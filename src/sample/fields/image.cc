@@ -132,7 +132,7 @@ class ImageFieldOp final : public FieldOp {
     const auto [bytes, n] = x->bytes(f_);
     Status st = s.decoder.open(bytes, n, opt_.max_image_pixels);
     if (!st.ok()) return tag(st);
-    if (may_defer && std::min(s.decoder.width(), s.decoder.height()) <= opt_.cache_max_side) {
+    if (may_defer && std::min(s.decoder.width(), s.decoder.height()) <= opt_.cache.max_side) {
       *deferred = true;
       return Status::Ok();
     }
@@ -142,8 +142,8 @@ class ImageFieldOp final : public FieldOp {
     x->full_width = view.width;
     x->full_height = view.height;
     int w = view.width, h = view.height;
-    if (std::min(view.width, view.height) > opt_.cache_max_side) {
-      resize_output_size(Resize{opt_.cache_max_side, 0, 0}, view.width, view.height, &w, &h);
+    if (std::min(view.width, view.height) > opt_.cache.max_side) {
+      resize_output_size(Resize{opt_.cache.max_side, 0, 0}, view.width, view.height, &w, &h);
       resize_bilinear(view, w, h, &s.workspace.resize, &s.stored);
       view = s.stored.view();
     }
@@ -164,7 +164,7 @@ class ImageFieldOp final : public FieldOp {
     if (!d.open(bytes, n, opt_.max_image_pixels).ok()) return false;
     int w = d.width(), h = d.height();
     f->short_side = std::min(w, h);
-    if (f->short_side > opt_.cache_max_side) resize_output_size(Resize{opt_.cache_max_side, 0, 0}, d.width(), d.height(), &w, &h);
+    if (f->short_side > opt_.cache.max_side) resize_output_size(Resize{opt_.cache.max_side, 0, 0}, d.width(), d.height(), &w, &h);
     f->decoded = f->decoded - n + static_cast<std::uint64_t>(w) * static_cast<std::uint64_t>(h) * 3;
     return true;
   }
@@ -273,6 +273,42 @@ extern const FieldDef kImageDef;
 const FieldDef kImageDef{
     .kind = FieldKind::kImage,
     .name = "image",
+    .doc = R"doc(An image, decoded to RGB and transformed: float32 [B, 3, H, W] by default.
+
+Decoded as stoker.decode_image decodes it, then the loader's transforms;
+its dtype and layout are the loader's (``dtype=``, ``layout=``). At most
+one per schema: Mask and Boxes fields follow its geometry.
+
+With ``channels="stored", dtype="stored"`` it is a raster kept as stored:
+1 to N channels of uint8, uint16 or float32 (a 13-band TIFF, a 16-bit
+gray PNG or TIFF, a gray JPEG as 1 channel, an RGBA PNG as 4), batched
+[B, C, H, W] (or [B, H, W, C] with layout="NHWC") as uint8, int32 (uint16
+samples: torch 1.13 has no uint16) or float32 as stored, or float32 after
+Normalize (ToTensor's /255 for uint8 samples, then (x - mean[c]) / std[c],
+with 1 or C values each); the loader's ``dtype=`` does not apply. Crops,
+resizes, flips, RandomRotation and RandomAffine apply to each channel as
+Pillow's resize and transform do to a single-channel image of the
+matching mode ("L", "I", "F"); colour transforms are refused. Every record must have the channel count and
+sample type of the first readable one; a file that does not is a corrupt
+sample under ``on_corrupt``. See the guide's "Rasters beyond RGB".
+
+Args:
+    name (str): its key in the batch. Default "image".
+    member (str, optional): the list file column or shard member suffix
+        it is read from. Default None: the record itself (a list file's
+        path column, an ImageFolder file, a shard's image member).
+    channels (str): "rgb" (the default: converted to RGB) or "stored".
+    dtype (str): "uint8" (the default) or "stored"; "stored" exactly
+        when ``channels="stored"``.
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/train.csv", batch_size=8, transforms=[stoker.CenterCrop(224)],
+    ...                        fields=[stoker.Image(), stoker.Label()])
+    >>> batch = next(iter(loader))
+    >>> batch["image"].shape, batch["image"].dtype
+    (torch.Size([8, 3, 224, 224]), torch.float32))doc",
     .role = Role::kOwner,
     .follows = FieldKind::kImage,
     .without_owner = nullptr,

@@ -75,6 +75,25 @@ extern const FieldDef kLabelDef;
 const FieldDef kLabelDef{
     .kind = FieldKind::kLabel,
     .name = "label",
+    .doc = R"doc(An int64 label: [B].
+
+The source's label (an ImageFolder's class index, a list file's ``label``
+column, a shard's .cls member or the loader's ``labels="json:<key>"``),
+or with ``member`` the integer a member holds.
+
+Args:
+    name (str): its key in the batch. Default "label".
+    member (str, optional): a list file column or shard member suffix
+        holding an integer, or "json:<key>", a key of the record's .json
+        member. Default None: the source's label.
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/train", batch_size=8, transforms=[stoker.CenterCrop(224)],
+    ...                        fields=[stoker.Image(), stoker.Label("target")])
+    >>> next(iter(loader))["target"].dtype
+    torch.int64)doc",
     .role = Role::kFree,
     .follows = FieldKind::kLabel,
     .without_owner = nullptr,

@@ -77,6 +77,30 @@ extern const FieldDef kLabelVolumeDef;
 const FieldDef kLabelVolumeDef{
     .kind = FieldKind::kLabelVolume,
     .name = "label_volume",
+    .doc = R"doc(A label volume paired with the Volume: [B*n, C, P0, P1, P2] uint8 (int32 unless record 0's is uint8).
+
+Same spatial shape as its volume (else a sample error), integer values
+never scaled, every crop, pad, flip and rotation of the volume applied
+with nearest-neighbour semantics, ``fill`` where SpatialPad pads.
+RandCropByPosNegLabel's ``label_key`` names one.
+
+Args:
+    name (str): its key in the batch. Default "label".
+    member (str, optional): the list file column or shard member suffix
+        it is read from. Default None: the one named ``name`` (a list
+        file's ``label`` column of paths).
+    folder (str or os.PathLike, optional): a paired folder (the Medical
+        Segmentation Decathlon's ``imagesTr``/``labelsTr``).
+    fill (int): padded voxels' value, in [0, 65535]. Default 0.
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/volumes/nii.csv", batch_size=2,
+    ...     fields=[stoker.Volume("image"), stoker.LabelVolume("label", fill=0)],
+    ...     transforms=[stoker.RandSpatialCrop(64), stoker.SpatialPad(64)])
+    >>> next(iter(loader))["label"].dtype
+    torch.uint8)doc",
     .role = Role::kFollower,
     .follows = FieldKind::kVolume,
     .without_owner = "is paired with a Volume field, and the schema has none",

@@ -115,6 +115,38 @@ extern const FieldDef kMaskDef;
 const FieldDef kMaskDef{
     .kind = FieldKind::kMask,
     .name = "mask",
+    .doc = R"doc(A segmentation mask, as stored: uint8 [B, H, W] (int32 for 16-bit masks).
+
+Decoded as stored (8-bit gray or palette indices, or 16-bit; PNG or .npy),
+never converted to RGB. Crops, resizes and flips follow the image's with
+nearest-neighbour resampling; ``fill`` pads what lies outside the image
+(CenterCrop of a smaller image). A mask must have its image's size, and
+the pixel size (8 or 16-bit) of record 0's mask; a mask that does not, or
+is missing, is a sample error under ``on_corrupt`` (stoker.SampleError
+with on_corrupt="raise").
+
+Args:
+    name (str): its key in the batch.
+    fill (int): the value of padded pixels, in [0, 65535]. Default 0.
+    member (str, optional): the list file column or shard member suffix
+        it is read from. Default None: the one named ``name``.
+    folder (str or os.PathLike, optional): a paired folder instead of a
+        member: the file under it whose path relative to it, without
+        extension, is the record's path relative to its source's folder
+        (image folder root, list file's folder, COCO image_root)
+        without extension: images ``data/seg/images/a/b.jpg`` of the
+        folder ``data/seg/images`` pair with ``data/seg/masks/a/b.png``
+        (VOC, ADE20K, Cityscapes-style trees). A record without its file
+        is a sample error (not_found). Default None.
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/seg.csv", batch_size=8, transforms=[stoker.RandomResizedCrop(256)],
+    ...                        fields=[stoker.Image(), stoker.Mask("mask", fill=255)])
+    >>> batch = next(iter(loader))
+    >>> batch["mask"].shape, batch["mask"].dtype
+    (torch.Size([8, 256, 256]), torch.uint8))doc",
     .role = Role::kFollower,
     .follows = FieldKind::kImage,
     .without_owner = "follows an image's geometry, but the schema has no image field",

@@ -69,6 +69,27 @@ extern const FieldDef kTensorDef;
 const FieldDef kTensorDef{
     .kind = FieldKind::kTensor,
     .name = "tensor",
+    .doc = R"doc(A .npy member batched as it is: [B, ...] of record 0's dtype and shape.
+
+Any numeric dtype; no transform applies. A record whose array has another
+dtype or shape than record 0's, or lacks the member, is a sample error
+under ``on_corrupt``.
+
+Args:
+    name (str): its key in the batch.
+    member (str, optional): the list file column or shard member suffix
+        it is read from. Default None: the one named ``name``.
+    folder (str or os.PathLike, optional): a paired folder of .npy
+        files, matched as Mask's ``folder``. Default None.
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/train-{000000..000003}.tar", batch_size=8,
+    ...                        transforms=[stoker.CenterCrop(224)],
+    ...                        fields=[stoker.Image(), stoker.Tensor("features")])
+    >>> next(iter(loader))["features"].shape
+    torch.Size([8, 512]))doc",
     .role = Role::kFree,
     .follows = FieldKind::kTensor,
     .without_owner = nullptr,

@@ -242,6 +242,38 @@ extern const FieldDef kVolumeDef;
 const FieldDef kVolumeDef{
     .kind = FieldKind::kVolume,
     .name = "volume",
+    .doc = R"doc(A 3D scan, cut into patches: float32 [B*n, C, P0, P1, P2].
+
+Read from .npy ((D, H, W) or channels first (C, D, H, W), C or Fortran
+order), NIfTI-1/2 ``.nii`` or gzipped ``.nii.gz`` (nibabel's axis order,
+its 4th dim the channels; scl_slope/scl_inter applied), any numeric
+dtype, recognised by content. The loader's volume transforms
+(stoker.RandCropByPosNegLabel, RandSpatialCrop, ..., MONAI's names) cut
+``n`` patches per volume load (the sampling crop's ``num_samples``),
+consecutive batch entries; an uncompressed volume's patch reads only the
+bytes it covers. Also in the batch: ``<name>_start`` int64 [B*n, 3] (the
+patch's first voxel in the volume, before flips) and ``<name>_affine``
+float64 [B*n, 4, 4] (voxel to world: the volume's affine, nibabel's
+``img.affine``, moved to the patch; identity for .npy). At most one per
+schema; a volume schema holds Volume, LabelVolume and Label fields.
+
+Args:
+    name (str): its key in the batch. Default "image".
+    member (str, optional): the list file column or shard member suffix
+        it is read from. Default None: the record itself (a list file's
+        path column, e.g. ``image``).
+    folder (str or os.PathLike, optional): a paired folder, matched as
+        Mask's ``folder`` (``a.nii.gz`` pairs with ``a.nii.gz``).
+
+<common sections>
+
+Example:
+    >>> loader = stoker.Loader("data/volumes/npy.csv", batch_size=2,
+    ...     fields=[stoker.Volume("image"), stoker.LabelVolume("label")],
+    ...     transforms=[stoker.RandCropByPosNegLabel((96, 96, 96), label_key="label", num_samples=4)])
+    >>> batch = next(iter(loader))
+    >>> batch["image"].shape, batch["label"].shape
+    (torch.Size([8, 1, 96, 96, 96]), torch.Size([8, 1, 96, 96, 96])))doc",
     .role = Role::kOwner,
     .follows = FieldKind::kVolume,
     .without_owner = nullptr,

@@ -1,8 +1,9 @@
 // The volume transforms' definitions: one VDef<T> per transform (its name,
-// parameter checks, JSON both ways, traits, and its effect on the shape),
-// found through one table. Adding one: its struct in stoker/volume.h, its
-// VDef<T> here, its step in transform/volume/ops.cc, its Python class in
-// python/stoker/volume.py, its tests.
+// docstring, parameter checks, JSON both ways, traits, and its effect on the
+// shape), found through one table. Adding one: its struct in
+// stoker/volume.h, its VDef<T> here (kDoc: Python's __doc__), its step in
+// transform/volume/ops.cc, its Python class in python/stoker/volume.py (its
+// signature; the docstring comes from here), its tests.
 #include "transform/volume/defs.h"
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -158,6 +160,21 @@ struct VDef;
 template <>
 struct VDef<Spacing> {
   static constexpr const char* kName = "Spacing";
+  static constexpr const char* kDoc = R"doc(monai.transforms.Spacing: each volume resampled to voxels of ``pixdim`` mm along its own axes.
+
+Trilinear for Volume fields, nearest for LabelVolume fields, on MONAI's
+output grid; the affine (``<name>_affine``) follows. Done once per
+volume when first loaded and kept in the loader's volume cache (under
+memory_budget). Must be the first transform.
+
+Args:
+    pixdim (float or 3 floats): the voxel size; entries <= 0 keep that
+        axis's spacing.
+
+<raises>
+Example:
+    >>> stoker.Spacing((1.5, 1.5, 2.0))
+    Spacing(pixdim=[1.5, 1.5, 2.0]))doc";
   static void check(const Spacing& x) {
     for (double v : x.pixdim) {
       if (!std::isfinite(v) || v > 1e6) invalid("Spacing: pixdim entries must be finite (<= 0: keep the axis), got " + json(x.pixdim).dump());
@@ -209,6 +226,18 @@ struct RandomCropDef {
 template <>
 struct VDef<RandSpatialCrop> : RandomCropDef<RandSpatialCrop> {
   static constexpr const char* kName = "RandSpatialCrop";
+  static constexpr const char* kDoc = R"doc(monai.transforms.RandSpatialCrop: a ``roi_size`` patch at a uniformly drawn corner.
+
+Args:
+    roi_size (int or 3 ints): the patch; -1 entries: the whole axis.
+    random_center (bool): False: the centred patch. Default True.
+    random_size (bool): must be False (MONAI's default True gives patches
+        of varying size, which cannot be batched). Default False.
+
+<raises>
+Example:
+    >>> stoker.RandSpatialCrop(96)
+    RandSpatialCrop(roi_size=(96, 96, 96), random_center=True, random_size=False))doc";
   static void check(const RandSpatialCrop& x) { check_crop(kName, x); }
   static VolumeTraits traits(const RandSpatialCrop&) { return {true, true, false, false, 1}; }
   static json to_json(const RandSpatialCrop& x) { return crop_json(x); }
@@ -218,6 +247,18 @@ struct VDef<RandSpatialCrop> : RandomCropDef<RandSpatialCrop> {
 template <>
 struct VDef<RandSpatialCropSamples> : RandomCropDef<RandSpatialCropSamples> {
   static constexpr const char* kName = "RandSpatialCropSamples";
+  static constexpr const char* kDoc = R"doc(monai.transforms.RandSpatialCropSamples: ``num_samples`` RandSpatialCrop patches per volume load.
+
+Args:
+    roi_size (int or 3 ints): the patch; -1 entries: the whole axis.
+    num_samples (int): patches per volume, 1..256: consecutive batch entries.
+    random_center (bool): Default True.
+    random_size (bool): must be False. Default False.
+
+<raises>
+Example:
+    >>> stoker.RandSpatialCropSamples((64, 64, 32), num_samples=4).num_samples
+    4)doc";
   static void check(const RandSpatialCropSamples& x) {
     check_crop(kName, x);
     check_samples(kName, x.num_samples);
@@ -238,6 +279,28 @@ struct VDef<RandSpatialCropSamples> : RandomCropDef<RandSpatialCropSamples> {
 template <>
 struct VDef<RandCropByPosNegLabel> {
   static constexpr const char* kName = "RandCropByPosNegLabel";
+  static constexpr const char* kDoc = R"doc(monai.transforms.RandCropByPosNegLabel: patches centred on foreground with probability pos / (pos + neg).
+
+A centre is a uniformly drawn voxel of its class (foreground: non-zero in
+any channel of the label volume ``label_key``, channel 0 of a
+multi-channel (one-hot) label left out, as MONAI's
+map_binary_to_indices), moved inside the volume as MONAI's
+``correct_crop_centers`` does. The label's foreground index is built once
+per volume and kept (stats()["volume"]["label_index_builds"]). When one
+class is empty every patch comes from the other (``posneg_one_class``
+counts them).
+
+Args:
+    spatial_size (int or 3 ints): the patch; -1 entries: the whole axis.
+    label_key (str): the LabelVolume field.
+    pos (float): the foreground's weight, >= 0. Default 1.
+    neg (float): the background's weight, >= 0 (not both 0). Default 1.
+    num_samples (int): patches per volume load, 1..256. Default 1.
+
+<raises>
+Example:
+    >>> stoker.RandCropByPosNegLabel((96, 96, 96), label_key="label", pos=2, neg=1, num_samples=4).num_samples
+    4)doc";
   static void check(const RandCropByPosNegLabel& x) {
     check_size(kName, "spatial_size", x.spatial_size, true);
     check_samples(kName, x.num_samples);
@@ -279,6 +342,16 @@ struct VDef<RandCropByPosNegLabel> {
 template <>
 struct VDef<CenterSpatialCrop> {
   static constexpr const char* kName = "CenterSpatialCrop";
+  static constexpr const char* kDoc = R"doc(monai.transforms.CenterSpatialCrop: the centred ``roi_size`` box.
+
+Args:
+    roi_size (int or 3 ints): the box (start max(shape // 2 - roi // 2,
+        0)); -1 entries: the whole axis.
+
+<raises>
+Example:
+    >>> stoker.CenterSpatialCrop((-1, -1, 64))
+    CenterSpatialCrop(roi_size=(-1, -1, 64)))doc";
   static void check(const CenterSpatialCrop& x) { check_size(kName, "roi_size", x.roi_size, true); }
   static VolumeTraits traits(const CenterSpatialCrop&) { return {true, true, false, false, 1}; }
   static bool shape(const CenterSpatialCrop& x, Shape* s, std::string* why) { return crop_shape(x.roi_size, s, why); }
@@ -293,6 +366,16 @@ struct VDef<CenterSpatialCrop> {
 template <>
 struct VDef<SpatialPad> {
   static constexpr const char* kName = "SpatialPad";
+  static constexpr const char* kDoc = R"doc(monai.transforms.SpatialPad: each axis padded to at least ``spatial_size`` (zeros; labels their fill).
+
+Args:
+    spatial_size (int or 3 ints): -1 entries: the axis as it is.
+    method (str): "symmetric" (the default) or "end".
+
+<raises>
+Example:
+    >>> stoker.SpatialPad(96, method="end")
+    SpatialPad(spatial_size=(96, 96, 96), method='end'))doc";
   static void check(const SpatialPad& x) { check_size(kName, "spatial_size", x.spatial_size, true); }
   static VolumeTraits traits(const SpatialPad&) { return {false, true, false, false, 1}; }
   static bool shape(const SpatialPad& x, Shape* s, std::string*) {
@@ -316,6 +399,16 @@ struct VDef<SpatialPad> {
 template <>
 struct VDef<RandFlip> {
   static constexpr const char* kName = "RandFlip";
+  static constexpr const char* kDoc = R"doc(monai.transforms.RandFlip: with probability ``prob``, the listed spatial axes flipped.
+
+Args:
+    prob (float): Default 0.1.
+    spatial_axis (int, list of int or None): None (the default): all three.
+
+<raises>
+Example:
+    >>> stoker.RandFlip(prob=0.5, spatial_axis=0)
+    RandFlip(prob=0.5, spatial_axis=0))doc";
   static void check(const RandFlip& x) {
     check_prob(kName, x.prob);
     for (int a : x.spatial_axis) {
@@ -338,6 +431,19 @@ struct VDef<RandFlip> {
 template <>
 struct VDef<RandRotate90> {
   static constexpr const char* kName = "RandRotate90";
+  static constexpr const char* kDoc = R"doc(monai.transforms.RandRotate90: with probability ``prob``, k in 1..max_k quarter turns (np.rot90 over spatial_axes).
+
+The two axes must have the same patch size.
+
+Args:
+    prob (float): Default 0.1.
+    max_k (int): Default 3.
+    spatial_axes (2 ints): Default (0, 1).
+
+<raises>
+Example:
+    >>> stoker.RandRotate90(prob=0.5, spatial_axes=(1, 2))
+    RandRotate90(prob=0.5, max_k=3, spatial_axes=[1, 2]))doc";
   static void check(const RandRotate90& x) {
     check_prob(kName, x.prob);
     if (x.max_k < 1) invalid("RandRotate90: max_k must be >= 1, got " + std::to_string(x.max_k));
@@ -377,6 +483,20 @@ struct VDef<RandRotate90> {
 template <>
 struct VDef<ScaleIntensityRange> {
   static constexpr const char* kName = "ScaleIntensityRange";
+  static constexpr const char* kDoc = R"doc(monai.transforms.ScaleIntensityRange: [a_min, a_max] mapped to [b_min, b_max], optionally clipped.
+
+Args:
+    a_min (float): the input value mapped to b_min (or 0).
+    a_max (float): the input value mapped to b_max (or 1).
+    b_min (float or None): the output's low end; None (with b_max):
+        [0, 1], no second scaling.
+    b_max (float or None): the output's high end.
+    clip (bool): clip to [b_min, b_max] (the bounds given). Default False.
+
+<raises>
+Example:
+    >>> stoker.ScaleIntensityRange(-1000, 1000, 0.0, 1.0, clip=True)
+    ScaleIntensityRange(a_min=-1000, a_max=1000, b_min=0.0, b_max=1.0, clip=True))doc";
   static void check(const ScaleIntensityRange& x) {
     if (!std::isfinite(x.a_min) || !std::isfinite(x.a_max)) invalid("ScaleIntensityRange: a_min and a_max must be finite");
     if (!x.b_min && !x.b_max && x.clip) invalid("ScaleIntensityRange: clip needs b_min or b_max");
@@ -401,6 +521,20 @@ struct VDef<ScaleIntensityRange> {
 template <>
 struct VDef<NormalizeIntensity> {
   static constexpr const char* kName = "NormalizeIntensity";
+  static constexpr const char* kDoc = R"doc(monai.transforms.NormalizeIntensity: (x - mean) / std over the patch.
+
+Args:
+    subtrahend (float, list of floats or None): instead of the patch's
+        mean (one value per channel with channel_wise).
+    divisor (float, list of floats or None): instead of its population
+        std; 0 divides by 1, as MONAI.
+    nonzero (bool): statistics and normalisation of non-zero voxels only.
+    channel_wise (bool): per channel.
+
+<raises>
+Example:
+    >>> stoker.NormalizeIntensity(nonzero=True, channel_wise=True)
+    NormalizeIntensity(subtrahend=None, divisor=None, nonzero=True, channel_wise=True))doc";
   static void check(const NormalizeIntensity& x) {
     if ((x.subtrahend.size() > 1 || x.divisor.size() > 1) && !x.channel_wise) {
       invalid("NormalizeIntensity: a subtrahend or divisor per channel needs channel_wise=True");
@@ -458,6 +592,21 @@ std::string all_names() {
 
 const char* volume_transform_name(const VolumeTransform& t) {
   return std::visit([](const auto& x) { return VDef<std::decay_t<decltype(x)>>::kName; }, t);
+}
+
+std::string volume_transform_doc(const VolumeTransform& t) {
+  // The Raises section every volume transform's docstring shares, in place of its "<raises>" line.
+  static constexpr std::string_view kMark = "<raises>\n";
+  static constexpr std::string_view kRaises = R"doc(Raises:
+    ValueError: a parameter of the wrong type (here), or out of range or
+        against the list's rules (one sampling crop; only SpatialPad and
+        per-voxel intensity transforms before it; Spacing first), raised
+        by stoker.Loader naming the transform and the parameter.
+
+)doc";
+  std::string doc = std::visit([](const auto& x) { return VDef<std::decay_t<decltype(x)>>::kDoc; }, t);
+  if (const auto at = doc.find(kMark); at != std::string::npos) doc.replace(at, kMark.size(), kRaises);
+  return doc;
 }
 
 void check_volume_transform(const VolumeTransform& t) {

@@ -1,8 +1,9 @@
 // Each volume transform's one definition (defs.cc: a VDef<T> per
 // alternative of stoker::VolumeTransform): its MONAI name (the options JSON
-// and Python use it), its parameters as JSON both ways with their checks,
-// and what kind of step it is. The Python classes (python/stoker/volume.py)
-// carry the parameters here; the sample path is transform/volume/ops.h.
+// and Python use it), its docstring, its parameters as JSON both ways with
+// their checks, and what kind of step it is. The Python classes
+// (python/stoker/volume.py) carry the parameters here and take their
+// __doc__ from here; the sample path is transform/volume/ops.h.
 #pragma once
 
 #include <array>
@@ -14,6 +15,9 @@
 namespace stoker::detail {
 
 const char* volume_transform_name(const VolumeTransform& t);
+// The transform's docstring (its VDef<T>'s kDoc with the shared Raises
+// section): the Python class's __doc__.
+std::string volume_transform_doc(const VolumeTransform& t);
 // Throws Error(kInvalidArgument) naming the transform and the bad parameter.
 void check_volume_transform(const VolumeTransform& t);
 std::string volume_transform_to_json(const VolumeTransform& t);  // {"name": "RandFlip", "prob": 0.5, ...}

@@ -236,10 +236,11 @@ class Loader {
   // caller's), and a sample's error as next() raises it.
   Batch batch(std::uint64_t epoch, std::size_t index);
   // Which records made batch `index` of `epoch` on this rank and every
-  // parameter drawn for each, as JSON (docs/replay.md): {"epoch", "batch",
-  // "rank", "world_size", "seed", "batch_size", "samples": [{"position",
-  // "draw", "record", "key", "label", ["shard"], ["source",
-  // "source_record"], "plan" | "error"}]}. "plan" is the geometry owner's
+  // parameter drawn for each, as JSON (docs/guides/multi-gpu.md, "Which
+  // records made batch N"): {"epoch", "batch", "rank", "world_size", "seed",
+  // "batch_size", "shuffle", "samples": [{"position", "draw", "record",
+  // "key", "label", ["shard"], ["source", "source_record"], "plan" |
+  // "error"}]}. "plan" is the geometry owner's
   // draws (an image's crops, resizes, flips, colour and image ops with their
   // magnitudes, erase boxes, AugMix draws; a volume's patch plans), drawn from
   // each image's header: no pixel is decoded, so a sample that fails only

@@ -310,3 +310,19 @@ def test_cli_replays_a_saved_state_and_saves_the_batch(numbered_shards, tmp_path
     assert "epoch 4, batch 0 of rank 1 of 2" in text and f"'{first['key']}' label {first['label']}" in text
     bad = subprocess.run([CLI, "replay", str(tmp_path / "state.json")], capture_output=True, text=True)
     assert bad.returncode != 0 and "--options" in bad.stderr
+
+
+def test_a_replay_mid_epoch_moves_neither_the_iteration_nor_its_stats(numbered):
+    kw = dict(batch_size=4, shuffle=True, seed=30, transforms=[stoker.RandomResizedCrop(12)], threads=2)
+    want = epoch_batches(stoker.Loader(numbered, **kw), 0)
+    loader = stoker.Loader(numbered, **kw)
+    loader.set_epoch(0)
+    got = []
+    for index, batch in enumerate(loader):
+        got.append(as_numpy(batch))
+        if index == 3:
+            assert_same(as_numpy(loader.batch(0, 7)), want[7], "batch 7, made while the epoch runs")
+            assert loader.state_dict()["batches_done"] == 4
+    for index, (a, b) in enumerate(zip(got, want)):
+        assert_same(a, b, f"batch {index}")
+    assert len(got) == len(want) and loader.stats()["batches"] == len(want)

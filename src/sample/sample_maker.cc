@@ -211,8 +211,9 @@ Status SampleMaker::describe(std::uint32_t rec, std::uint64_t draw, std::uint64_
     if (s->fields_for != this) init_scratch(s);
     s->members.resize(static_cast<std::size_t>(spec_.parts));
     s->part.resize(static_cast<std::size_t>(spec_.parts));
-    for (const FieldSpec& f : spec_.fields) {
-      if (f.part < 0) continue;
+    const auto o = static_cast<std::size_t>(owner_);
+    const FieldSpec& f = spec_.fields[o];
+    if (f.part >= 0) {  // the owner's member alone (a volume opens its own)
       auto& buf = s->members[static_cast<std::size_t>(f.part)];
       Status st = read_field(source_, f, rec, &buf);
       if (!st.ok()) return tag(f, st);
@@ -226,12 +227,15 @@ Status SampleMaker::describe(std::uint32_t rec, std::uint64_t draw, std::uint64_
     x.epoch = epoch;
     x.s = s;
     x.timer = &timer;
-    const auto o = static_cast<std::size_t>(owner_);
     Status st = fields_[o]->describe(&x, s->fields[o].get(), json);
     fields_[o]->finish(s->fields[o].get());
     return st;
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("out of memory while describing the sample");
   } catch (const std::exception& e) {
     return Status::Internal(std::string("exception while describing the sample: ") + e.what());
+  } catch (...) {
+    return Status::Internal("unknown exception while describing the sample");
   }
 }
 

@@ -326,3 +326,27 @@ def test_a_replay_mid_epoch_moves_neither_the_iteration_nor_its_stats(numbered):
     for index, (a, b) in enumerate(zip(got, want)):
         assert_same(a, b, f"batch {index}")
     assert len(got) == len(want) and loader.stats()["batches"] == len(want)
+
+
+@pytest.mark.parametrize("cache", ["ram", "decoded"])
+def test_cached_epochs_replay_and_decoded_plans_name_the_stored_frame(numbered, cache):
+    """cache="decoded" keeps images with the shorter side at most cache_max_side: plans are drawn on that frame."""
+    kw = dict(batch_size=6, shuffle=True, seed=13, cache=cache, cache_max_side=24, dtype="uint8",
+              transforms=[stoker.RandomResizedCrop(16), stoker.RandomHorizontalFlip()])
+    cached = stoker.Loader(numbered, threads=3, **kw)
+    epoch_batches(cached, 0)  # fills the cache
+    want = epoch_batches(cached, 1)
+    replayer = stoker.Loader(numbered, threads=1, **kw)  # an empty cache
+    stored = 0
+    for index, batch in enumerate(want):
+        assert_same(as_numpy(replayer.batch(1, index)), batch, f"{cache}: batch {index}")
+        assert_same(as_numpy(cached.batch(1, index)), batch, f"{cache}: batch {index} from the filled cache")
+        for s in replayer.batch_provenance(1, index)["samples"]:
+            plan = s["plan"]
+            w, h = plan.get("stored", [plan["width"], plan["height"]])
+            if "stored" in plan:
+                stored += 1
+                assert cache == "decoded" and min(w, h) == 24 and min(plan["width"], plan["height"]) > 24
+            x, y, cw, ch = plan["plan"]["steps"][0]["crop"]
+            assert 0 <= x and x + cw <= w and 0 <= y and y + ch <= h
+    assert (stored > 0) == (cache == "decoded")

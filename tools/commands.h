@@ -17,4 +17,5 @@ void add_inspect_state_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 void add_manifest_command(CLI::App& app);
+void add_replay_command(CLI::App& app);
 }  // namespace stoker::cli

@@ -6,7 +6,7 @@
 #include "stoker/version.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, manifest, inspect, inspect-state, verify, bench, doctor."};
+  CLI::App app{"stoker: keeps a training job's accelerator fed. Subcommands: pack, manifest, inspect, inspect-state, verify, bench, doctor, replay."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "stoker " STOKER_VERSION);
   stoker::cli::add_pack_command(app);
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   stoker::cli::add_bench_command(app);
   stoker::cli::add_doctor_command(app);
   stoker::cli::add_manifest_command(app);
+  stoker::cli::add_replay_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

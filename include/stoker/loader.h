@@ -222,6 +222,32 @@ class Loader {
   State state_dict() const;
   void load_state_dict(const State& state);
 
+  // Batch `index` of `epoch` on this rank, made again on the calling
+  // thread: bit for bit the batch an uninterrupted epoch hands out (any
+  // thread count, ring depth or cache), without running the epoch up to it.
+  // It costs O(batch): the epoch's order gives the batch's records in closed
+  // form and each sample's draws are keyed by (seed, epoch, draw), as
+  // always. The epoch a restored state resumed on another topology (or that
+  // one, running) is that resumed epoch; any other is a fresh epoch on this
+  // loader's topology. It neither moves iteration nor counts in stats() (a
+  // bad sample under on_corrupt="skip" is replaced as the epoch replaced it).
+  // Throws Error(kInvalidArgument) for an index past the epoch's batches,
+  // Error(kUnsupported) with LoaderOptions::hook (its stages are the
+  // caller's), and a sample's error as next() raises it.
+  Batch batch(std::uint64_t epoch, std::size_t index);
+  // Which records made batch `index` of `epoch` on this rank and every
+  // parameter drawn for each, as JSON (docs/guides/multi-gpu.md, "Which
+  // records made batch N"): {"epoch", "batch", "rank", "world_size", "seed",
+  // "batch_size", "shuffle", "samples": [{"position", "draw", "record",
+  // "key", "label", ["shard"], ["source", "source_record"], "plan" |
+  // "error"}]}. "plan" is the geometry owner's
+  // draws (an image's crops, resizes, flips, colour and image ops with their
+  // magnitudes, erase boxes, AugMix draws; a volume's patch plans), drawn from
+  // each image's header: no pixel is decoded, so a sample that fails only
+  // while decoding shows its plan here (batch() replaces or raises it).
+  // O(batch). Throws Error(kInvalidArgument) for an index past the epoch.
+  std::string batch_provenance(std::uint64_t epoch, std::size_t index) const;
+
   // Input iteration over one epoch: `for (const Batch& b : loader)`.
   class Iterator {
    public:

@@ -60,6 +60,24 @@ py::list stats_table_list(const std::vector<detail::StatInfo>& table) {
   return out;
 }
 
+// Runs `make` (a batch's making) without the GIL. NOTE: a bad sample under
+// on_corrupt="raise" is a stoker.SampleError (an OSError) whatever its
+// reason, a missing file or member included, as documented; elsewhere
+// kNotFound is FileNotFoundError.
+template <typename Make>
+void making_batch(Make&& make) {
+  try {
+    py::gil_scoped_release release;
+    make();
+  } catch (const Error& e) {
+    if (e.code() != Code::kNotFound && e.code() != Code::kIOError) throw;
+    PyErr_SetString(py::module_::import("stoker._stoker").attr("SampleError").ptr(), e.what());
+    throw py::error_already_set();
+  }
+}
+
+py::object batch_object(const Loader& l, const Batch& b);
+
 // The next batch as a Python object (None at the end of the epoch) and its
 // index within the epoch (-1 at the end).
 std::pair<py::object, std::int64_t> next_batch(Loader& l) {
@@ -68,34 +86,32 @@ std::pair<py::object, std::int64_t> next_batch(Loader& l) {
   // signals are handled while a slow batch is being made.
   for (;;) {
     bool timed_out = false;
-    try {
-      py::gil_scoped_release release;
-      b = l.next_for(std::chrono::milliseconds(50), &timed_out);
-    } catch (const Error& e) {
-      // NOTE: a bad sample under on_corrupt="raise" is a stoker.SampleError
-      // (an OSError) whatever its reason, a missing file or member
-      // included, as documented; elsewhere kNotFound is FileNotFoundError.
-      if (e.code() != Code::kNotFound && e.code() != Code::kIOError) throw;
-      PyErr_SetString(py::module_::import("stoker._stoker").attr("SampleError").ptr(), e.what());
-      throw py::error_already_set();
-    }
+    making_batch([&] { b = l.next_for(std::chrono::milliseconds(50), &timed_out); });
     if (!timed_out) break;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
   if (!b) return {py::none(), -1};
   // NOTE: with a Python stage the batch is the stage's (stoker._pystage), by its index.
   if (l.options().hook) return {py::none(), static_cast<std::int64_t>(b->index())};
+  return {batch_object(l, *b), static_cast<std::int64_t>(b->index())};
+}
+
+// A batch as the iteration yields it: (images, labels) for the default
+// schema, else a dict of its tensors in schema order; numpy arrays viewing
+// the batch's buffer.
+py::object batch_object(const Loader& l, const Batch& batch) {
+  const Batch* b = &batch;
   auto view = [&](const TensorView& t) {
     return view_of(*b, py::dtype(t.descr), {t.dims.begin(), t.dims.end()}, t.data);
   };
   // The default schema: (images, labels), its two tensors; a schema of named
   // fields: a dict of its tensors, in schema order.
   if (l.options().fields.empty() && l.options().views.empty()) {
-    return {py::make_tuple(view(b->tensors().at(0)), view(b->tensors().at(1))), static_cast<std::int64_t>(b->index())};
+    return py::make_tuple(view(b->tensors().at(0)), view(b->tensors().at(1)));
   }
   py::dict out;
   for (const TensorView& t : b->tensors()) out[py::str(t.name)] = view(t);
-  return {out, static_cast<std::int64_t>(b->index())};
+  return out;
 }
 
 // The options every constructor takes: JSON (the transforms and views in
@@ -181,6 +197,27 @@ void bind_loader(py::module_& m) {
       .def("start_epoch", &Loader::start_epoch, py::call_guard<py::gil_scoped_release>())
       .def("next", [](Loader& l) { return next_batch(l).first; })
       .def("next_indexed", &next_batch)
+      // Loader::batch: batch `index` of `epoch` made again, as the iteration yields it.
+      .def(
+          "batch",
+          [](Loader& l, std::uint64_t epoch, std::size_t index) {
+            std::optional<Batch> b;
+            making_batch([&] { b = l.batch(epoch, index); });
+            return batch_object(l, *b);
+          },
+          py::arg("epoch"), py::arg("index"))
+      // Loader::batch_provenance, its JSON parsed.
+      .def(
+          "batch_provenance",
+          [](const Loader& l, std::uint64_t epoch, std::size_t index) {
+            std::string j;
+            {
+              py::gil_scoped_release release;
+              j = l.batch_provenance(epoch, index);
+            }
+            return py::module_::import("json").attr("loads")(j);
+          },
+          py::arg("epoch"), py::arg("index"))
       // The keys are those of the C++ codec (src/batch/resume.cc).
       .def("state_dict",
            [](const Loader& l) {

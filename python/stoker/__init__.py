@@ -655,6 +655,13 @@ class Loader:
                        views=view_args, volume_transforms=[t._json() for t in volume_transforms])
         options_json = json.dumps(options, default=_json_value)
         stage = self._stage
+        # What `stoker replay` reopens this loader from (save_replay); None: not reopenable.
+        self._replay_source = None
+        if mixture is not None:
+            self._replay_source = {"mixture": json.loads(mixture)}
+        elif records is None:
+            self._replay_source = {"sources": sources}
+        self._options = options_json
         if mixture is not None:
             self._impl = _stoker._Loader._mixture(mixture, options_json, stage)
         elif isinstance(records, Records):
@@ -827,6 +834,145 @@ class Loader:
             raise ValueError(f"load_state_dict: state must be a dict, got {type(state).__name__}")
         self._impl.load_state_dict(state)
 
+    def batch(self, epoch: int, index: int) -> Any:
+        """Batch ``index`` of ``epoch`` on this rank, made again: bit for bit
+        what iterating that epoch yields as its batch ``index`` (any thread
+        count, prefetch or cache), batch transforms (MixUp/CutMix) included,
+        without running the epoch up to it. It costs what one batch costs:
+        the epoch's order gives the batch's records in closed form, and every
+        random draw is keyed by (seed, epoch, record or batch). Iteration is
+        not moved and stats() counts nothing for it.
+
+        The epoch a restored state resumed on another topology (world_size or
+        batch_size) is that resumed epoch; any other epoch is a fresh one on
+        this loader's topology.
+
+        Args:
+            epoch (int): >= 0.
+            index (int): the batch's index in the epoch, 0 <= index < len(self)
+                (for a fresh epoch).
+
+        Returns:
+            The batch as the iteration yields it (see the class's Yields), on
+            the CPU (``device`` is not applied).
+
+        Raises:
+            ValueError: index past the epoch's batches; with a Python stage
+                (its stages are the caller's).
+            stoker.SampleError: a bad sample of the batch under
+                on_corrupt="raise" (under "skip" it is replaced as the epoch
+                replaced it).
+
+        Example:
+            >>> images, labels = loader.batch(epoch=7, index=48213)  # the batch a loss spike points at
+        """
+        _check_int("epoch", epoch, 0)
+        _check_int("index", index, 0)
+        if self._stage is not None:
+            raise ValueError("batch(): not with a Python stage (a transform stoker has no kernel for, "
+                             "target_transform, collate_fn, batch_transform): its draws are the caller's")
+        batch = self._impl.batch(epoch, index)
+        if self.output == "torch":
+            import torch
+            batch = _staging.rebuild(batch, [torch.from_numpy(x) for x in _staging.leaves(batch)])
+            xp = _batch_transforms._Torch(torch)
+        else:
+            xp = _batch_transforms._Numpy()
+        if self.batch_transforms:
+            batch = self._mixed(batch, epoch, index, xp)
+        return batch
+
+    def batch_provenance(self, epoch: int, index: int) -> Dict[str, Any]:
+        """Which records made batch ``index`` of ``epoch`` on this rank, and
+        every parameter drawn for each: the tool for "the loss spiked at batch
+        48,213 of epoch 7". It costs O(batch): the order's records in closed
+        form, each image's plan drawn from its header (no pixel decoded).
+
+        Args:
+            epoch (int): >= 0.
+            index (int): the batch's index in the epoch, 0 <= index < len(self)
+                (for a fresh epoch).
+
+        Returns:
+            dict: epoch, batch, rank, world_size, seed, batch_size, shuffle,
+            samples and batch_transforms. ``samples`` is a list, in batch
+            order, of dicts: position (in this rank's epoch), draw (the key
+            of the sample's randomness with seed and epoch: the record, or a
+            stoker.Mix's position), record (its index in the source),
+            key (its path, or "shard.tar:key"), label, shard (the shard's
+            index, tar shards), source and source_record (a stoker.Mix's
+            source name and the record's index in it), and plan: the image's
+            width and height, ``plan`` (decode_region, steps: each
+            ``{"crop": [x, y, w, h]}`` in the frame of the image before it or
+            ``{"resize": [w, h]}``, mirror, vflip, photometric, image_ops:
+            each ``{"op", ...its magnitudes}``, erase boxes, augmix draws) and
+            ``read`` (the region decoded and its DCT scale); for views, one
+            plan per copy of each view; for volumes, the volume's shape and
+            each patch's plan (start, size, pads, flips, quarter turns);
+            ``null`` for a schema without images or volumes. A record whose
+            plan cannot be drawn (unreadable, a bad header) has ``error``
+            instead. ``batch_transforms`` lists the batch's MixUp/CutMix
+            draws: ``{"transform", "lam"}`` or ``{"transform", "box",
+            "lam_adjusted"}``.
+
+        Raises:
+            ValueError: index past the epoch's batches.
+
+        Example:
+            >>> p = loader.batch_provenance(epoch=7, index=48213)
+            >>> [(s["key"], s["plan"]["plan"]["steps"]) for s in p["samples"]][:1]
+            [('data/train/cat/0001.jpg', [{'crop': [12, 40, 301, 288], 'fill': [0, 0, 0]}, {'resize': [224, 224]}])]
+        """
+        _check_int("epoch", epoch, 0)
+        _check_int("index", index, 0)
+        p = self._impl.batch_provenance(epoch, index)
+        p["batch_transforms"] = []
+        if self.batch_transforms:
+            image_key = self._mix_keys[0]
+            dims = next(d for name, _, d in self._impl.sample_tensors if image_key is None or name == image_key)
+            for t, params in self.batch_transforms.draws(self._seed, epoch, index, dims[-2], dims[-1]):
+                p["batch_transforms"].append(dict(transform=type(t).__name__, **params))
+        return p
+
+    def save_replay(self, path: _Path) -> None:
+        """Writes what ``stoker replay`` needs to rebuild this loader's batches
+        as JSON: the sources (or the stoker.Mix), every option, and the
+        state_dict() of now. ``stoker replay PATH`` then prints the
+        provenance of the next batch this loader would hand out (or, with
+        ``--epoch E --batch B``, of any batch) and ``--out batch.npz`` saves
+        that batch's tensors (before batch_transforms, which run in Python).
+
+        Args:
+            path (str or os.PathLike): the file, replaced if it exists.
+
+        Raises:
+            ValueError: a loader over stoker.Records or stoker.datasets files
+                (its records are Python's, not files a command can reopen),
+                or with a Python stage.
+            OSError: the file cannot be written.
+
+        Example:
+            >>> loader.save_replay("replay.json")   # beside the checkpoint
+            $ stoker replay replay.json --epoch 7 --batch 48213 --out batch.npz
+        """
+        if self._replay_source is None or self._stage is not None:
+            raise ValueError("save_replay: this loader cannot be reopened by `stoker replay` (its records or a "
+                             "Python stage live in this process)")
+        spec = dict(self._replay_source, options=json.loads(self._options), state=self.state_dict())
+        with open(os.fspath(path), "w") as f:
+            json.dump(spec, f, indent=1)
+
+    def _mixed(self, batch, epoch, index, xp):
+        """The batch after the loader's batch_transforms (MixUp/CutMix)."""
+        image_key, label_key = self._mix_keys
+        if image_key is None:
+            images, labels = self.batch_transforms.apply(batch[0], batch[1], self._seed, epoch, index, xp)
+            return images, labels
+        images, labels = self.batch_transforms.apply(batch[image_key], batch[label_key], self._seed, epoch, index, xp)
+        out = dict(batch)
+        out[image_key], out[label_key] = images, labels
+        return out
+
     def stats(self) -> Dict[str, Any]:
         """Per-stage busy seconds (in all and per thread), counts, consumer wait,
         time to first batch, autotune choices, cache use, corrupt samples by
@@ -974,15 +1120,7 @@ class _Iterator:
 
     def _mixed(self, batch, index):
         """The batch after the loader's batch_transforms (MixUp/CutMix)."""
-        image_key, label_key = self._loader._mix_keys
-        if image_key is None:
-            images, labels = self._mix.apply(batch[0], batch[1], self._loader._seed, self._epoch, index, self._xp)
-            return images, labels
-        images, labels = self._mix.apply(batch[image_key], batch[label_key], self._loader._seed, self._epoch, index,
-                                         self._xp)
-        out = dict(batch)
-        out[image_key], out[label_key] = images, labels
-        return out
+        return self._loader._mixed(batch, self._epoch, index, self._xp)
 
     def _start(self, item):
         """Starts the batch's copy to the device on the side stream."""

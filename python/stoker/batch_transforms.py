@@ -227,15 +227,22 @@ class BatchTransforms:
     def __bool__(self):
         return bool(self.transforms)
 
+    def draws(self, seed, epoch, batch_index, height, width):
+        """Each transform this batch runs with its parameters, [(transform, params)]: drawn from numpy's
+        generator seeded by (seed, epoch, batch index), so a batch's draws need no batch before it."""
+        rng = np.random.default_rng([_STREAM, seed, epoch, batch_index])
+        out = []
+        for t in self.transforms:
+            if isinstance(t, RandomChoice):
+                t = t.transforms[int(rng.choice(len(t.transforms), p=t.p))]
+            out.append((t, t._params(rng, height, width)))
+        return out
+
     def apply(self, images, labels, seed, epoch, batch_index, xp):
         if images.ndim != 4:
             raise ValueError(f"MixUp/CutMix: the batch should be 4D [B, C, H, W], got {images.ndim}D")
         if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
             raise ValueError(f"MixUp/CutMix: labels must be [B] with B = {images.shape[0]}, got {tuple(labels.shape)}")
-        rng = np.random.default_rng([_STREAM, seed, epoch, batch_index])
-        for t in self.transforms:
-            if isinstance(t, RandomChoice):
-                t = t.transforms[int(rng.choice(len(t.transforms), p=t.p))]
-            params = t._params(rng, images.shape[-2], images.shape[-1])
+        for t, params in self.draws(seed, epoch, batch_index, images.shape[-2], images.shape[-1]):
             images, labels = t._apply(images, labels, params, xp)
         return images, labels

@@ -269,10 +269,17 @@ std::optional<Batch> Loader::Impl::next(std::int64_t timeout_ns, bool* timed_out
   batches_.fetch_add(1, std::memory_order_relaxed);
   if (channel_.due(t1)) publish(false);
 
+  if (!error.ok()) {
+    if (slot) SlotLease give_back(pool_, slot);  // returns the buffer
+    throw Error(error);
+  }
+  return batch_of(slot, b, batch_len(b));
+}
+
+Batch Loader::Impl::batch_of(Slot* slot, std::size_t b, std::size_t len) const {
   Batch batch;
-  if (slot) batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
-  if (!error.ok()) throw Error(error);  // the lease returns the buffer
-  batch.size_ = batch_len(b);
+  batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
+  batch.size_ = len;
   batch.index_ = b;
   batch.dtype_ = opt_.dtype;
   batch.descr_ = spec().descr;
@@ -433,7 +440,7 @@ Status Loader::Impl::run_task(std::size_t t, std::uint64_t gen, std::uint64_t se
   try {
     const std::int64_t m0 = now_ns();
     ws->rewrite.first_epoch = first_epoch;
-    Status st = make_sample(t, gen, seed, epoch, slot, pos, ws);
+    Status st = make_sample(seq_, t, gen, seed, epoch, slot, pos, ws, &corrupt_);
     if (caching_) {
       caching_->after_sample(&ws->rewrite, now_ns() - m0);
       if (opt_.cache.mode == Cache::kDecoded) maker_->fill_deferred(ws);
@@ -468,14 +475,15 @@ void Loader::Impl::worker_died(int id, const Status& st) {
 
 // Fills position `pos` of `slot` with the sample at epoch position `t`, or
 // under kSkip with the next good sample of the epoch.
-Status Loader::Impl::make_sample(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, Slot* slot,
-                                 std::size_t pos, detail::Scratch* ws) {
+Status Loader::Impl::make_sample(const detail::RankOrder& seq, std::size_t t, std::uint64_t gen, std::uint64_t seed,
+                                 std::uint64_t epoch, Slot* slot, std::size_t pos, detail::Scratch* ws,
+                                 detail::CorruptLog* corrupt) {
   const detail::SampleOut out{slot->data.get(), pos};
   std::size_t p = t;
   for (int attempt = 1;; ++attempt) {
     // A mixture's item is a position of the epoch's draws, the key of its
     // randomness (a record drawn twice is augmented twice, differently).
-    const std::uint32_t item = seq_.at(p);
+    const std::uint32_t item = seq.at(p);
     const std::uint32_t rec = mix_ ? mix_->draw(seed, order_.shuffle, epoch, item) : item;
     Status st = maker_->make(rec, item, seed, epoch, out, ws);
     if (st.ok() && opt_.hook) st = hook_sample(gen, epoch, t, rec, ws);
@@ -484,13 +492,13 @@ Status Loader::Impl::make_sample(std::size_t t, std::uint64_t gen, std::uint64_t
     // NOTE: data that could not be fetched (remote shards whose retries ran
     // out, an object changed mid-run) is not a corrupt sample: never skipped.
     if (st.code() == Code::kUnavailable || st.code() == Code::kCancelled) return st;
-    corrupt_.add(st);
+    if (corrupt) corrupt->add(st);
     if (opt_.on_corrupt == OnCorrupt::kRaise) return st;
     if (attempt >= opt_.max_consecutive_corrupt) {
       return Status(st.code(), "on_corrupt=skip gave up after " + std::to_string(attempt) +
                                    " consecutive corrupt samples; last: " + st.message());
     }
-    p = (p + 1) % seq_.size();  // NOTE: the next sample of the epoch takes the place
+    p = (p + 1) % seq.size();  // NOTE: the next sample of the epoch takes the place
   }
 }
 

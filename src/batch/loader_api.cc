@@ -95,5 +95,9 @@ void Loader::write_trace(const std::string& path) const {
 const std::vector<std::string>& Loader::source_specs() const { return impl_->specs_; }
 Loader::State Loader::state_dict() const { return impl_->state(); }
 void Loader::load_state_dict(const State& state) { impl_->restore(state); }
+Batch Loader::batch(std::uint64_t epoch, std::size_t index) { return impl_->replay(epoch, index); }
+std::string Loader::batch_provenance(std::uint64_t epoch, std::size_t index) const {
+  return impl_->provenance(epoch, index);
+}
 
 }  // namespace stoker

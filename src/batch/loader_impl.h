@@ -73,6 +73,10 @@ class Loader::Impl {
   Loader::State state() const EXCLUDES(mu_);
 
   void restore(const Loader::State& st) EXCLUDES(mu_);
+
+  // Loader::batch and Loader::batch_provenance (loader_replay.cc).
+  Batch replay(std::uint64_t epoch, std::size_t index) EXCLUDES(mu_);
+  std::string provenance(std::uint64_t epoch, std::size_t index) const EXCLUDES(mu_);
   std::uint64_t epoch() const EXCLUDES(mu_);
 
   // A snapshot for `stoker doctor` (see stats/channel.h): what this loader
@@ -166,10 +170,19 @@ class Loader::Impl {
   Status hook_sample(std::uint64_t gen, std::uint64_t epoch, std::size_t t, std::uint32_t rec,
                      detail::Scratch* ws) noexcept;
 
-  // Fills position `pos` of `slot` with the sample at epoch position `t`, or
-  // under kSkip with the next good sample of the epoch.
-  Status make_sample(std::size_t t, std::uint64_t gen, std::uint64_t seed, std::uint64_t epoch, detail::Slot* slot,
-                     std::size_t pos, detail::Scratch* ws);
+  // Fills position `pos` of `slot` with the sample at position `t` of the
+  // epoch's order `seq`, or under kSkip with the next good sample of the
+  // epoch; each bad one is counted in `corrupt` (null: nowhere, a replay).
+  Status make_sample(const detail::RankOrder& seq, std::size_t t, std::uint64_t gen, std::uint64_t seed,
+                     std::uint64_t epoch, detail::Slot* slot, std::size_t pos, detail::Scratch* ws,
+                     detail::CorruptLog* corrupt);
+
+  // Batch b (`len` samples) viewing `slot`, its lease taken (the pool counted it handed out).
+  Batch batch_of(detail::Slot* slot, std::size_t b, std::size_t len) const;
+
+  // The order of `epoch` on this rank (replay, provenance): a restored or
+  // running epoch resumed on another topology keeps its parts.
+  detail::RankOrder order_of(std::uint64_t epoch) const EXCLUDES(mu_);
 
   std::shared_ptr<detail::SlotPool> pool_;
   const std::int64_t created_ns_;

@@ -203,6 +203,42 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
   return st;
 }
 
+Status SampleMaker::describe(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, Scratch* s,
+                             std::string* json) const noexcept {
+  *json = "null";
+  if (owner_ < 0) return Status::Ok();
+  try {
+    if (s->fields_for != this) init_scratch(s);
+    s->members.resize(static_cast<std::size_t>(spec_.parts));
+    s->part.resize(static_cast<std::size_t>(spec_.parts));
+    const auto o = static_cast<std::size_t>(owner_);
+    const FieldSpec& f = spec_.fields[o];
+    if (f.part >= 0) {  // the owner's member alone (a volume opens its own)
+      auto& buf = s->members[static_cast<std::size_t>(f.part)];
+      Status st = read_field(source_, f, rec, &buf);
+      if (!st.ok()) return tag(f, st);
+      s->part[static_cast<std::size_t>(f.part)] = {buf.data(), buf.size()};
+    }
+    StageTimer timer(false, s, rec);
+    Sample x;
+    x.rec = rec;
+    x.draw = draw;
+    x.seed = seed;
+    x.epoch = epoch;
+    x.s = s;
+    x.timer = &timer;
+    Status st = fields_[o]->describe(&x, s->fields[o].get(), json);
+    fields_[o]->finish(s->fields[o].get());
+    return st;
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("out of memory while describing the sample");
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("exception while describing the sample: ") + e.what());
+  } catch (...) {
+    return Status::Internal("unknown exception while describing the sample");
+  }
+}
+
 // The sample loop: the record's members (or their stored forms), the
 // owner's plan, then every field under it.
 Status SampleMaker::run(Sample* x) const {

@@ -55,6 +55,14 @@ class SampleMaker {
     return make(rec, rec, seed, epoch, out, s);
   }
 
+  // Record `rec`'s draws for `epoch` as make() would draw them (keyed by
+  // (seed, epoch, draw)), as JSON into *json: the geometry owner's plan
+  // (FieldOp::describe), "null" for a schema without one. Reads the owner's
+  // member alone (never the caches), decodes no pixels. Never throws; a record whose plan
+  // cannot be drawn (unreadable, a bad header) is its error, naming the field.
+  Status describe(std::uint32_t rec, std::uint64_t draw, std::uint64_t seed, std::uint64_t epoch, Scratch* s,
+                  std::string* json) const noexcept;
+
   // LoaderOptions::hook: the sample make() just made into `s`, as the hook
   // takes it (viewing s's buffers).
   void hook_sample(std::uint32_t rec, const Scratch& s, HookSample* out) const;

@@ -384,6 +384,50 @@ TEST(LoaderTest, RestoreResumesExactlyWithAnyThreadCount) {
   EXPECT_THROW(c.load_state_dict(ref.state_dict()), Error);
 }
 
+// Loader::batch(epoch, index) is the epoch's batch `index`, made alone (any
+// order, another thread count), and batch_provenance names its records.
+TEST(LoaderTest, AnyBatchIsMadeAgainAndItsRecordsNamed) {
+  TempDir d;
+  auto list = numbered_list(d, 29);
+  for (int rank : {0, 1}) {
+    auto o = small(4, 3);
+    o.shuffle = true;
+    o.seed = 17;
+    o.rank = rank;
+    o.world_size = 2;
+    o.transforms.push_back(ColorJitter{{0.7, 1.3}, {0.7, 1.3}, {0.7, 1.3}, {-0.1, 0.1}});
+    Loader ref(list, o);
+    ref.set_epoch(3);
+    std::vector<std::vector<float>> pixels;
+    std::vector<std::vector<std::int64_t>> ids;
+    for (const Batch& b : ref) {
+      auto* p = static_cast<const float*>(testing::images_of(b));
+      pixels.emplace_back(p, p + testing::image_bytes_of(b) / sizeof(float));
+      ids.emplace_back(testing::labels_of(b), testing::labels_of(b) + b.size());
+    }
+    ASSERT_EQ(pixels.size(), 4u);  // 15 of 29 (padded) in batches of 4
+    o.threads = 1;
+    Loader again(list, o);
+    for (std::size_t i = pixels.size(); i-- > 0;) {
+      const Batch b = again.batch(3, i);
+      EXPECT_EQ(b.index(), i);
+      auto* p = static_cast<const float*>(testing::images_of(b));
+      EXPECT_EQ(std::vector<float>(p, p + testing::image_bytes_of(b) / sizeof(float)), pixels[i]) << rank << " " << i;
+      const auto j = nlohmann::json::parse(again.batch_provenance(3, i));
+      std::vector<std::int64_t> records;
+      for (const auto& s : j["samples"]) {
+        records.push_back(s["record"].get<std::int64_t>());
+        EXPECT_EQ(s["plan"]["plan"]["steps"][1]["resize"], nlohmann::json::array({16, 16}));
+        EXPECT_EQ(s["plan"]["plan"]["image_ops"].size(), 4u);  // ColorJitter's four ops
+      }
+      EXPECT_EQ(records, ids[i]);
+    }
+    EXPECT_EQ(again.stats().batches, 0u);  // iteration did not move
+    EXPECT_THROW((void)again.batch(3, 4), Error);
+    EXPECT_THROW((void)again.batch_provenance(3, 4), Error);
+  }
+}
+
 TEST(LoaderTest, StatsCountStages) {
   TempDir d;
   Loader l(numbered_list(d, 10), small(4));

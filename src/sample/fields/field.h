@@ -97,6 +97,15 @@ class FieldOp {
   // (seed, epoch, draw) into x->geo, and mark the stages they ran on
   // x->timer (a decode, a read). Errors name the field.
   virtual Status plan(Sample* /*x*/, FieldScratch* /*s*/) const { return Status::Ok(); }
+  // Owners: the sample's draws as JSON for batch provenance
+  // (Loader::batch_provenance): the plan drawn exactly as plan() draws it,
+  // from (seed, epoch, draw) and what the plan needs of the reference (an
+  // image's header: no pixel decoded; a volume's header, and its label volume
+  // for RandCropByPosNegLabel). Other kinds draw nothing: "null".
+  virtual Status describe(Sample* /*x*/, FieldScratch* /*s*/, std::string* json) const {
+    *json = "null";
+    return Status::Ok();
+  }
   // Owners: what their followers' outputs are shaped after: the sample's
   // spatial size (Image: {height, width}; Volume: the patch) and the batch
   // entries per sample (a volume's patches).

@@ -15,7 +15,9 @@
 #include "decode/decode.h"
 #include "order/rng.h"
 #include "sample/fields/field.h"
+#include "stats/json.h"
 #include "transform/pipeline.h"
+#include "transform/plan_json.h"
 #include "transform/resize.h"
 #include "transform/transform_defs.h"
 
@@ -91,12 +93,10 @@ class ImageFieldOp final : public FieldOp {
       return Status::Ok();
     }
     if (st.ok()) {
-      Rng rng(mix_key(x->seed, x->epoch, x->draw, kStreamTransform));
-      pipeline_->plan_geometry(width, height, &rng, &s.geo);
+      draw(*x, width, height, &s.geo);
       if (!s.geo.error.empty()) return tag(Status::InvalidArgument(s.geo.error));
       s.plan = s.geo;
-      const bool scale = opt_.decode_scale == DecodeScale::kAuto && s.decoder.format() == Format::kJpeg;
-      plan_image_read(width, height, &s.plan, scale);
+      plan_image_read(width, height, &s.plan, scales(s));
       const std::int64_t d0 = x->rewrite ? now_ns() : 0;
       st = s.decoder.decode(s.plan.decode_region, &s.decoded, &s.view, s.plan.scale_eighths);
       // The rewrite's first-epoch allowance counts what it saves (cache/ram_rewrite.h).
@@ -177,7 +177,63 @@ class ImageFieldOp final : public FieldOp {
     out->dims = opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
   }
 
+  // The plan plan() draws, from the header alone. NOTE: under
+  // cache="decoded" plans are drawn on the stored image (the shorter side at
+  // most cache_max_side), whether or not it is in the cache yet: an image
+  // that small is made live from the same frame.
+  Status describe(Sample* x, FieldScratch* fs, std::string* json) const override {
+    auto& s = *static_cast<ImageScratch*>(fs);
+    const auto [bytes, n] = x->bytes(f_);
+    Status st = s.decoder.open(bytes, n, opt_.max_image_pixels);
+    if (!st.ok()) return tag(st);
+    int width = s.decoder.width(), height = s.decoder.height();
+    const bool stored = opt_.cache == Cache::kDecoded && std::min(width, height) > opt_.cache_max_side;
+    if (stored) resize_output_size(Resize{opt_.cache_max_side, 0, 0}, s.decoder.width(), s.decoder.height(), &width, &height);
+    *json = "{\"width\":" + std::to_string(s.decoder.width()) + ",\"height\":" + std::to_string(s.decoder.height());
+    if (stored) *json += ",\"stored\":[" + std::to_string(width) + "," + std::to_string(height) + "]";
+    if (!views_.empty()) {
+      *json += ",\"views\":{";
+      for (std::size_t v = 0; v < views_.size(); ++v) {
+        if (v) *json += ',';
+        *json += json_quote(opt_.views[v].name) + ":[";
+        for (int c = 0; c < opt_.views[v].count; ++c) {
+          SamplePlan plan;
+          draw_view(*x, v, c, width, height, &plan);
+          if (!plan.error.empty()) return tag(Status::InvalidArgument(opt_.views[v].name + ": " + plan.error));
+          if (c) *json += ',';
+          *json += plan_to_json(plan);
+        }
+        *json += "]";
+      }
+      *json += "}}";
+      return Status::Ok();
+    }
+    draw(*x, width, height, &s.geo);
+    if (!s.geo.error.empty()) return tag(Status::InvalidArgument(s.geo.error));
+    s.plan = s.geo;
+    plan_image_read(width, height, &s.plan, opt_.cache != Cache::kDecoded && scales(s));  // as plan() / plan_stored()
+    const Box& r = s.plan.decode_region;
+    *json += ",\"plan\":" + plan_to_json(s.geo) + ",\"read\":{\"decode_region\":[" + std::to_string(r.x) + "," +
+             std::to_string(r.y) + "," + std::to_string(r.width) + "," + std::to_string(r.height) +
+             "],\"scale_eighths\":" + std::to_string(s.plan.scale_eighths) + "}}";
+    return Status::Ok();
+  }
+
  private:
+  // The sample's geometric plan (or view v's copy c's) in a width x height
+  // frame: the one place its random stream is named.
+  void draw(const Sample& x, int width, int height, SamplePlan* geo) const {
+    Rng rng(mix_key(x.seed, x.epoch, x.draw, kStreamTransform));
+    pipeline_->plan_geometry(width, height, &rng, geo);
+  }
+  void draw_view(const Sample& x, std::size_t v, int c, int width, int height, SamplePlan* plan) const {
+    Rng rng(mix_key(x.seed, x.epoch, x.draw, view_stream(static_cast<int>(v), c)));
+    views_[v].plan_geometry(width, height, &rng, plan);
+  }
+  // decode_scale="auto" on a JPEG: the read plan may decode at a DCT scale.
+  bool scales(const ImageScratch& s) const {
+    return opt_.decode_scale == DecodeScale::kAuto && s.decoder.format() == Format::kJpeg;
+  }
   std::vector<std::int64_t> dims(const Pipeline& p) const {
     const std::int64_t h = p.out_height(), w = p.out_width();
     return opt_.layout == Layout::kNCHW ? std::vector<std::int64_t>{3, h, w} : std::vector<std::int64_t>{h, w, 3};
@@ -191,8 +247,7 @@ class ImageFieldOp final : public FieldOp {
     x->geo.width = width;
     x->geo.height = height;
     if (!views_.empty()) return tag(plan_views(x, &full, s));
-    Rng rng(mix_key(x->seed, x->epoch, x->draw, kStreamTransform));
-    pipeline_->plan_geometry(width, height, &rng, &s->geo);
+    draw(*x, width, height, &s->geo);
     if (!s->geo.error.empty()) return tag(Status::InvalidArgument(s->geo.error));
     s->plan = s->geo;
     plan_image_read(width, height, &s->plan, false);
@@ -219,8 +274,7 @@ class ImageFieldOp final : public FieldOp {
     for (std::size_t v = 0; v < views_.size(); ++v) {
       for (int c = 0; c < opt_.views[v].count; ++c, ++k) {
         SamplePlan& plan = s->view_plans[k];
-        Rng rng(mix_key(x->seed, x->epoch, x->draw, view_stream(static_cast<int>(v), c)));
-        views_[v].plan_geometry(width, height, &rng, &plan);
+        draw_view(*x, v, c, width, height, &plan);
         if (!plan.error.empty()) return Status::InvalidArgument(opt_.views[v].name + ": " + plan.error);
         Box b{0, 0, width, height};
         if (!plan.steps.empty() && plan.steps[0].kind == Step::kCrop) b = plan.steps[0].box;

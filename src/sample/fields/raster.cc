@@ -17,6 +17,7 @@
 #include "decode/decode.h"
 #include "order/rng.h"
 #include "sample/fields/field.h"
+#include "transform/plan_json.h"
 #include "transform/pipeline.h"
 #include "transform/raster.h"
 #include "transform/transform_defs.h"
@@ -142,6 +143,21 @@ class RasterFieldOp final : public FieldOp {
     }
     x->timer->decode();
     return tag(st);
+  }
+
+  // The plan plan() draws, from the header (the stored form is the raster
+  // whole, so its frame is the same under cache="decoded").
+  Status describe(Sample* x, FieldScratch* fs, std::string* json) const override {
+    auto& s = *static_cast<RasterScratch*>(fs);
+    const auto [bytes, n] = x->bytes(f_);
+    Status st = open(bytes, n, &s);
+    if (!st.ok()) return tag(st);
+    s.width = s.decoder.width(), s.height = s.decoder.height();
+    draw(x, &s);
+    if (!s.geo.error.empty()) return tag(Status::InvalidArgument(s.geo.error));
+    *json = "{\"width\":" + std::to_string(s.width) + ",\"height\":" + std::to_string(s.height) +
+            ",\"plan\":" + plan_to_json(s.geo) + "}";
+    return Status::Ok();
   }
 
   Status apply(const Sample& x, FieldScratch* fs) const override {

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "order/rng.h"
+#include "transform/plan_json.h"
 #include "transform/volume/defs.h"
 
 namespace stoker::detail {
@@ -129,6 +130,22 @@ class VolumeFieldOp final : public VolumeOwner {
       if (plan.one_class) store_->count_one_class();
     }
     x->geo.volume = &s.patches;
+    return Status::Ok();
+  }
+  // The patches' plans as plan() draws them (the volumes opened, no voxel
+  // copied), with the volume's spatial shape.
+  Status describe(Sample* x, FieldScratch* fs, std::string* json) const override {
+    Status st = plan(x, fs);
+    if (!st.ok()) return st;
+    const auto& s = *static_cast<VolumeScratch*>(fs);
+    const Shape3& shape = s.patches.open[static_cast<std::size_t>(index_)].view.h.shape;
+    *json = "{\"shape\":[" + std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "," + std::to_string(shape[2]) +
+            "],\"patches\":[";
+    for (std::size_t p = 0; p < s.patches.plans.size(); ++p) {
+      if (p) *json += ',';
+      *json += patch_plan_to_json(s.patches.plans[p]);
+    }
+    *json += "]}";
     return Status::Ok();
   }
   void finish(FieldScratch* fs) const override {

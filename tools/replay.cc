@@ -83,8 +83,8 @@ std::unique_ptr<Loader> open_loader(const Setup& s, const Args& a) {
   // NOTE: a batch is the same for any thread count or cache; one worker,
   // no preload: nothing runs but the batch asked for.
   o.threads = 1;
-  o.preload = false;
-  o.progress = Progress::kOff;
+  o.cache.preload = false;
+  o.cache.progress = Progress::kOff;
   if (s.loader.contains("mixture")) return std::make_unique<Loader>(mixture_from_json(s.loader["mixture"].dump()), o);
   return std::make_unique<Loader>(s.loader["sources"].get<std::vector<std::string>>(), o);
 }

@@ -187,8 +187,8 @@ class ImageFieldOp final : public FieldOp {
     Status st = s.decoder.open(bytes, n, opt_.max_image_pixels);
     if (!st.ok()) return tag(st);
     int width = s.decoder.width(), height = s.decoder.height();
-    const bool stored = opt_.cache == Cache::kDecoded && std::min(width, height) > opt_.cache_max_side;
-    if (stored) resize_output_size(Resize{opt_.cache_max_side, 0, 0}, s.decoder.width(), s.decoder.height(), &width, &height);
+    const bool stored = opt_.cache.mode == Cache::kDecoded && std::min(width, height) > opt_.cache.max_side;
+    if (stored) resize_output_size(Resize{opt_.cache.max_side, 0, 0}, s.decoder.width(), s.decoder.height(), &width, &height);
     *json = "{\"width\":" + std::to_string(s.decoder.width()) + ",\"height\":" + std::to_string(s.decoder.height());
     if (stored) *json += ",\"stored\":[" + std::to_string(width) + "," + std::to_string(height) + "]";
     if (!views_.empty()) {
@@ -211,7 +211,7 @@ class ImageFieldOp final : public FieldOp {
     draw(*x, width, height, &s.geo);
     if (!s.geo.error.empty()) return tag(Status::InvalidArgument(s.geo.error));
     s.plan = s.geo;
-    plan_image_read(width, height, &s.plan, opt_.cache != Cache::kDecoded && scales(s));  // as plan() / plan_stored()
+    plan_image_read(width, height, &s.plan, opt_.cache.mode != Cache::kDecoded && scales(s));  // as plan() / plan_stored()
     const Box& r = s.plan.decode_region;
     *json += ",\"plan\":" + plan_to_json(s.geo) + ",\"read\":{\"decode_region\":[" + std::to_string(r.x) + "," +
              std::to_string(r.y) + "," + std::to_string(r.width) + "," + std::to_string(r.height) +

@@ -303,11 +303,6 @@ Batch Loader::Impl::batch_of(Slot* slot, std::size_t b, std::size_t len) const {
   return batch;
 }
 
-std::array<std::int64_t, 3> Loader::Impl::sample_shape() const {
-  if (spec().arrays || spec().dims.size() != 3) return {0, 0, 0};
-  return {spec().dims[0], spec().dims[1], spec().dims[2]};
-}
-
 void Loader::Impl::autotune_locked(std::int64_t now, std::int64_t waited) {
   Window& w = window_;
   if (w.start_ns == 0) {  // the window starts at its epoch's first delivered batch
@@ -327,12 +322,6 @@ void Loader::Impl::autotune_locked(std::int64_t now, std::int64_t waited) {
   tw.first_batch = batches_.load(std::memory_order_relaxed) + 1 - w.batches;
   if (tuner_->observe(tw)) work_cv_.notify_all();
   w = Window{now, 0, 0, busy, ring_blocked_ns_};
-}
-
-std::uint64_t Loader::Impl::busy_ns() const {
-  std::uint64_t n = 0;
-  for (const auto& c : counters_) n += c->busy_ns();
-  return n;
 }
 
 // A worker. NOTE: what can throw on it is caught where it happens, so the

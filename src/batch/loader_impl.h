@@ -60,7 +60,10 @@ class Loader::Impl {
   // with *timed_out set; calling again continues the wait.
   std::optional<Batch> next(std::int64_t timeout_ns = -1, bool* timed_out = nullptr) EXCLUDES(mu_);
 
-  std::array<std::int64_t, 3> sample_shape() const;
+  std::array<std::int64_t, 3> sample_shape() const {
+    if (spec().arrays || spec().dims.size() != 3) return {0, 0, 0};
+    return {spec().dims[0], spec().dims[1], spec().dims[2]};
+  }
 
   Stats stats() const;
 

@@ -12,6 +12,13 @@ namespace stoker {
 using detail::MutexLock;
 using detail::now_ns;
 
+// The workers' busy time so far (the autotune's windows).
+std::uint64_t Loader::Impl::busy_ns() const {
+  std::uint64_t n = 0;
+  for (const auto& c : counters_) n += c->busy_ns();
+  return n;
+}
+
 Stats Loader::Impl::stats() const {
   Stats s;
   for (const auto& c : counters_) c->add_to(&s);

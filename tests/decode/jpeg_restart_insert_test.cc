@@ -498,7 +498,15 @@ TEST(RestartInsertTest, SampleSetRewritesExactly) {
   JpegRestartInserter inserter;
   Bytes out;
   int refused = 0, damaged_refused = 0, damaged_rewritten = 0;
-  for (std::size_t i = 0; i < files.size(); ++i) {
+  // NOTE: sanitizer builds (Debug, 5-20x slower; nothing here runs on two
+  // threads) check every 4th photo, within ctest's timeout on a loaded
+  // machine; the release suite checks all of them.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr std::size_t kStride = 4;
+#else
+  constexpr std::size_t kStride = 1;
+#endif
+  for (std::size_t i = 0; i < files.size(); i += kStride) {
     std::ifstream f(files[i], std::ios::binary);
     const Bytes in{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
     const Status st = inserter.insert(in.data(), in.size(), &out);

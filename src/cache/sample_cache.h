@@ -24,7 +24,7 @@
 #include "memory/arena.h"
 #include "memory/memory_budget.h"
 #include "memory/shared_segment.h"
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "util/thread_annotations.h"
 
 namespace stoker::detail {

@@ -17,7 +17,7 @@
 
 #include "decode/volume_format.h"
 #include "memory/memory_budget.h"
-#include "transform/volume/ops.h"
+#include "image/label_index.h"
 
 namespace stoker::detail {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "decode/pil_convert.h"
 #include "stoker/status.h"
 

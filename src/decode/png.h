@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "decode/pil_convert.h"
 #include "stoker/status.h"
 

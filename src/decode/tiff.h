@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "stoker/status.h"
 
 namespace stoker::detail {

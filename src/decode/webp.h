@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "stoker/status.h"
 
 namespace stoker::detail {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "stoker/status.h"
 
 namespace stoker::detail {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "stoker/status.h"
 
 namespace stoker::detail {

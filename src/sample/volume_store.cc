@@ -38,11 +38,10 @@ const LabelIndex* VolumeStore::index(std::uint32_t rec, int fi, const Opened& la
   const std::uint64_t key = VolumeCache::key(rec, fi);
   *hold = cache_->index(key);
   if (!*hold) {
-    auto x = std::make_shared<LabelIndex>();
-    x->build(label.view);
+    auto x = std::make_shared<const LabelIndex>(label_index(label.view));
     index_builds_.fetch_add(1, std::memory_order_relaxed);
     if (!label.memory) bytes_read_.fetch_add(label.view.h.data_bytes, std::memory_order_relaxed);
-    cache_->put(key, std::shared_ptr<const LabelIndex>(x));
+    cache_->put(key, x);
     *hold = std::move(x);
   }
   return hold->get();

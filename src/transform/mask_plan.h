@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "transform/plan.h"
 
 namespace stoker::detail {

@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 
 namespace stoker::detail {
 

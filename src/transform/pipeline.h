@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "order/rng.h"
 #include "stoker/options.h"
 #include "stoker/transforms.h"

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "transform/image_ops.h"
 
 namespace stoker::detail {

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 #include "stoker/transforms.h"
 #include "transform/plan.h"
 #include "transform/resize.h"

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "decode/image.h"
+#include "image/pixels.h"
 
 namespace stoker::detail {
 

@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -317,26 +315,6 @@ TEST(MemoryBudgetTest, BatchBuffersAreChargedAsAllocatedAndReleasedWithThePool) 
     EXPECT_EQ(b->over_bytes(), 3 * pool->buffer_bytes() - 1000);
   }
   EXPECT_EQ(b->used(), 0u);
-}
-
-// Sources hold memory through the budget only (src/memory/), never through
-// the caches: nothing under src/source/ includes cache/.
-TEST(MemoryBudgetTest, SourcesDoNotIncludeTheCaches) {
-  const std::filesystem::path root = std::filesystem::path(STOKER_SOURCE_DIR) / "src" / "source";
-  ASSERT_TRUE(std::filesystem::is_directory(root)) << root;
-  int files = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path());
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) {
-      ++n;
-      EXPECT_EQ(line.find("#include \"cache/"), std::string::npos) << e.path().string() << ":" << n << ": " << line;
-    }
-    ++files;
-  }
-  EXPECT_GT(files, 10);
 }
 
 }  // namespace

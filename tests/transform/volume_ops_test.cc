@@ -189,8 +189,7 @@ TEST(LabelIndexTest, SelectMatchesBruteForceOnRandomBitmaps) {
       }
       const Layout lay{static_cast<Order>(run % 3), run % 4 == 2, static_cast<std::uint64_t>(run % 5) * 4};
       const MemVolume m = make_volume(type, 1, shape, values, lay);
-      LabelIndex index;
-      index.build(m.view());
+      const LabelIndex index = label_index(m.view());
       expect_index(index, foreground_of(values, 1, n),
                    "shape " + str(shape) + " density " + std::to_string(density) + " type " + voxel_name(type));
       ++run;
@@ -204,8 +203,7 @@ TEST(LabelIndexTest, EmptyAndFullForeground) {
     for (double v : {0.0, 3.0}) {
       const std::vector<double> values(static_cast<std::size_t>(n), v);
       const MemVolume m = make_volume(VoxelType::kU8, 1, shape, values, {});
-      LabelIndex index;
-      index.build(m.view());
+      const LabelIndex index = label_index(m.view());
       const bool full = v > 0;
       EXPECT_EQ(index.count(full), static_cast<std::uint64_t>(n));
       EXPECT_EQ(index.count(!full), 0u);
@@ -241,8 +239,7 @@ TEST(LabelIndexTest, MultiChannelAndStorageOrderGiveTheSameIndex) {
   std::vector<std::vector<bool>> bitmaps;
   for (const Case& c : cases) {
     const MemVolume m = make_volume(c.type, channels, shape, values, c.lay);
-    LabelIndex index;
-    index.build(m.view());
+    const LabelIndex index = label_index(m.view());
     expect_index(index, fg, c.what);
     std::vector<bool> bits;
     for (I64 i = 0; i < n; ++i) bits.push_back(index.test(static_cast<std::uint64_t>(i)));
@@ -561,9 +558,7 @@ LabelIndex index_of(const Shape3& shape, F fg) {
   std::vector<double> values(static_cast<std::size_t>(prod(shape)));
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = fg(static_cast<I64>(i)) ? 1 : 0;
   const MemVolume m = make_volume(VoxelType::kU8, 1, shape, values, Layout{Order::kNifti, false, 0});
-  LabelIndex index;
-  index.build(m.view());
-  return index;
+  return label_index(m.view());
 }
 
 I64 flat_of(const Shape3& s, I64 i0, I64 i1, I64 i2) { return (i0 * s[1] + i1) * s[2] + i2; }

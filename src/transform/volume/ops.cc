@@ -278,12 +278,12 @@ std::uint64_t patch_stream(int p) {
   return mix_key(kStreamTransform, kStreamPatch, static_cast<std::uint64_t>(p), 0);
 }
 
-// ---- LabelIndex ---------------------------------------------------------------------------
+// ---- The label index ----------------------------------------------------------------------
 
-void LabelIndex::build(const VolumeView& v) {
+LabelIndex label_index(const VolumeView& v) {
   const VolumeHeader& h = v.h;
-  n_ = static_cast<std::uint64_t>(h.shape[0] * h.shape[1] * h.shape[2]);
-  words_.assign((n_ + 63) / 64, 0);
+  const auto n = static_cast<std::uint64_t>(h.shape[0] * h.shape[1] * h.shape[2]);
+  std::vector<std::uint64_t> words((n + 63) / 64, 0);
   const Shape3 flat = block_strides(h.shape);
   const std::uint8_t* base = v.data + h.data_offset;
   const std::size_t item = voxel_bytes(h.type);
@@ -294,57 +294,17 @@ void LabelIndex::build(const VolumeView& v) {
     for_lines(h, {0, 0, 0}, h.shape, h.channels,
               [&](std::int64_t src, std::int64_t dst, int fa, std::int64_t, std::int64_t sstep, std::int64_t lo,
                   std::int64_t hi, std::int64_t) {
-                if (src < 0 || dst / static_cast<std::int64_t>(n_) < first) return;
+                if (src < 0 || dst / static_cast<std::int64_t>(n) < first) return;
                 // dst is the C-order index of the line's start within one channel's block
-                const std::int64_t vox = static_cast<std::int64_t>(n_);
+                const std::int64_t vox = static_cast<std::int64_t>(n);
                 std::int64_t i = dst % vox + lo * flat[static_cast<std::size_t>(fa)];
                 const std::uint8_t* p = base + static_cast<std::size_t>(src) * item;
                 for (std::int64_t j = lo; j < hi; ++j, i += flat[static_cast<std::size_t>(fa)], p += sstep * static_cast<std::int64_t>(item)) {
-                  if (load<S>(p, h.swap) != S{0}) words_[static_cast<std::size_t>(i) >> 6] |= 1ULL << (i & 63);
+                  if (load<S>(p, h.swap) != S{0}) words[static_cast<std::size_t>(i) >> 6] |= 1ULL << (i & 63);
                 }
               });
   });
-  rank_.assign(words_.size() / 8 + 2, 0);
-  std::uint64_t total = 0;
-  for (std::size_t w = 0; w < words_.size(); ++w) {
-    if (w % 8 == 0) rank_[w / 8] = static_cast<std::uint32_t>(total);
-    total += static_cast<std::uint64_t>(std::popcount(words_[w]));
-  }
-  rank_[(words_.size() + 7) / 8] = static_cast<std::uint32_t>(total);
-  rank_.resize((words_.size() + 7) / 8 + 1);
-  fg_ = total;
-}
-
-std::uint64_t LabelIndex::select(bool foreground, std::uint64_t k) const {
-  const std::size_t blocks = rank_.size() - 1;
-  // Voxels of the class before block b.
-  auto before = [&](std::size_t b) -> std::uint64_t {
-    const std::uint64_t fg = rank_[b];
-    if (foreground) return fg;
-    const std::uint64_t bits = std::min<std::uint64_t>(static_cast<std::uint64_t>(b) * 512, n_);
-    return bits - fg;
-  };
-  std::size_t lo = 0, hi = blocks;  // the block holding it: before(lo) <= k < before(lo + 1)
-  while (hi - lo > 1) {
-    const std::size_t mid = (lo + hi) / 2;
-    if (before(mid) <= k) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  std::uint64_t left = k - before(lo);
-  for (std::size_t w = lo * 8; w < words_.size(); ++w) {
-    std::uint64_t word = foreground ? words_[w] : ~words_[w];
-    if (!foreground && (w + 1) * 64 > n_) word &= (n_ % 64 == 0) ? ~0ULL : ((1ULL << (n_ % 64)) - 1);
-    const auto c = static_cast<std::uint64_t>(std::popcount(word));
-    if (left < c) {
-      for (std::uint64_t j = 0; j < left; ++j) word &= word - 1;  // drop the lowest set bits
-      return w * 64 + static_cast<std::uint64_t>(std::countr_zero(word));
-    }
-    left -= c;
-  }
-  return n_ - 1;  // not reached when k < count(foreground)
+  return LabelIndex(n, std::move(words));
 }
 
 // ---- The program ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "decode/volume_format.h"
+#include "image/label_index.h"
 #include "order/rng.h"
 #include "stoker/status.h"
 #include "stoker/volume.h"
@@ -34,25 +35,9 @@ struct VolumeView {
 
 // Which voxels of a label volume are foreground (non-zero in any channel;
 // a multi-channel label's channel 0, one-hot background, left out, as
-// MONAI's map_binary_to_indices): a
-// bitmap over the spatial voxels in C order (s0, s1, s2) with a rank per 512
-// bits, so that the k-th voxel of either class is found in O(log n): an
-// exactly uniform draw over each class at 1/8 + 1/128 byte per voxel.
-class LabelIndex {
- public:
-  void build(const VolumeView& v);
-  std::uint64_t voxels() const { return n_; }
-  std::uint64_t count(bool foreground) const { return foreground ? fg_ : n_ - fg_; }
-  // The flat (C-order) index of the k-th voxel of the class. REQUIRES: k < count(foreground)
-  std::uint64_t select(bool foreground, std::uint64_t k) const;
-  bool test(std::uint64_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
-  std::size_t bytes() const { return words_.size() * 8 + rank_.size() * 4; }
-
- private:
-  std::uint64_t n_ = 0, fg_ = 0;
-  std::vector<std::uint64_t> words_;
-  std::vector<std::uint32_t> rank_;  // foreground voxels before each block of 8 words
-};
+// MONAI's map_binary_to_indices), as an index over its spatial voxels in C
+// order (s0, s1, s2).
+LabelIndex label_index(const VolumeView& v);
 
 // A step after the sampling crop.
 struct PostStep {

@@ -171,7 +171,10 @@ TEST(AutotuneTest, LoaderFeedingAWaitingConsumerKeepsEveryWorker) {
   EXPECT_EQ(s.autotune, "settled");
   EXPECT_EQ(s.threads, 2);
   EXPECT_EQ(s.threads_max, 2);
-  EXPECT_TRUE(s.autotune_log.empty()) << s.autotune_log.front();
+  // NOTE: no change of threads at any point. A deeper ring is allowed: on a
+  // loaded machine the woken consumer can wait for a core while the workers
+  // wait for ring space, which the tuner rightly reads as a bursty consumer.
+  for (const std::string& line : s.autotune_log) EXPECT_EQ(line.find("threads "), std::string::npos) << line;
 }
 
 TEST(AutotuneTest, FixedThreadsAndPrefetchAreKept) {

@@ -352,3 +352,26 @@ def test_torch_distributed_ranks_on_this_host_share_without_local_world_size(pho
         assert text.startswith("shared: " + shm + "/stoker-"), said
         assert "node-shared: 2 ranks on this node, torch.distributed: 2 of 2 ranks on host " + socket.gethostname() in text, said
     assert sum("(created; " in t for t in said) == 1, said
+
+
+def test_cache_auto_decides_with_the_node_budget_when_shared(photos, monkeypatch):
+    """cache="auto" with a cache shared by 4 ranks decides with the node's budget (the segment's size: this rank's
+    cache room times 4), so a set whose decoded form fits the node but not one rank's share is cached decoded."""
+    import re
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    kw = dict(batch_size=4, cache="auto", progress=False, transforms=TF, output="numpy")
+    probe = stoker.Loader(photos, share_cache="off", memory_budget=1 << 30, **kw).stats()["cache_auto"]
+    decoded_mb = float(re.search(r"(\d+) MB decoded", probe).group(1))
+    budget = int(decoded_mb * 1e6 / 2)  # half the decoded set: one rank's share cannot hold it, four can
+    shm = tempfile.mkdtemp(prefix="stoker-test-", dir="/dev/shm")
+    try:
+        own = stoker.Loader(photos, share_cache="off", memory_budget=budget, **kw).stats()
+        node = stoker.Loader(photos, share_cache="on", share_cache_dir=shm, memory_budget=budget, **kw).stats()
+        assert own["cache_mode"] != "decoded" and node["cache_mode"] == "decoded", (own["cache_auto"], node["cache_auto"])
+        assert node["shared_cache"].startswith("shared: ")
+        mb = [float(re.search(r"memory_budget (\d+) MB", s["cache_auto"]).group(1)) for s in (own, node)]
+        assert abs(mb[1] - 4 * mb[0]) <= 4, mb
+        gc.collect()
+        assert ours(shm) == []
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)

@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "decode/image.h"
 #include "memory/arena.h"
 #include "memory/shared_segment.h"
 #include "util/thread_annotations.h"
@@ -34,7 +33,6 @@ struct CacheEntry {
   // end of each member's bytes; empty for one member.
   std::span<const std::uint64_t> ends;
   bool grid = false;  // cache="ram": the image was rewritten into the random-access form (cache/ram_rewrite.h)
-  ImageView view() const { return {data, width, height, static_cast<std::ptrdiff_t>(width) * 3}; }
 };
 
 // A found entry and what keeps its bytes alive: the entry itself in a

@@ -256,7 +256,6 @@ void bind_loader(py::module_& m) {
   m.def(
       "_set_local_ranks", [](int ranks, const std::string& source) { detail::set_local_ranks(ranks, source); },
       py::arg("ranks"), py::arg("source"));
-  m.def("_local_ranks", [] { return py::make_tuple(detail::local_ranks(), detail::local_ranks_source()); });
 
   // Every stat of stats(), as the one stats table declares it (docs/stats.md is checked against it).
   m.def("_stats_table", [] { return stats_table_list(detail::stats_table()); });

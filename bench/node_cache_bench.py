@@ -7,7 +7,7 @@ that fills the caches (and cache="ram"'s preload), two steady epochs are timed; 
 segment once). Configurations alternate within each round, the order reversed every other round; ratios are of
 the same round. Under load the numbers are noisy: printed, never asserted.
 
-    python3 bench/node_cache_bench.py [DATA] [--ranks 4] [--rounds 1] [--threads 1] [--batch-size 32]
+    python3 bench/node_cache_bench.py [DATA] [--ranks 4] [--rounds 1] [--threads 1] [--batch-size 32] [--caches ram]
 """
 import argparse
 import json
@@ -55,6 +55,7 @@ def rank_main(rank, ranks, port, data, cache, share, threads, batch_size, out):
     dist.barrier()
     s = loader.stats()
     mine = {"rate": rate, "pss": pss_bytes(), "cache_bytes": s["cache_bytes"], "shared": s["shared_cache"],
+            "shared_bytes": s["shared_cache_bytes"],
             "filled": s["shared_cache_filled"], "entries": s["shared_cache_entries"]}
     got = [None] * ranks
     dist.all_gather_object(got, mine)
@@ -85,11 +86,14 @@ def main():
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="workers per rank")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--caches", default="ram,decoded", help="the caches to compare (mmap always runs: the baseline)")
     args = p.parse_args()
     mib = 1 << 20
-    results = {c: [] for c in CONFIGS}
+    caches = {"mmap", *args.caches.split(",")}
+    configs = [c for c in CONFIGS if c[0] in caches]
+    results = {c: [] for c in configs}
     for r in range(args.rounds):
-        order = CONFIGS if r % 2 == 0 else CONFIGS[::-1]
+        order = configs if r % 2 == 0 else configs[::-1]
         for cache, share in order:
             got = run(args, cache, share)
             results[(cache, share)].append(got)
@@ -101,7 +105,7 @@ def main():
     print("| cache | share_cache | node PSS (MiB) | over mmap's (MiB) | one rank's cache (MiB) | over / one cache | "
           "images/s per rank | rate / per-process cache's |")
     print("|---|---|---|---|---|---|---|---|")
-    for cache, share in CONFIGS:
+    for cache, share in configs:
         rows = results[(cache, share)]
         pss = [sum(g["pss"] for g in got) for got in rows]
         over = [p - b for p, b in zip(pss, base)]
@@ -115,9 +119,10 @@ def main():
         per_cache = f"{statistics.median(o / c for o, c in zip(over, one)):.2f}" if cache != "mmap" else ""
         print(f"| {cache} | {share} | {statistics.median(pss) / mib:.0f} | {statistics.median(over) / mib:.0f} | "
               f"{statistics.median(one) / mib:.0f} | {per_cache} | {statistics.median(rate):.0f} | {ratio} |")
-    for cache in ("ram", "decoded"):
+    for cache in sorted(caches - {"mmap"}):
         got = results[(cache, "on")][-1]
-        print(f"cache={cache}, shared: entries {got[0]['entries']}, stored per rank {[g['filled'] for g in got]}")
+        print(f"cache={cache}, shared: entries {got[0]['entries']}, {got[0]['shared_bytes'] / mib:.0f} MiB, stored per "
+              f"rank {[g['filled'] for g in got]}")
 
 
 if __name__ == "__main__":

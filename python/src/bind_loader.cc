@@ -5,6 +5,7 @@
 #include "batch/resume.h"
 #include "bindings.h"
 #include "decode/decode.h"
+#include "memory/memory_budget.h"
 #include "order/rng.h"
 #include "source/file_list_source.h"
 #include "source/file_reader.h"
@@ -249,6 +250,12 @@ void bind_loader(py::module_& m) {
         return "";
       },
       py::arg("transforms"), py::arg("dtype") = name_of(LoaderOptions{}.dtype), py::arg("fixed_size") = false);
+
+  // The ranks on this node as torch.distributed counts them (python/stoker: _note_local_ranks), for every loader
+  // of the process made after it: memory/memory_budget.h local_ranks().
+  m.def(
+      "_set_local_ranks", [](int ranks, const std::string& source) { detail::set_local_ranks(ranks, source); },
+      py::arg("ranks"), py::arg("source"));
 
   // Every stat of stats(), as the one stats table declares it (docs/stats.md is checked against it).
   m.def("_stats_table", [] { return stats_table_list(detail::stats_table()); });

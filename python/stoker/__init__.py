@@ -163,6 +163,45 @@ def _resolve_distributed(rank, world_size):
     return (int(rank) if rank is not None else r), (int(world_size) if world_size is not None else w)
 
 
+# How long a rank waits for the other ranks' host names (_note_local_ranks): a bound, so that a loader made on
+# some ranks only (an evaluation on rank 0) costs at most this once, then keeps LOCAL_WORLD_SIZE's count.
+_LOCAL_RANKS_WAIT_S = 60.0
+_local_ranks_noted = False
+
+
+def _note_local_ranks(share_cache, cache):
+    """The ranks on this node when torch.distributed is initialised and LOCAL_WORLD_SIZE is not set (mp.spawn, a
+    launcher other than torchrun): each rank puts its host name in the process group's store and reads the
+    others' (a bounded wait, once per process); the engine then counts the ranks on this host as LOCAL_WORLD_SIZE
+    would (share_cache="auto", the node budget's share, the preloads' starts). Never a collective: a rank that
+    makes no loader only delays the others' first loader by the bound."""
+    global _local_ranks_noted
+    if _local_ranks_noted or "LOCAL_WORLD_SIZE" in os.environ or share_cache == "off" or cache == "mmap":
+        return
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    _local_ranks_noted = True
+    world, rank = dist.get_world_size(), dist.get_rank()
+    if world < 2:
+        return
+    import datetime
+    import socket
+    from torch.distributed import distributed_c10d
+    store = distributed_c10d._get_default_store()
+    host = socket.gethostname()
+    keys = [f"stoker/host/{r}" for r in range(world)]
+    store.set(keys[rank], host)
+    try:
+        store.wait(keys, datetime.timedelta(seconds=_LOCAL_RANKS_WAIT_S))
+    except RuntimeError:
+        print(f"stoker: torch.distributed: not every rank of {world} made a loader within {_LOCAL_RANKS_WAIT_S:.0f} s,"
+              " so the ranks on this host are not known: LOCAL_WORLD_SIZE counts them (unset: 1)", file=sys.stderr)
+        return
+    local = sum(store.get(k).decode() == host for k in keys)
+    _stoker._set_local_ranks(local, f"torch.distributed: {local} of {world} ranks on host {host}")
+
+
 def _check_device(device, pin_memory, output):
     if device is None and not pin_memory:
         return None
@@ -421,11 +460,15 @@ class Loader:
             cache-relevant options map one file of shared memory in
             share_cache_dir, so each record is read, stored and charged once
             per node (each entry charged to the memory_budget of the rank
-            that stored it; the file's size: the cache budget times
-            LOCAL_WORLD_SIZE). "auto" shares
-            when LOCAL_WORLD_SIZE > 1 and falls back to a cache of this
-            process's own, with one line on stderr, when the directory cannot
-            hold it; "on" always shares and raises instead; "off" never.
+            that stored it; the file's size: the cache budget times the
+            ranks on the node). "auto" shares when several ranks share the
+            node: LOCAL_WORLD_SIZE > 1 (torchrun), or, without it, an
+            initialised torch.distributed group with several ranks on this
+            host (each rank's host name through the group's store, once per
+            process, waiting at most 60 s for the other ranks' first loader);
+            it falls back to a cache of this process's own, with one line on
+            stderr, when the directory cannot hold it; "on" always shares and
+            raises instead; "off" never.
             stats(): shared_cache (which and why), shared_cache_entries,
             shared_cache_bytes, shared_cache_hits, shared_cache_filled.
             Default "auto".
@@ -634,6 +677,7 @@ class Loader:
         if view_args and list(batch_transforms):
             raise ValueError("batch_transforms (MixUp/CutMix) act on one image per sample; views give several")
         rank, world_size = _resolve_distributed(rank, world_size)
+        _note_local_ranks(share_cache, cache)
         self.output = output
         # NOTE: the options' types and ranges are checked once, in C++ (src/options/options.cc),
         # which names the option; the doctor's snapshot carries the same JSON.

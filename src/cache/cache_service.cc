@@ -17,13 +17,30 @@ namespace stoker::detail {
 CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared_ptr<MemoryBudget> budget,
                            Client client)
     : source_(source), client_(std::move(client)) {
-  if (opt->cache.mode == Cache::kAuto) choose(opt, budget->room(MemoryAccount::kSampleCache));
+  const bool automatic = opt->cache.mode == Cache::kAuto;
+  const std::uint64_t room = budget->room(MemoryAccount::kSampleCache);
+  const auto local = static_cast<std::uint64_t>(local_ranks());
+  // NOTE: a cache to be shared is decided with the node's budget, the
+  // segment's size (this rank's room times the ranks on the node).
+  if (automatic) choose(opt, share_wanted(*opt) ? room * local : room);
   mode_ = opt->cache.mode;
   if (mode_ == Cache::kMmap) {
     shared_why_ = "off: cache=\"mmap\" keeps no cache";
     return;
   }
   cache_ = make_cache(*opt, std::move(budget));
+  if (automatic && !cache_->shared() && share_wanted(*opt)) {
+    // Chosen for the node's budget, but the segment could not be had: decided again for this rank's.
+    decide(opt, room);
+    mode_ = opt->cache.mode;
+    if (mode_ == Cache::kMmap) {
+      cache_.reset();
+      return;
+    }
+  }
+  if (opt->cache.progress != Progress::kOff && share_wanted(*opt)) {
+    std::fprintf(stderr, "stoker: cache=\"%s\": %s\n", cache_name(mode_), shared_why_.c_str());
+  }
   if (mode_ != Cache::kRam) return;
   if (opt->cache.rewrite && client_.image_part >= 0) {
     rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part);
@@ -33,21 +50,36 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
   if (!opt->cache.preload || source_.wants_plan()) return;
   constexpr int kPreloadThreads = 4;
   Preloader::IdleWork idle;
+  Preloader::StoreRecord store;
   if (rewrite_) {
-    for (int i = 0; i < kPreloadThreads; ++i) idle_scratch_.push_back(std::make_unique<RewriteScratch>());
-    idle = [this](int t) { return rewrite_->rewrite_next(idle_scratch_[static_cast<std::size_t>(t)].get(), cache_->size()); };
+    for (int i = 0; i < kPreloadThreads; ++i) preload_scratch_.push_back(std::make_unique<RewriteScratch>());
+    if (cache_->entries_final()) {
+      // NOTE: a shared segment's entries are final: each record is rewritten
+      // by the preload thread that stores it, nothing is left for idle time.
+      store = [this](int t, std::size_t i, const std::vector<std::uint8_t>& bytes, const std::vector<std::uint64_t>* ends) {
+        SampleCache::Insert in = SampleCache::Insert::kAlreadyHeld;
+        rewrite_->on_miss(static_cast<std::uint32_t>(i), bytes.data(), bytes.size(), ends,
+                          preload_scratch_[static_cast<std::size_t>(t)].get(), &in);
+        return in;
+      };
+    } else {
+      idle = [this](int t) {
+        return rewrite_->rewrite_next(preload_scratch_[static_cast<std::size_t>(t)].get(), cache_->size());
+      };
+    }
   }
   // NOTE: with a shared cache each local rank's preload begins at its own
-  // part of the set (LOCAL_RANK, else rank modulo LOCAL_WORLD_SIZE).
+  // part of the set (LOCAL_RANK, else rank modulo the local ranks).
   std::size_t start = 0;
-  if (cache_->shared()) {
-    const auto local = static_cast<std::size_t>(local_ranks());
+  const SharedSegment* seg = cache_->shared();
+  if (seg) {
     std::size_t me = static_cast<std::size_t>(opt->rank) % local;
     if (const char* env = std::getenv("LOCAL_RANK")) me = std::strtoul(env, nullptr, 10) % local;
     start = source_.size() * me / local;
   }
   preload_ = std::make_unique<Preloader>(source_, client_.read_record, cache_.get(), opt->cache.progress, kPreloadThreads,
-                                         std::move(idle), start);
+                                         std::move(idle), start, std::move(store),
+                                         seg ? "node-shared cache " + seg->path() : "");
 }
 
 CacheService::~CacheService() { stop(); }
@@ -83,14 +115,20 @@ std::string cache_key(const Source& source, const LoaderOptions& opt) {
 
 }  // namespace
 
+bool CacheService::share_wanted(const LoaderOptions& opt) const {
+  const std::size_t n = source_.size();
+  return opt.cache.share != ShareCache::kOff && (opt.cache.share == ShareCache::kOn || local_ranks() > 1) && n > 0 &&
+         n <= UINT32_MAX;
+}
+
 std::unique_ptr<SampleCache> CacheService::make_cache(const LoaderOptions& opt, std::shared_ptr<MemoryBudget> budget) {
   const std::size_t n = source_.size();
   const int local = local_ranks();
-  if (opt.cache.share == ShareCache::kOff || (opt.cache.share == ShareCache::kAuto && local < 2) || n == 0 ||
-      n > UINT32_MAX) {
-    shared_why_ = opt.cache.share == ShareCache::kOff ? "off: share_cache=\"off\""
-                  : n == 0 || n > UINT32_MAX      ? "off: " + std::to_string(n) + " records"
-                                                  : "off: one rank on this node (LOCAL_WORLD_SIZE unset or 1)";
+  if (!share_wanted(opt)) {
+    shared_why_ = opt.cache.share == ShareCache::kOff ? "off: share_cache=\"off\": a cache of this process's own"
+                  : n == 0 || n > UINT32_MAX
+                      ? "off: " + std::to_string(n) + " records: a cache of this process's own"
+                      : "off: one rank on this node (" + local_ranks_source() + "): a cache of this process's own";
     return std::make_unique<SampleCache>(n, std::move(budget));
   }
   const std::uint64_t room = budget->room(MemoryAccount::kSampleCache);
@@ -131,8 +169,8 @@ std::unique_ptr<SampleCache> CacheService::make_cache(const LoaderOptions& opt, 
                  seg->path().c_str());
   }
   shared_why_ = "shared: " + seg->path() + " (" + (seg->created() ? "created" : "attached") +
-                (seg->reclaimed_stale() ? ", a stale one reclaimed" : "") + "; LOCAL_WORLD_SIZE=" +
-                std::to_string(local) + ")";
+                (seg->reclaimed_stale() ? ", a stale one reclaimed" : "") + "; node-shared: " + std::to_string(local) +
+                (local == 1 ? " rank" : " ranks") + " on this node, " + local_ranks_source() + ")";
   return std::make_unique<SampleCache>(n, std::move(budget), std::move(seg));
 }
 
@@ -145,7 +183,7 @@ void CacheService::first_batch_out() {
 // cache="auto": a sampled header pass (at most 32 records, spread over the
 // set), then the rule of cache/auto_cache.h.
 void CacheService::choose(LoaderOptions* opt, std::uint64_t budget) {
-  SetFootprint f;
+  SetFootprint& f = footprint_;
   f.records = source_.size();
   f.image = client_.image;
   f.output_side = client_.output_side;
@@ -162,7 +200,11 @@ void CacheService::choose(LoaderOptions* opt, std::uint64_t budget) {
     f.encoded_bytes /= static_cast<double>(f.sampled);
     f.decoded_bytes /= static_cast<double>(f.sampled);
   }
-  const CacheChoice c = choose_cache(f, budget, opt->cache.max_side);
+  decide(opt, budget);
+}
+
+void CacheService::decide(LoaderOptions* opt, std::uint64_t budget) {
+  const CacheChoice c = choose_cache(footprint_, budget, opt->cache.max_side);
   opt->cache.mode = c.mode;
   why_ = c.why;
   if (opt->cache.progress != Progress::kOff) std::fprintf(stderr, "stoker: cache=\"auto\" chose %s\n", c.why.c_str());

@@ -58,7 +58,13 @@ class CacheService {
   void add_stats(Stats* s, std::uint64_t batches) const;
 
  private:
+  // cache="auto": samples the set's footprint, then decide()s.
   void choose(LoaderOptions* opt, std::uint64_t budget);
+  // cache="auto"'s rule on the footprint for `budget`: opt->cache.mode and why_.
+  void decide(LoaderOptions* opt, std::uint64_t budget);
+  // Whether the cache is to be shared by the node's loaders (share_cache,
+  // the ranks on the node, the set's size).
+  bool share_wanted(const LoaderOptions& opt) const;
   // The sample cache: in a segment shared by the node's loaders when
   // opt.cache.share says so and the directory can hold it, else this
   // process's own (shared_why_ says which and why).
@@ -68,10 +74,12 @@ class CacheService {
   Client client_;
   Cache mode_ = Cache::kMmap;
   std::string why_;  // cache="auto": what it chose and why
+  SetFootprint footprint_;  // cache="auto": the sampled set
   std::string shared_why_ = "off";  // stats()["shared_cache"]
   std::unique_ptr<SampleCache> cache_;
   std::unique_ptr<RamRewrite> rewrite_;
-  std::vector<std::unique_ptr<RewriteScratch>> idle_scratch_;  // the preload threads', for idle rewriting
+  // The preload threads', for the rewrite (when they store, or in idle time).
+  std::vector<std::unique_ptr<RewriteScratch>> preload_scratch_;
   std::unique_ptr<Preloader> preload_;
 };
 

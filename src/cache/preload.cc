@@ -17,10 +17,12 @@ namespace stoker::detail {
 // only copies. Held back until go(): started with the loader, their
 // allocations and copies made the first batch on the sample set 0.08 -> 0.13 s.
 Preloader::Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads,
-                     IdleWork idle, std::size_t start)
+                     IdleWork idle, std::size_t start, StoreRecord store, std::string label)
     : source_(source),
       read_(std::move(read)),
       idle_(std::move(idle)),
+      store_(std::move(store)),
+      label_(std::move(label)),
       cache_(cache),
       tty_(::isatty(2) != 0),
       progress_(progress == Progress::kOn || (progress == Progress::kAuto && tty_)) {
@@ -113,7 +115,8 @@ void Preloader::load(int id) {
     // NOTE: a record that fails to read is left to the worker that needs it,
     // which reads it again and applies on_corrupt (and counts it).
     if (!read_(i, &buf, &ends).ok()) continue;
-    const auto r = cache_->insert(i, buf.data(), buf.size(), 0, 0, ends.size() > 1 ? &ends : nullptr);
+    const std::vector<std::uint64_t>* e = ends.size() > 1 ? &ends : nullptr;
+    const auto r = store_ ? store_(id, i, buf, e) : cache_->insert(i, buf.data(), buf.size(), 0, 0, e);
     if (r == SampleCache::Insert::kNoRoom) {
       full_.store(true, std::memory_order_relaxed);
       stop_.store(true, std::memory_order_relaxed);
@@ -159,24 +162,25 @@ void Preloader::fail(const Status& st) {
   stop_.store(true, std::memory_order_relaxed);
 }
 
-// "stoker: loading into RAM: 1234 of 2040 records, 98.1 MB, 45 MB/s"
+// "stoker: loading into RAM (node-shared cache /dev/shm/...): 1234 of 2040 records, 98.1 MB, 45 MB/s"
 void Preloader::print(bool last) const {
   const std::uint64_t recs = cache_->records();
   const double s = report().seconds;
   const double mb = static_cast<double>(cache_->bytes()) / 1e6;
-  char line[512];
+  const std::string which = label_.empty() ? "" : " (" + label_ + ")";
+  char line[1024];
   if (!last) {
-    std::snprintf(line, sizeof(line), "stoker: loading into RAM: %llu of %zu records, %.1f MB, %.0f MB/s",
-                  static_cast<unsigned long long>(recs), source_.size(), mb,
+    std::snprintf(line, sizeof(line), "stoker: loading into RAM%s: %llu of %zu records, %.1f MB, %.0f MB/s",
+                  which.c_str(), static_cast<unsigned long long>(recs), source_.size(), mb,
                   s > 0 ? static_cast<double>(bytes_.load(std::memory_order_relaxed)) / 1e6 / s : 0.0);
   } else if (full_.load(std::memory_order_relaxed)) {
     std::snprintf(line, sizeof(line),
-                  "stoker: RAM budget (%.1f MB) full at %llu of %zu records; the rest is read each epoch (%s)",
+                  "stoker: RAM budget (%.1f MB) full at %llu of %zu records; the rest is read each epoch (%s)%s",
                   static_cast<double>(cache_->budget()) / 1e6, static_cast<unsigned long long>(recs), source_.size(),
-                  source_.describe().c_str());
+                  source_.describe().c_str(), which.c_str());
   } else {
-    std::snprintf(line, sizeof(line), "stoker: loaded into RAM: %llu records, %.1f MB in %.1f s (%s)",
-                  static_cast<unsigned long long>(recs), mb, s, source_.describe().c_str());
+    std::snprintf(line, sizeof(line), "stoker: loaded into RAM: %llu records, %.1f MB in %.1f s (%s)%s",
+                  static_cast<unsigned long long>(recs), mb, s, source_.describe().c_str(), which.c_str());
   }
   // On a terminal the line rewrites itself; elsewhere (logs) one per line.
   std::fprintf(stderr, tty_ ? (last ? "\r\033[K%s\n" : "\r\033[K%s") : "%s\n", line);

@@ -35,11 +35,18 @@ class Preloader {
   // when there is none left. It should not throw: an exception it lets out
   // ends that thread's idle work (reported on stderr).
   using IdleWork = std::function<bool(int thread)>;
+  // `store` (may be empty: SampleCache::insert as read): stores record i's
+  // bytes, read by preload thread `thread` (a cache whose entries are final
+  // stores them rewritten: RamRewrite::on_miss).
+  using StoreRecord = std::function<SampleCache::Insert(int thread, std::size_t i, const std::vector<std::uint8_t>& bytes,
+                                                        const std::vector<std::uint64_t>* ends)>;
   // `start`: the record to begin at (then on, wrapping around): ranks
   // filling one shared cache begin at different places, so their preloads
   // read disjoint parts.
+  // `label`: which cache, for the progress lines (CacheService: "node-shared
+  // cache /dev/shm/...", "cache of this process").
   Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads = 4,
-            IdleWork idle = {}, std::size_t start = 0);
+            IdleWork idle = {}, std::size_t start = 0, StoreRecord store = {}, std::string label = {});
   // NOTE: an exception on a preload thread (out of memory while copying a
   // record in, a bug) stops the preload: report().state becomes
   // "error: <what>" and report().errors counts it; the records not in yet
@@ -70,6 +77,8 @@ class Preloader {
   const Source& source_;
   ReadRecord read_;
   IdleWork idle_;
+  StoreRecord store_;
+  const std::string label_;
   SampleCache* cache_;
   const bool tty_;       // stderr is a terminal
   const bool progress_;  // print progress

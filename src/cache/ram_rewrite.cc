@@ -25,7 +25,7 @@ constexpr std::int64_t kSharePercent = 9;
 }  // namespace
 
 RamRewrite::Outcome RamRewrite::rewrite_bytes(const std::uint8_t* data, std::size_t size,
-                                              const std::vector<std::uint64_t>& ends, RewriteScratch* s) {
+                                              std::span<const std::uint64_t> ends, RewriteScratch* s) {
   const std::size_t part = static_cast<std::size_t>(image_part_);
   const std::uint64_t begin = part == 0 ? 0 : ends[part - 1];
   const std::uint64_t end = ends.empty() ? size : ends[part];
@@ -46,7 +46,7 @@ RamRewrite::Outcome RamRewrite::rewrite_bytes(const std::uint8_t* data, std::siz
   std::memcpy(s->record.data(), data, begin);
   std::memcpy(s->record.data() + begin, s->jpeg.data(), s->jpeg.size());
   std::memcpy(s->record.data() + begin + s->jpeg.size(), data + end, tail);
-  s->ends = ends;
+  s->ends.assign(ends.begin(), ends.end());
   const auto delta = static_cast<std::int64_t>(s->jpeg.size()) - static_cast<std::int64_t>(end - begin);
   for (std::size_t k = part; k < s->ends.size(); ++k) {
     s->ends[k] = static_cast<std::uint64_t>(static_cast<std::int64_t>(s->ends[k]) + delta);
@@ -58,7 +58,7 @@ SampleCache::EntryPtr RamRewrite::rewrite_entry(std::uint32_t rec, const SampleC
                                                 RewriteScratch* s) {
   const std::int64_t t0 = thread_cpu_ns();
   injection_point(ThreadSite::kRewrite, static_cast<std::int64_t>(rec));
-  const Outcome o = rewrite_bytes(old->bytes.data(), old->bytes.size(), old->ends, s);
+  const Outcome o = rewrite_bytes(old->data, old->size, old->ends, s);
   SampleCache::EntryPtr now = old;
   if (o == Outcome::kCorrupt) {
     // NOTE: bytes libjpeg cannot rewrite cannot be decoded either: off the
@@ -67,19 +67,13 @@ SampleCache::EntryPtr RamRewrite::rewrite_entry(std::uint32_t rec, const SampleC
     cache_->refuse(rec);
     refused_.fetch_add(1, std::memory_order_relaxed);
   } else {
+    // NOTE: over the budget, the original stays (still correct, only slower).
     if (o == Outcome::kRewritten) {
-      // NOTE: over the budget, the original stays (still correct, only slower).
-      if (auto next = cache_->charged_entry(s->record.size(), old->ends.size())) {
-        std::memcpy(next->bytes.data(), s->record.data(), s->record.size());
-        next->ends = s->ends;
-        next->grid = true;
-        SampleCache::EntryPtr e = next;
-        if (cache_->replace(rec, old, std::move(next))) {
-          now = std::move(e);
-          rewritten_.fetch_add(1, std::memory_order_relaxed);
-          before_.fetch_add(s->image_before, std::memory_order_relaxed);
-          after_.fetch_add(s->jpeg.size(), std::memory_order_relaxed);
-        }
+      if (SampleCache::EntryPtr next = cache_->replace(rec, old, s->record.data(), s->record.size(), s->ends)) {
+        now = std::move(next);
+        rewritten_.fetch_add(1, std::memory_order_relaxed);
+        before_.fetch_add(s->image_before, std::memory_order_relaxed);
+        after_.fetch_add(s->jpeg.size(), std::memory_order_relaxed);
       }
     }
     cache_->settle(rec, SampleCache::kFinal);
@@ -89,9 +83,15 @@ SampleCache::EntryPtr RamRewrite::rewrite_entry(std::uint32_t rec, const SampleC
   return now;
 }
 
+bool RamRewrite::running() const { return image_part_ >= 0 && !stopped_.load(std::memory_order_relaxed); }
+
 bool RamRewrite::allowed(const RewriteScratch& s) const {
-  if (image_part_ < 0 || stopped_.load(std::memory_order_relaxed)) return false;
-  if (!s.first_epoch) return true;
+  if (!running()) return false;
+  // NOTE: a store in a shared segment is final, so a record is rewritten
+  // before it is stored, whatever the first epoch's allowance: each record
+  // once per node, where caches of their own rewrite every record once per
+  // rank.
+  if (!s.first_epoch || cache_->entries_final()) return true;
   return s.debt_ns * 100 <= s.first_ns * kFirstEpochPercent;
 }
 
@@ -112,7 +112,10 @@ void RamRewrite::note_decode(bool grid, std::int64_t ns) {
 }
 
 SampleCache::EntryPtr RamRewrite::on_hit(std::uint32_t rec, SampleCache::EntryPtr hit, RewriteScratch* s) noexcept {
-  if (hit->grid || cache_->state(rec) != SampleCache::kPending || !allowed(*s) || !cache_->claim(rec)) return hit;
+  if (hit->grid || cache_->entries_final() || cache_->state(rec) != SampleCache::kPending || !allowed(*s) ||
+      !cache_->claim(rec)) {
+    return hit;
+  }
   try {
     const std::int64_t t0 = now_ns();
     SampleCache::EntryPtr now = rewrite_entry(rec, hit, s);
@@ -126,19 +129,20 @@ SampleCache::EntryPtr RamRewrite::on_hit(std::uint32_t rec, SampleCache::EntryPt
 }
 
 bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_t size,
-                         const std::vector<std::uint64_t>* ends, RewriteScratch* s) noexcept {
+                         const std::vector<std::uint64_t>* ends, RewriteScratch* s, SampleCache::Insert* stored) noexcept {
   static const std::vector<std::uint64_t> kNone;
+  SampleCache::Insert in = SampleCache::Insert::kAlreadyHeld;
   try {
     if (allowed(*s) && cache_->state(rec) == SampleCache::kPending && !cache_->contains(rec) && cache_->claim(rec)) {
       const std::int64_t t0 = now_ns(), c0 = thread_cpu_ns();
       injection_point(ThreadSite::kRewrite, static_cast<std::int64_t>(rec));
       const Outcome o = rewrite_bytes(data, size, ends ? *ends : kNone, s);
       cpu_ns_.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - c0), std::memory_order_relaxed);
+      bool rewritten = false;
       if (o == Outcome::kRewritten) {
         // Stored as final (never looked at again); without room the sample
         // still reads the rewritten bytes (the same pixels).
-        const auto in = cache_->insert(rec, s->record.data(), s->record.size(), 0, 0, ends ? &s->ends : nullptr,
-                                       /*grid=*/true);
+        in = cache_->insert(rec, s->record.data(), s->record.size(), 0, 0, ends ? &s->ends : nullptr, /*grid=*/true);
         if (in == SampleCache::Insert::kStored) {
           rewritten_.fetch_add(1, std::memory_order_relaxed);
           on_read_.fetch_add(1, std::memory_order_relaxed);
@@ -146,25 +150,33 @@ bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_
           after_.fetch_add(s->jpeg.size(), std::memory_order_relaxed);
         }
         settle(rec, in);
-        charge(s, now_ns() - t0);
-        return true;
-      }
-      if (o == Outcome::kAsIs) {
-        settle(rec, cache_->insert(rec, data, size, 0, 0, ends));
+        rewritten = true;
+      } else if (o == Outcome::kAsIs) {
+        in = cache_->insert(rec, data, size, 0, 0, ends);
+        settle(rec, in);
       } else {  // corrupt: its decode says why, counted as without the cache
         cache_->refuse(rec);
         refused_.fetch_add(1, std::memory_order_relaxed);
+        in = SampleCache::Insert::kRefused;
       }
       charge(s, now_ns() - t0);
-      return false;
+      if (stored) *stored = in;
+      return rewritten;
     }
   } catch (...) {
     failed(rec);
   }
-  try {
-    cache_->insert(rec, data, size, 0, 0, ends);
-  } catch (...) {  // no memory for it: the record stays uncached
+  // NOTE: entries final (a shared segment): only the rewritten form is
+  // stored (above), while the rewrite runs; the record is another thread's
+  // (or another process's) now, or settled.
+  if (!cache_->entries_final() || !running()) {
+    try {
+      in = cache_->insert(rec, data, size, 0, 0, ends);
+    } catch (...) {  // no memory for it: the record stays uncached
+      in = SampleCache::Insert::kNoRoom;
+    }
   }
+  if (stored) *stored = in;
   return false;
 }
 
@@ -195,7 +207,7 @@ void RamRewrite::after_sample(RewriteScratch* s, std::int64_t sample_ns) noexcep
 }
 
 bool RamRewrite::rewrite_next(RewriteScratch* s, std::size_t scan) noexcept {
-  if (image_part_ < 0 || stopped_.load(std::memory_order_relaxed)) return false;
+  if (!running() || cache_->entries_final()) return false;  // final: stored rewritten
   std::size_t claimed = SIZE_MAX;
   try {
     for (std::size_t k = 0; k < scan; ++k) {
@@ -243,11 +255,9 @@ void RamRewrite::add_stats(Stats* s, bool all_in) const {
   s->cache_rewrite_bytes_after = after_.load(std::memory_order_relaxed);
   s->cache_rewrite_cpu_s = static_cast<double>(cpu_ns_.load(std::memory_order_relaxed)) * 1e-9;
   // Done once every cached record is settled and no more are coming. NOTE:
-  // in a cache shared by the node's loaders each rewrites the entries it
-  // stored (and those it reads before their writer did): done once its
-  // walk has passed every entry it stored.
-  const bool settled = cache_->shared() ? cursor_.load(std::memory_order_relaxed) >= cache_->filled()
-                                        : s->cache_rewrite_settled >= cache_->records();
+  // in a cache whose entries are final (shared by the node's loaders) every
+  // entry was stored in its final form.
+  const bool settled = cache_->entries_final() || s->cache_rewrite_settled >= cache_->records();
   s->cache_rewrite = all_in && settled ? "done" : "rewriting";
   if (const std::uint64_t n = errors_.load(std::memory_order_acquire)) {
     s->thread_errors["rewrite"] += n;

@@ -15,12 +15,17 @@
 //  - in the background: the workers' share (at most 9% of their sample time
 //    from the second epoch on) and the preload threads' idle CPU take the
 //    records not read yet, in the order they entered the cache.
+// In a cache whose entries are final (a segment shared by the node's
+// loaders: a block another process may read is never freed) a record is
+// rewritten before it is stored, by whoever stores it (a worker's miss, a
+// preload thread), and never replaced: the segment holds one copy of the set.
 // Thread-safe; one RewriteScratch per thread.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,9 +68,11 @@ class RamRewrite {
   // A miss: the record's bytes as the cache keeps them were just read
   // (`ends` null for one member). Stores them in the cache, rewritten when
   // the allowance says so; true when s->record (with s->ends) then holds
-  // the rewritten bytes, which the sample should read.
+  // the rewritten bytes, which the sample should read. `stored` (may be
+  // null): what the cache said to the store (kAlreadyHeld when none was
+  // tried). The preload stores through it too when entries are final.
   bool on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_t size, const std::vector<std::uint64_t>* ends,
-               RewriteScratch* s) noexcept;
+               RewriteScratch* s, SampleCache::Insert* stored = nullptr) noexcept;
   // The sample's image decode took `ns`, from rewritten bytes (grid) or
   // from an original JPEG: the running means of both are the saving the
   // first epoch's allowance counts.
@@ -84,11 +91,12 @@ class RamRewrite {
  private:
   enum class Outcome { kRewritten, kAsIs, kCorrupt };
   // Record bytes (members as the cache keeps them) -> s->record/s->ends.
-  Outcome rewrite_bytes(const std::uint8_t* data, std::size_t size, const std::vector<std::uint64_t>& ends,
+  Outcome rewrite_bytes(const std::uint8_t* data, std::size_t size, std::span<const std::uint64_t> ends,
                         RewriteScratch* s);
   // Rewrites the entry of claimed record `rec` (cached) and settles it;
   // returns the entry now held (the new one when rewritten).
   SampleCache::EntryPtr rewrite_entry(std::uint32_t rec, const SampleCache::EntryPtr& old, RewriteScratch* s);
+  bool running() const;  // an image to rewrite, and not stopped by an exception
   bool allowed(const RewriteScratch& s) const;
   void charge(RewriteScratch* s, std::int64_t ns);
   void settle(std::uint32_t rec, SampleCache::Insert in);

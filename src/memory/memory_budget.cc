@@ -241,13 +241,53 @@ std::uint64_t default_memory_budget() {
   return budget / static_cast<std::uint64_t>(local_ranks());
 }
 
-int local_ranks() {
+namespace {
+
+struct LocalRanks {
+  Mutex mu;
+  int ranks GUARDED_BY(mu) = 0;  // 0: not set
+  std::string source GUARDED_BY(mu);
+};
+LocalRanks& local_ranks_set() {
+  static LocalRanks* r = new LocalRanks();  // NOTE: never destroyed: read by loaders freed at exit
+  return *r;
+}
+
+int env_local_ranks() {
   if (const char* env = std::getenv("LOCAL_WORLD_SIZE")) {
     char* end = nullptr;
     const long ranks = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && ranks > 1) return static_cast<int>(std::min<long>(ranks, 1 << 16));
   }
   return 1;
+}
+
+}  // namespace
+
+int local_ranks() {
+  LocalRanks& r = local_ranks_set();
+  {
+    MutexLock lock(r.mu);
+    if (r.ranks > 0) return r.ranks;
+  }
+  return env_local_ranks();
+}
+
+std::string local_ranks_source() {
+  LocalRanks& r = local_ranks_set();
+  {
+    MutexLock lock(r.mu);
+    if (r.ranks > 0) return r.source;
+  }
+  const char* env = std::getenv("LOCAL_WORLD_SIZE");
+  return env ? std::string("LOCAL_WORLD_SIZE=") + env : std::string("LOCAL_WORLD_SIZE unset");
+}
+
+void set_local_ranks(int ranks, std::string source) {
+  LocalRanks& r = local_ranks_set();
+  MutexLock lock(r.mu);
+  r.ranks = std::clamp(ranks, 1, 1 << 16);
+  r.source = std::move(source);
 }
 
 }  // namespace stoker::detail

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "util/thread_annotations.h"
@@ -172,7 +173,15 @@ class MemoryCharge {
 // cgroup (v2 memory.max, or v1 limit) still allows, divided among the ranks
 // torchrun starts on this node (LOCAL_WORLD_SIZE).
 std::uint64_t default_memory_budget();
-// The ranks torchrun starts on this node: LOCAL_WORLD_SIZE, or 1.
+// The ranks on this node: what set_local_ranks() said (Python: the ranks of
+// an initialised torch.distributed group on this host), else
+// LOCAL_WORLD_SIZE (what torchrun sets), else 1.
 int local_ranks();
+// Where local_ranks() comes from, for stats() and messages:
+// "LOCAL_WORLD_SIZE=4", the caller's words, or "LOCAL_WORLD_SIZE unset".
+std::string local_ranks_source();
+// For the rest of the process: `ranks` on this node (> 0), `source` saying
+// how they were counted. Call before the first loader resolves its budget.
+void set_local_ranks(int ranks, std::string source);
 
 }  // namespace stoker::detail

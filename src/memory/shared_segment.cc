@@ -20,7 +20,7 @@ namespace stoker::detail {
 namespace {
 
 constexpr std::uint64_t kMagic = 0x314745534B4F5453ULL;  // "STOKSEG1"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 constexpr std::uint64_t kHeaderBytes = 4096;
 constexpr std::uint64_t kClaimBit = std::uint64_t{1} << 63;
 constexpr std::uint64_t kRefusedWord = std::uint64_t{1} << 62;
@@ -94,6 +94,7 @@ struct SharedSegment::Header {
   std::atomic<std::uint64_t> bump;       // data-area bytes handed out
   std::atomic<std::uint64_t> allocated;  // data-area bytes allocated in the file system
   std::atomic<std::uint64_t> entries;
+  std::atomic<std::uint64_t> entry_bytes;  // the published blocks' bytes
 };
 static_assert(sizeof(SharedSegment::Header) <= kHeaderBytes);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -224,8 +225,8 @@ bool SharedSegment::find(std::uint32_t i, Block* out) const {
   BlockHeader bh;
   std::memcpy(&bh, base_ + v, sizeof bh);
   const std::uint8_t* p = base_ + v + sizeof bh;
-  out->ends.resize(bh.n_ends);
-  if (bh.n_ends) std::memcpy(out->ends.data(), p, 8ULL * bh.n_ends);
+  // NOTE: blocks are 16-byte aligned and their header is 24 bytes, so the ends are 8-byte aligned.
+  out->ends = {reinterpret_cast<const std::uint64_t*>(p), bh.n_ends};
   out->data = p + 8ULL * bh.n_ends;
   out->size = bh.size;
   out->width = bh.width;
@@ -297,24 +298,24 @@ SharedSegment::Store SharedSegment::store(std::uint32_t i, const std::uint8_t* d
   std::uint64_t c = mine;
   if (!w.compare_exchange_strong(c, off, std::memory_order_acq_rel)) return Store::kRefused;  // refused meanwhile
   header_->entries.fetch_add(1, std::memory_order_relaxed);
+  header_->entry_bytes.fetch_add(block_bytes(size, meta.ends ? meta.ends->size() : 0), std::memory_order_relaxed);
   filled_.fetch_add(1, std::memory_order_relaxed);
   return Store::kStored;
 }
 
-bool SharedSegment::replace(std::uint32_t i, std::uint64_t offset, const std::uint8_t* data, std::uint64_t size,
-                            const Meta& meta) {
-  const std::uint64_t off = write_block(size, data, meta);
-  if (!off) return false;
-  std::uint64_t expect = offset;
-  return word(i).compare_exchange_strong(expect, off, std::memory_order_acq_rel);
-}
-
 void SharedSegment::refuse(std::uint32_t i) {
   const std::uint64_t v = word(i).exchange(kRefusedWord, std::memory_order_acq_rel);
-  if (v != 0 && !(v & (kClaimBit | kRefusedWord))) header_->entries.fetch_sub(1, std::memory_order_relaxed);
+  if (v != 0 && !(v & (kClaimBit | kRefusedWord))) {
+    // NOTE: the block stays (a reader may hold it): a hole from now on.
+    BlockHeader bh;
+    std::memcpy(&bh, base_ + v, sizeof bh);
+    header_->entries.fetch_sub(1, std::memory_order_relaxed);
+    header_->entry_bytes.fetch_sub(block_bytes(bh.size, bh.n_ends), std::memory_order_relaxed);
+  }
 }
 
 std::uint64_t SharedSegment::entries() const { return header_->entries.load(std::memory_order_relaxed); }
+std::uint64_t SharedSegment::entry_bytes() const { return header_->entry_bytes.load(std::memory_order_relaxed); }
 std::uint64_t SharedSegment::bytes() const {
   return std::min(header_->bump.load(std::memory_order_relaxed), header_->capacity);
 }

@@ -15,7 +15,10 @@
 // compare-exchange, writes its block and publishes it with a release store:
 // a reader never sees half an entry. A claim whose process is dead (a
 // SIGKILL mid-write) is taken over by the next writer; the block it was
-// writing is a hole.
+// writing is a hole. A published block is final: never replaced or freed
+// while the file lives (another process may be reading it, without a lock),
+// so what is stored must be the entry's final form (cache/README.md: the
+// RAM rewrite happens before the store).
 //
 // Lifetime, by open-file-description locks on the file (released by the
 // kernel when a process dies): byte 0 serialises attach and detach, byte 1 is
@@ -32,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,15 +61,15 @@ class SharedSegment {
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
-  // A published entry. The bytes stay valid while the segment is attached
-  // (blocks are never reused).
+  // A published entry, read in place: the bytes and the member ends stay
+  // valid while the segment is attached (blocks are never reused).
   struct Block {
     const std::uint8_t* data = nullptr;
     std::uint64_t size = 0;
     int width = 0, height = 0;
     bool grid = false;
-    std::vector<std::uint64_t> ends;
-    std::uint64_t offset = 0;  // identifies the block (replace())
+    std::span<const std::uint64_t> ends;
+    std::uint64_t offset = 0;  // where the block is (tests)
   };
   struct Meta {
     int width = 0, height = 0;
@@ -81,16 +85,14 @@ class SharedSegment {
   // process or thread has stored or is storing it (kHeld), it was refused,
   // or the data area (or the file system under it) is full.
   Store store(std::uint32_t i, const std::uint8_t* data, std::uint64_t size, const Meta& meta);
-  // Puts a copy of data in place of the block at `offset` (record i's entry
-  // as found); false when the entry is no longer that block or there is no
-  // room. The old block is a hole from then on.
-  bool replace(std::uint32_t i, std::uint64_t offset, const std::uint8_t* data, std::uint64_t size,
-               const Meta& meta);
   // Record i is never stored again (and its entry, if any, dropped).
   void refuse(std::uint32_t i);
 
   std::uint64_t entries() const;   // published entries, node-wide
   std::uint64_t bytes() const;     // the data area's bytes handed out (holes included), node-wide
+  // The published entries' blocks' bytes, node-wide: bytes() less the holes
+  // (blocks of writers killed mid-write, or stored and then refused).
+  std::uint64_t entry_bytes() const;
   std::uint64_t capacity() const;  // the data area's size
   std::uint32_t records() const { return records_; }
   std::uint64_t filled() const { return filled_.load(std::memory_order_relaxed); }  // stored by this object

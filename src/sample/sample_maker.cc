@@ -305,7 +305,7 @@ RecordFootprint SampleMaker::footprint(std::uint32_t rec) const {
 
 // s->part[k]: part k of a record kept as one buffer (`ends`: each part's
 // end; empty for one part).
-void SampleMaker::point_parts(const std::uint8_t* bytes, std::size_t size, const std::vector<std::uint64_t>& ends,
+void SampleMaker::point_parts(const std::uint8_t* bytes, std::size_t size, std::span<const std::uint64_t> ends,
                               Scratch* s) const {
   s->part.resize(static_cast<std::size_t>(spec_.parts));
   std::uint64_t begin = 0;
@@ -319,13 +319,13 @@ void SampleMaker::point_parts(const std::uint8_t* bytes, std::size_t size, const
 Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes_read, bool look_up) const {
   s->part.resize(static_cast<std::size_t>(spec_.parts));
   *bytes_read = 0;
-  s->hit = cache_ && look_up ? cache_->find(rec) : nullptr;  // held while the sample uses its bytes
+  s->hit = cache_ && look_up ? cache_->find(rec) : SampleCache::EntryPtr();  // held while the sample uses its bytes
   s->grid = false;
   if (s->hit && rewrite_) s->hit = rewrite_->on_hit(rec, std::move(s->hit), &s->rewrite);
   if (const SampleCache::Entry* hit = s->hit.get()) {
     s->grid = hit->grid;
-    point_parts(hit->bytes.data(), hit->bytes.size(), hit->ends, s);
-    *bytes_read = hit->bytes.size();
+    point_parts(hit->data, hit->size, hit->ends, s);
+    *bytes_read = hit->size;
     return Status::Ok();
   }
   if (spec_.parts == 1) {  // one member: no copy into a bundle
@@ -376,9 +376,9 @@ Status SampleMaker::read_parts(std::uint32_t rec, Scratch* s, std::size_t* bytes
 // members as read), so the output does not depend on whether it was a hit.
 Status SampleMaker::read_stored(Sample* x) const {
   Scratch* s = x->s;
-  s->hit = cache_ ? cache_->find(x->rec) : nullptr;
+  s->hit = cache_ ? cache_->find(x->rec) : SampleCache::EntryPtr();
   if (const SampleCache::Entry* hit = s->hit.get()) {
-    point_parts(hit->bytes.data(), hit->bytes.size(), hit->ends, s);
+    point_parts(hit->data, hit->size, hit->ends, s);
     x->stored = true;
     x->stored_width = hit->width;
     x->stored_height = hit->height;

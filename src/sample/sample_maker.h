@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -112,7 +113,7 @@ class SampleMaker {
   // cache=kDecoded: the stored forms of the parts in hand into s->bundle
   // (part order), offered to the cache; see FieldOp::prepare_store.
   Status store(Sample* x, bool may_defer, bool* deferred) const;
-  void point_parts(const std::uint8_t* bytes, std::size_t size, const std::vector<std::uint64_t>& ends, Scratch* s) const;
+  void point_parts(const std::uint8_t* bytes, std::size_t size, std::span<const std::uint64_t> ends, Scratch* s) const;
   void init_scratch(Scratch* s) const;
   Status tag(const FieldSpec& f, const Status& st) const;
 

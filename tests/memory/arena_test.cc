@@ -107,12 +107,10 @@ TEST(ArenaTest, CacheBudgetCountsTheHolesOfReplacedEntries) {
   // originals' memory only when their whole mapping empties (here never:
   // the others live on in it); what it cannot return yet counts against
   // the budget, so the entries' bytes plus the holes stay under it.
+  const std::vector<std::uint8_t> half(size / 2, 2);
   for (std::size_t i = 0; i < n; i += 2) {
     auto old = cache.peek(i);
-    auto next = cache.charged_entry(size / 2, 0);
-    ASSERT_NE(next, nullptr);
-    std::memset(next->bytes.data(), 2, size / 2);
-    ASSERT_TRUE(cache.replace(i, old, std::move(next)));
+    ASSERT_TRUE(cache.replace(i, old, half.data(), half.size(), {}));
   }
   const std::uint64_t budget = 2 * per * n;
   EXPECT_GT(cache.holes(), 0u);
@@ -123,9 +121,9 @@ TEST(ArenaTest, CacheBudgetCountsTheHolesOfReplacedEntries) {
   for (std::size_t i = n; i < 2 * n; ++i) stored += cache.insert(i, bytes.data(), size) == SampleCache::Insert::kStored;
   EXPECT_LT(stored, by_entries);
   EXPECT_LE(cache.bytes() + cache.holes(), budget);
-  EXPECT_EQ(cache.peek(0)->bytes.size(), size / 2);
-  EXPECT_EQ(cache.peek(0)->bytes.data()[0], 2);
-  EXPECT_EQ(cache.peek(n)->bytes.data()[size - 1], 1);
+  EXPECT_EQ(cache.peek(0)->size, size / 2);
+  EXPECT_EQ(cache.peek(0)->data[0], 2);
+  EXPECT_EQ(cache.peek(n)->data[size - 1], 1);
 }
 
 }  // namespace

@@ -30,10 +30,10 @@ namespace {
 
 constexpr std::uint32_t kRecords = 300;
 
-// Record i's bytes, version v (0: as stored, 1: as a replacement stores them).
-std::vector<std::uint8_t> record_bytes(std::uint32_t i, int v = 0) {
+// Record i's bytes.
+std::vector<std::uint8_t> record_bytes(std::uint32_t i) {
   std::vector<std::uint8_t> b(100 + (i * 37) % 5000);
-  for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::uint8_t>(i * 131 + k * 7 + v * 59);
+  for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::uint8_t>(i * 131 + k * 7);
   return b;
 }
 
@@ -47,10 +47,10 @@ SharedSegmentOptions options(const std::string& dir, const std::string& key = "k
   return o;
 }
 
-bool holds(const SharedSegment& s, std::uint32_t i, int v = 0) {
+bool holds(const SharedSegment& s, std::uint32_t i) {
   SharedSegment::Block b;
   if (!s.find(i, &b)) return false;
-  const auto want = record_bytes(i, v);
+  const auto want = record_bytes(i);
   return b.size == want.size() && std::memcmp(b.data, want.data(), want.size()) == 0 &&
          b.width == static_cast<int>(i) && b.ends.size() == 2 && b.ends[1] == want.size();
 }
@@ -292,10 +292,12 @@ TEST(SharedSegmentTest, FullFileSystemRefusesStoresWithTheReason) {
   EXPECT_TRUE(files_in(dir.path()).empty());
 }
 
-// Property: any mix of store, replace, refuse and find from several threads
-// (two segments attached in one process, as two processes would be) leaves
-// every record empty, refused, or holding a whole version of its bytes, and
-// entries() equals the records holding one.
+// Property: any mix of store, refuse and find from several threads (two
+// segments attached in one process, as two processes would be) leaves every
+// record empty, refused, or holding the whole of its bytes; entries() equals
+// the records holding them and entry_bytes() their blocks' bytes; bytes()
+// holds at most one block per record published or refused (none written
+// twice: the holes are refused records' blocks only).
 TEST(SharedSegmentTest, RandomOperationsKeepTheIndexInvariants) {
   TempDir dir("stoker-seg");
   auto a = SharedSegment::attach(options(dir.path()));
@@ -312,15 +314,9 @@ TEST(SharedSegmentTest, RandomOperationsKeepTheIndexInvariants) {
         SharedSegment::Block blk;
         if (op < 5) {
           store(s, i);
-        } else if (op < 8) {
-          if (s.find(i, &blk)) {
-            const auto v1 = record_bytes(i, 1);
-            const std::vector<std::uint64_t> ends{v1.size() / 2, v1.size()};
-            s.replace(i, blk.offset, v1.data(), v1.size(), {static_cast<int>(i), 1, true, &ends});
-          }
         } else if (op == 8 && i % 10 == 0) {
           s.refuse(i);
-        } else if (s.find(i, &blk) && !holds(s, i, 0) && !holds(s, i, 1)) {
+        } else if (s.find(i, &blk) && !holds(s, i)) {
           bad.fetch_add(1);
         }
       }
@@ -328,19 +324,24 @@ TEST(SharedSegmentTest, RandomOperationsKeepTheIndexInvariants) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
-  std::uint64_t published = 0;
+  std::uint64_t published = 0, published_bytes = 0, at_most = 0;
   for (std::uint32_t i = 0; i < kRecords; ++i) {
     SharedSegment::Block blk;
     if (a->find(i, &blk)) {
       ++published;
-      EXPECT_TRUE(holds(*a, i, blk.grid ? 1 : 0)) << i;
+      published_bytes += SharedSegment::block_bytes(blk.size, blk.ends.size());
+      EXPECT_TRUE(holds(*a, i)) << i;
       EXPECT_FALSE(a->refused(i));
     }
+    if (a->find(i, &blk) || a->refused(i)) at_most += SharedSegment::block_bytes(record_bytes(i).size(), 2);
     if (a->refused(i)) {
       EXPECT_EQ(store(*a, i), SharedSegment::Store::kRefused);
     }
   }
   EXPECT_EQ(a->entries(), published);
+  EXPECT_EQ(a->entry_bytes(), published_bytes);
+  EXPECT_EQ(b->entry_bytes(), published_bytes);
+  EXPECT_LE(a->bytes(), at_most);
 }
 
 // The sample cache over a shared segment: entries stored through one are
@@ -357,8 +358,8 @@ TEST(SharedSegmentTest, SampleCacheOverASegmentSharesEntries) {
   auto e = two.find(4);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->width, 3);
-  ASSERT_EQ(e->bytes.size(), bytes.size());
-  EXPECT_EQ(std::memcmp(e->bytes.data(), bytes.data(), bytes.size()), 0);
+  ASSERT_EQ(e->size, bytes.size());
+  EXPECT_EQ(std::memcmp(e->data, bytes.data(), bytes.size()), 0);
   EXPECT_EQ(one.filled(), 1u);
   EXPECT_EQ(two.filled(), 0u);
   EXPECT_EQ(two.records(), 1u);
@@ -366,17 +367,18 @@ TEST(SharedSegmentTest, SampleCacheOverASegmentSharesEntries) {
   // Charged once: to the process that stored it.
   EXPECT_EQ(budget->used(MemoryAccount::kSampleCache), SharedSegment::block_bytes(bytes.size(), 0));
   EXPECT_EQ(budget2->used(MemoryAccount::kSampleCache), 0u);
-  // The rewrite's replacement goes into the segment too.
-  auto next = one.charged_entry(10, 0);
-  std::memset(next->bytes.data(), 1, 10);
-  next->grid = true;
-  EXPECT_TRUE(one.replace(4, e, next));
-  EXPECT_FALSE(two.replace(4, e, two.charged_entry(10, 0)));  // no longer the entry found
+  // Entries in a segment are final (another process may be reading a block,
+  // without a lock): a replacement is refused, nothing is charged for it,
+  // and the segment holds the one entry's block, no hole.
+  EXPECT_TRUE(one.entries_final());
+  const std::vector<std::uint8_t> ten(10, 1);
+  EXPECT_FALSE(one.replace(4, e, ten.data(), ten.size(), {}));
   auto now = two.find(4);
   ASSERT_TRUE(now);
-  EXPECT_TRUE(now->grid);
-  EXPECT_EQ(now->bytes.size(), 10u);
-  EXPECT_EQ(budget2->used(MemoryAccount::kSampleCache), 0u);  // its failed replacement's charge returned
+  EXPECT_FALSE(now->grid);
+  EXPECT_EQ(now->size, bytes.size());
+  EXPECT_EQ(budget->used(MemoryAccount::kSampleCache), SharedSegment::block_bytes(bytes.size(), 0));
+  EXPECT_EQ(one.shared()->bytes(), one.shared()->entry_bytes());
   // A budget with no room left refuses the store, as a cache of its own does.
   auto small = std::make_shared<MemoryBudget>(100);
   SampleCache three(kRecords, small, SharedSegment::attach(options(dir.path())));

@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,7 @@ def worker(rank, world, pkg, source, cache, share, shm, out, barrier):
     s = loader.stats()
     np.savez(os.path.join(out, f"{share}_{rank}.npz"), **batches)
     keep = ("shared_cache", "shared_cache_entries", "shared_cache_filled", "shared_cache_hits", "cache_records",
-            "cache_hits", "cache_mode", "cache_rewrite")
+            "cache_hits", "cache_mode", "cache_rewrite", "cache_bytes", "shared_cache_bytes", "cache_rewritten")
     with open(os.path.join(out, f"{share}_{rank}.json"), "w") as f:
         json.dump(dict({k: s[k] for k in keep}, samples=samples), f)
     barrier.wait()  # nobody detaches before every rank read the node's counts
@@ -101,6 +102,12 @@ def test_ranks_share_one_cache_with_the_same_batches(photos, tmp_path, cache):
     assert sum(s["shared_cache_filled"] for s in on) == records
     if cache == "ram":  # per-process caches: each preload stored every record in its own
         assert [s["cache_records"] for s in got["off"]] == [records] * world
+        # The node's segment holds the set once, rewritten (each record rewritten before it was stored, never
+        # replaced: no original left as a hole): within 1.1x of a per-process cache's entries after its rewrite.
+        own = got["off"][0]
+        assert own["cache_rewrite"] == "done" and own["cache_rewritten"] > 0
+        assert sum(s["cache_rewritten"] for s in on) == own["cache_rewritten"]
+        assert 0.9 * own["cache_bytes"] <= on[0]["shared_cache_bytes"] <= 1.1 * own["cache_bytes"]
     # The second epoch found its samples in the node's cache, whoever stored them. NOTE: with cache="decoded" a
     # rank's first batch is stored later in its first epoch (sample_maker.cc, fill_deferred), so up to a batch per
     # rank may still be missing when the second epoch begins.
@@ -226,3 +233,145 @@ def test_resume_and_elastic_resume_with_a_shared_cache(photos, cache):
 
 def epoch_of_rest(loader):
     return [(np.array(x), np.array(y)) for x, y in loader]
+
+
+KILL_SCRIPT = r"""
+import os, signal, sys, time
+rank, world, pkg, source, shm, out, mode = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:]
+os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+sys.path.insert(0, pkg)
+import numpy as np
+import stoker
+loader = stoker.Loader(source, batch_size=3, shuffle=True, seed=5, threads=2, output="numpy", cache="ram",
+                       share_cache="on", share_cache_dir=shm, memory_budget=64 << 20, progress=False,
+                       cache_max_side=4096, transforms=[stoker.RandomResizedCrop(32), stoker.RandomHorizontalFlip()])
+with open(os.path.join(out, f"attached_{rank}_{mode}"), "w") as f:
+    f.write(loader.stats()["shared_cache"])
+batches = {}
+for e in (0, 1):
+    loader.set_epoch(e)
+    for k, (x, y) in enumerate(loader):
+        if mode == "kill" and k == 1:  # mid-epoch, the preload storing (it starts after the first batch)
+            os.kill(os.getpid(), signal.SIGKILL)
+        batches[f"{e}_{k}_x"], batches[f"{e}_{k}_y"] = np.array(x), np.array(y)
+np.savez(os.path.join(out, f"{mode}_{rank}.npz"), **batches)
+# Attached until the restarted rank has attached too (a hang guard, not a time bound).
+deadline = time.monotonic() + 300
+while mode == "normal" and not os.path.exists(os.path.join(out, "attached_2_restart")) and time.monotonic() < deadline:
+    time.sleep(0.02)
+"""
+
+
+def test_a_rank_killed_mid_epoch_and_restarted(photos, tmp_path):
+    """3 ranks (processes) share cache="ram"; rank 2 is SIGKILLed mid-epoch, while its preload stores: ranks 0 and 1
+    finish both epochs with the batches of an uninterrupted per-process run, a restarted rank 2 attaches to the same
+    cache and yields its batches too, and nothing is left in the directory once the last process is gone."""
+    world = 3
+    script = tmp_path / "rank.py"
+    script.write_text(KILL_SCRIPT)
+    shm = tempfile.mkdtemp(prefix="stoker-test-", dir="/dev/shm")
+
+    def start(rank, mode):
+        return subprocess.Popen([sys.executable, str(script), str(rank), str(world), PKG, photos, shm, str(tmp_path),
+                                 mode])
+    procs = []
+    try:
+        procs = [start(0, "normal"), start(1, "normal"), start(2, "kill")]
+        assert procs[2].wait(timeout=300) == -9
+        procs.append(start(2, "restart"))
+        assert [p.wait(timeout=300) for p in procs[:2] + procs[3:]] == [0, 0, 0]
+        assert ours(shm) == [], "a shared cache file was left behind"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=60)
+        shutil.rmtree(shm, ignore_errors=True)
+    attached = {name: (tmp_path / name).read_text() for name in ("attached_0_normal", "attached_2_restart")}
+    assert attached["attached_0_normal"].startswith("shared: " + shm + "/stoker-"), attached
+    assert "(attached; node-shared: 3 ranks on this node, LOCAL_WORLD_SIZE=3)" in attached["attached_2_restart"], attached
+    kw = dict(batch_size=3, shuffle=True, seed=5, threads=2, output="numpy", cache="ram", share_cache="off",
+              memory_budget=64 << 20, progress=False, cache_max_side=4096,
+              transforms=[stoker.RandomResizedCrop(32), stoker.RandomHorizontalFlip()])
+    for rank, mode in ((0, "normal"), (1, "normal"), (2, "restart")):
+        ref = stoker.Loader(photos, rank=rank, world_size=world, **kw)
+        want = {}
+        for e in (0, 1):
+            for k, (x, y) in enumerate(epoch_of(ref, e)):
+                want[f"{e}_{k}_x"], want[f"{e}_{k}_y"] = x, y
+        got = np.load(tmp_path / f"{mode}_{rank}.npz")
+        assert sorted(got.files) == sorted(want) and want
+        for k in want:
+            assert np.array_equal(got[k], want[k]), (rank, k)
+
+
+DIST_SCRIPT = r"""
+import os, socket, sys
+import torch.multiprocessing as mp
+
+def rank_main(rank, world, port, pkg, source, shm, out):
+    for k in ("LOCAL_WORLD_SIZE", "LOCAL_RANK", "RANK", "WORLD_SIZE"):
+        os.environ.pop(k, None)
+    sys.path.insert(0, pkg)
+    import torch.distributed as dist
+    import stoker
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    loader = stoker.Loader(source, batch_size=4, output="numpy", cache="ram", share_cache_dir=shm, progress=False,
+                           memory_budget=64 << 20, transforms=[stoker.RandomResizedCrop(32)])
+    with open(os.path.join(out, f"dist_{rank}.txt"), "w") as f:
+        f.write(loader.stats()["shared_cache"])
+    dist.barrier()  # both attached before either detaches
+    del loader
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    world, pkg, source, shm, out = int(sys.argv[1]), *sys.argv[2:]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(rank_main, args=(world, port, pkg, source, shm, out), nprocs=world, join=True)
+"""
+
+
+def test_torch_distributed_ranks_on_this_host_share_without_local_world_size(photos, tmp_path):
+    """share_cache="auto" under torch.distributed without LOCAL_WORLD_SIZE (mp.spawn, not torchrun): the ranks count
+    the group's ranks on this host and share, saying how they counted."""
+    pytest.importorskip("torch.distributed")
+    script = tmp_path / "dist.py"
+    script.write_text(DIST_SCRIPT)
+    shm = tempfile.mkdtemp(prefix="stoker-test-", dir="/dev/shm")
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_WORLD_SIZE", "LOCAL_RANK", "RANK", "WORLD_SIZE")}
+    try:
+        subprocess.run([sys.executable, str(script), "2", PKG, photos, shm, str(tmp_path)], check=True, timeout=600,
+                       env=env)
+        assert ours(shm) == []
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+    said = [(tmp_path / f"dist_{r}.txt").read_text() for r in range(2)]
+    for text in said:
+        assert text.startswith("shared: " + shm + "/stoker-"), said
+        assert "node-shared: 2 ranks on this node, torch.distributed: 2 of 2 ranks on host " + socket.gethostname() in text, said
+    assert sum("(created; " in t for t in said) == 1, said
+
+
+def test_cache_auto_decides_with_the_node_budget_when_shared(photos, monkeypatch):
+    """cache="auto" with a cache shared by 4 ranks decides with the node's budget (the segment's size: this rank's
+    cache room times 4), so a set whose decoded form fits the node but not one rank's share is cached decoded."""
+    import re
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    kw = dict(batch_size=4, cache="auto", progress=False, transforms=TF, output="numpy")
+    probe = stoker.Loader(photos, share_cache="off", memory_budget=1 << 30, **kw).stats()["cache_auto"]
+    decoded_mb = float(re.search(r"(\d+) MB decoded", probe).group(1))
+    budget = int(decoded_mb * 1e6 / 2)  # half the decoded set: one rank's share cannot hold it, four can
+    shm = tempfile.mkdtemp(prefix="stoker-test-", dir="/dev/shm")
+    try:
+        own = stoker.Loader(photos, share_cache="off", memory_budget=budget, **kw).stats()
+        node = stoker.Loader(photos, share_cache="on", share_cache_dir=shm, memory_budget=budget, **kw).stats()
+        assert own["cache_mode"] != "decoded" and node["cache_mode"] == "decoded", (own["cache_auto"], node["cache_auto"])
+        assert node["shared_cache"].startswith("shared: ")
+        mb = [float(re.search(r"memory_budget (\d+) MB", s["cache_auto"]).group(1)) for s in (own, node)]
+        assert abs(mb[1] - 4 * mb[0]) <= 4, mb
+        gc.collect()
+        assert ours(shm) == []
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)

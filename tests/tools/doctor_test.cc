@@ -641,6 +641,34 @@ TEST(DoctorTest, MemoryAccountsAreShownWithTheirShareOfTheBudget) {
   EXPECT_FALSE(detail::stats_from_json(json{{"memory", nullptr}}).memory.active);  // a loader from before the budget
   EXPECT_FALSE(detail::stats_from_json(json{{"samples", 1}}).memory.active);
 }
+
+// A rank on a node-shared cache (stats' shared_cache): the doctor reports the
+// node's cache once, with the segment's bytes (not a rank's share, nor their
+// sum); a cache of the process's own gives no such line.
+TEST(DoctorTest, NodeSharedCacheIsReportedOnceForTheNode) {
+  Stats st;
+  st.shared_cache = "shared: /dev/shm/stoker-ab-cd.seg (attached; node-shared: 4 ranks on this node, LOCAL_WORLD_SIZE=4)";
+  st.shared_cache_entries = 2000;
+  st.shared_cache_bytes = std::uint64_t{160} << 20;
+  st.shared_cache_filled = 500;
+  st.shared_cache_hits = 1500;
+  const json stats = json::parse(st.to_json());
+  const std::string want =
+      "node memory: the node-shared cache /dev/shm/stoker-ab-cd.seg holds 160.0 MiB for the node's 2000 records, "
+      "counted once whatever the number of ranks (a rank's sample_cache account holds what it stored: this one 500 "
+      "records; it found 1500 samples there)";
+  EXPECT_EQ(shared_cache_line(detail::stats_from_json(stats)), want);
+  RunFacts f = run(1000, 10, 9.5, 15, 2, 1);
+  for (const char* k : {"shared_cache", "shared_cache_entries", "shared_cache_bytes", "shared_cache_filled",
+                        "shared_cache_hits"}) {
+    f.series["loader-1-0"].last["stats"][k] = stats[k];
+  }
+  const Verdict v = diagnose(f, Probes{}, /*probe=*/false);
+  EXPECT_EQ(std::count(v.evidence.begin(), v.evidence.end(), want), 1) << joined(v.evidence);
+  Stats own;
+  own.shared_cache = "off: share_cache=\"off\": a cache of this process's own";
+  EXPECT_EQ(shared_cache_line(own), "");
+}
 }  // namespace
 }  // namespace stoker::doctor
 

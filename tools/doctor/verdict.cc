@@ -7,6 +7,7 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "stoker/names.h"
 
@@ -656,6 +657,7 @@ void diagnose_loader(const RunFacts& f, const Means& m, const Series& ls, const 
   if (st.memory.active) {
     for (std::string& line : memory_lines(st.memory)) v->evidence.push_back(std::move(line));
   }
+  if (std::string line = shared_cache_line(st); !line.empty()) v->evidence.push_back(std::move(line));
   machine_evidence(v, f, m);
 
   if (v->wait_share - v->wait_runq_share < kInputBoundShare) {
@@ -1278,6 +1280,20 @@ std::vector<std::string> memory_lines(const Stats::Memory& m) {
                       r == m.reserved.end() ? "" : fmt(", %.1f MiB reserved (%.0f%%)", reserved / kMiB, share(reserved)).c_str()));
   }
   return out;
+}
+
+std::string shared_cache_line(const Stats& st) {
+  constexpr std::string_view kShared = "shared: ";
+  if (st.shared_cache.rfind(kShared, 0) != 0) return "";
+  const std::string what = st.shared_cache.substr(kShared.size());
+  const std::string file = what.substr(0, what.find(' '));
+  return fmt("node memory: the node-shared cache %s holds %.1f MiB for the node's %llu records, counted once "
+             "whatever the number of ranks (a rank's sample_cache account holds what it stored: this one %llu "
+             "records; it found %llu samples there)",
+             file.c_str(), static_cast<double>(st.shared_cache_bytes) / (1 << 20),
+             static_cast<unsigned long long>(st.shared_cache_entries),
+             static_cast<unsigned long long>(st.shared_cache_filled),
+             static_cast<unsigned long long>(st.shared_cache_hits));
 }
 
 std::string series_label(const Series& s) {

@@ -157,6 +157,9 @@ constexpr double kCollateShare = 0.5;
 // lines: the budget, then one per account with its bytes and share of the
 // budget (the names as the loader writes them, src/memory/memory_budget.h).
 std::vector<std::string> memory_lines(const Stats::Memory& m);
+// The node-shared cache's memory, once for the node (not per rank): one
+// line, or "" when the loader's cache is not shared (stats' shared_cache).
+std::string shared_cache_line(const Stats& st);
 std::string series_label(const Series& s);
 
 // The probe, replaceable in tests.

@@ -10,8 +10,9 @@ Ranks: for world sizes 1, 8 and 1000, a fresh process is rank 0 of that world (e
 from (seed, epoch, world) alone, so rank 0 stands for any): Loader(pattern, batch_size=64, threads=2,
 shuffle=True, seed=0, shuffle_window=W, rank=0, world_size=world, output="numpy"); measured: construction time,
 time from construction's end to the first batch, RSS after the import (the baseline), after construction and
-after the first batch (per-rank RSS = after the first batch - baseline), and with --remote the requests nginx
-logged before the first batch.
+after the first batch (per-rank RSS = after the first batch - baseline), remote shards' bytes held in memory then
+(stats()["remote"]["resident_bytes"]: a window of shards and the fetch-ahead, the shards' size times the window,
+shown apart from the growth), and with --remote the requests nginx logged before the first batch.
 
 Local shards open through the manifest beside the pattern; --no-manifest-up-to N also runs the data sets of at
 most N records without it (every .idx read at construction: today's cost, for contrast). With --remote the same
@@ -108,7 +109,8 @@ batch = next(iter(loader))
 t3 = time.perf_counter()
 print(json.dumps({"construct_s": t1 - t0, "first_batch_s": t3 - t2, "rss_base_mib": base,
                   "rss_built_mib": built - base, "rss_first_mib": rss_mib() - base, "batches": len(loader),
-                  "shard_file_opens": loader.stats()["shard_file_opens"]}), flush=True)
+                  "shard_file_opens": loader.stats()["shard_file_opens"],
+                  "shards_mib": (loader.stats()["remote"] or {}).get("resident_bytes", 0) / 2**20}), flush=True)
 """
 
 
@@ -172,7 +174,8 @@ def main():
         web = web_ctx.__enter__()
         modes.append(("remote manifest", lambda folder, pattern: f"{web.url}/{os.path.basename(folder)}/data.manifest"))
     print(f"{'records':>8} {'shards':>7} {'world':>5} {'window':>6} {'mode':<16} {'construct s':>11} "
-          f"{'1st batch s':>11} {'RSS built MiB':>13} {'RSS 1st MiB':>11} {'opens':>6} {'requests':>8}", flush=True)
+          f"{'1st batch s':>11} {'RSS built MiB':>13} {'RSS 1st MiB':>11} {'shards MiB':>10} {'opens':>6} {'requests':>8}",
+          flush=True)
     try:
         for n, shards, folder, pattern in datasets:
             for world in worlds:
@@ -188,7 +191,7 @@ def main():
                         req = row.get("requests_first", "")
                         print(f"{n:>8.0e} {shards:>7} {world:>5} {window:>6} {mode:<16} {row['construct_s']:>11.3f} "
                               f"{row['first_batch_s']:>11.3f} {row['rss_built_mib']:>13.1f} {row['rss_first_mib']:>11.1f} "
-                              f"{row['shard_file_opens']:>6} {req:>8}", flush=True)
+                              f"{row['shards_mib']:>10.1f} {row['shard_file_opens']:>6} {req:>8}", flush=True)
     finally:
         if web:
             web_ctx.__exit__(None, None, None)
@@ -201,8 +204,12 @@ def main():
                 if len(sel) < 2:
                     continue
                 lo, hi = sel[0], sel[-1]
+                # NOTE: remote shards' bytes in memory (a window of shards and the fetch-ahead) are the shards'
+                # size times the window, not a cost of the data set's size: shown apart.
+                less = (hi['rss_first_mib'] - hi['shards_mib']) - (lo['rss_first_mib'] - lo['shards_mib'])
                 print(f"  world {world:>4} window {window} {mode:<16}: RSS {lo['rss_first_mib']:.1f} -> "
-                      f"{hi['rss_first_mib']:.1f} MiB (+{hi['rss_first_mib'] - lo['rss_first_mib']:.1f}), "
+                      f"{hi['rss_first_mib']:.1f} MiB (+{hi['rss_first_mib'] - lo['rss_first_mib']:.1f}; "
+                      f"+{less:.1f} less the shard bytes held), "
                       f"construction {lo['construct_s']:.3f} -> {hi['construct_s']:.3f} s, first batch "
                       f"{lo['first_batch_s']:.3f} -> {hi['first_batch_s']:.3f} s")
     if a.json:

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,23 @@ class RecordOrder {
   virtual std::size_t size() const = 0;
   // REQUIRES: pos < size()
   virtual std::uint32_t at(std::size_t pos) const = 0;
+  // The positions from `from` on as pieces, so that a source can plan per
+  // shard without calling at() for every position: an exact piece says
+  // positions first..last hold records rec, rec + stride, ... in turn; a
+  // bounded one says records [rec, rec + count) are used, if at all, only
+  // at positions within [first, last] (a shuffled window or epoch). Together
+  // they cover every position from `from` on; the first and last `walk`
+  // positions of a shuffled stretch come as exact pieces of one, so a
+  // shard's first and last use there are exact. False: no pieces (a list),
+  // the source walks at().
+  struct Piece {
+    std::size_t rec = 0, count = 0, stride = 1;
+    std::size_t first = 0, last = 0;
+    bool exact = true;
+  };
+  virtual bool pieces(std::size_t /*from*/, std::size_t /*walk*/, const std::function<void(const Piece&)>& /*use*/) const {
+    return false;
+  }
 };
 
 // An indexed, immutable set of records. Thread-safe: any number of workers

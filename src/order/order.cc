@@ -56,7 +56,9 @@ EpochOrder::EpochOrder(const OrderParams& p, std::uint64_t epoch)
       world_(static_cast<std::size_t>(p.world_size)),
       per_rank_(samples_per_rank(p)),
       share_(p.drop_last ? n_ / world_ : (n_ + world_ - 1) / world_),
+      window_(p.shuffle_window),
       split_(split_by_shard(p)),
+      shuffle_(p.shuffle),
       seed_(p.seed),
       epoch_(epoch) {
   const bool windowed = p.shuffle_window > 0 && !p.shard_starts.empty();
@@ -176,6 +178,113 @@ std::uint32_t EpochOrder::at(int rank, std::size_t k) const {
   const std::size_t pos = (r + k * world_) % (n_ == 0 ? 1 : n_);
   if (kind_ == Kind::kPlain) return static_cast<std::uint32_t>(perm_(pos));
   return listed(0, pos);
+}
+
+void EpochOrder::pieces(int rank, std::size_t from, std::size_t walk,
+                        const std::function<void(const RecordOrder::Piece&)>& use) const {
+  using Piece = RecordOrder::Piece;
+  const std::size_t end = per_rank_, r = static_cast<std::size_t>(rank), w = world_;
+  if (from >= end || n_ == 0) return;
+  auto exact_walk = [&](std::size_t a, std::size_t b) {  // positions [a, b), one by one
+    for (std::size_t k = std::max(a, from); k < std::min(b, end); ++k) use(Piece{at(rank, k), 1, 1, k, k, true});
+  };
+  // NOTE: a shuffled stretch is bounded, except its first and last `walk`
+  // positions: those are walked, so the shards read first (the fetch order)
+  // and last have exact uses, and an order of at most 2 * walk positions is
+  // exactly the walk of every position.
+  std::size_t mid_lo = from, mid_hi = end - 1;
+  if (shuffle_) {
+    if (end - from <= 2 * walk) return exact_walk(from, end);
+    exact_walk(from, from + walk);
+    exact_walk(end - walk, end);
+    mid_lo = from + walk;
+    mid_hi = end - walk - 1;
+  }
+  auto exact = [&](std::size_t rec, std::size_t stride, std::size_t a, std::size_t b) {  // positions a..b
+    b = std::min(b, end - 1);
+    if (a < from) {
+      if (b < from) return;
+      rec += (from - a) * stride;
+      a = from;
+    }
+    if (a <= b) use(Piece{rec, b - a + 1, stride, a, b, true});
+  };
+  auto bounded = [&](std::size_t rec, std::size_t count, std::size_t a, std::size_t b) {
+    a = std::max(a, mid_lo);
+    b = std::min(b, mid_hi);
+    if (count > 0 && a <= b) use(Piece{rec, count, 1, a, b, false});
+  };
+  if (split_) {
+    // Rank r reads list r: positions [0, length) listed, the rest padding.
+    const List& l = lists_[r];
+    exact_walk(l.length, end);
+    if (l.length == 0) return;
+    if (kind_ == Kind::kWindowed) {
+      if (l.windows.empty()) {
+        for (const Run& run : l.runs) exact(run.rec, 1, run.pos, run.pos + run.len - 1);
+        return;
+      }
+      for (std::size_t i = 0; i < l.windows.size(); ++i) {
+        const std::size_t begin = l.windows[i], wend = i + 1 < l.windows.size() ? l.windows[i + 1] : l.length;
+        if (wend <= from) continue;
+        for (std::size_t k = i * window_; k < std::min(l.runs.size(), (i + 1) * window_); ++k) {
+          bounded(l.runs[k].rec, l.runs[k].len, begin, wend - 1);
+        }
+      }
+      return;
+    }
+    // kByShard: positions [0, kept) are the list's own records, then the
+    // givers' tails in surplus order (each giver's j-th surplus record its
+    // shuffled position kept + j).
+    auto own = [&](std::size_t q, std::size_t lo, std::size_t hi, std::size_t at) {  // list q's [lo, hi) at position `at`
+      const List& g = lists_[q];
+      if (lo >= hi) return;
+      if (!shuffle_) {
+        std::vector<Run> part;
+        slice_runs(g.runs, lo, hi, at, &part);
+        for (const Run& run : part) exact(run.rec, 1, run.pos, run.pos + run.len - 1);
+        return;
+      }
+      for (const Run& run : g.runs) bounded(run.rec, run.len, at, at + (hi - lo) - 1);
+    };
+    own(r, 0, l.kept, 0);
+    const std::size_t t0 = l.taken_from, t1 = l.taken_from + (l.length - l.kept);
+    for (std::size_t g = 0; g < lists_.size() && t0 < t1; ++g) {
+      const std::size_t before = g == 0 ? 0 : surplus_ends_[g - 1];
+      const std::size_t lo = std::max(t0, before), hi = std::min(t1, surplus_ends_[g]);
+      if (lo < hi) own(g, lists_[g].kept + (lo - before), lists_[g].kept + (hi - before), l.kept + (lo - t0));
+    }
+    return;
+  }
+  // One list (kPlain's records, or kWindowed's runs), strided: rank r's
+  // k-th is the list's r + k * world, past the list's end padding.
+  const std::size_t kwrap = n_ > r ? (n_ - r + w - 1) / w : 0;  // the first padding position
+  exact_walk(kwrap, end);
+  if (kwrap == 0) return;
+  const std::size_t kend = std::min(kwrap, end) - 1;
+  // Rank positions whose list position lies in [lo, hi]: [first_k(lo), last_k(hi)].
+  auto first_k = [&](std::size_t lo) { return lo <= r ? 0 : (lo - r + w - 1) / w; };
+  auto last_k = [&](std::size_t hi) { return hi < r ? SIZE_MAX : (hi - r) / w; };
+  if (kind_ == Kind::kPlain) {
+    if (!shuffle_) return exact(r, w, 0, kend);
+    return bounded(0, n_, 0, kend);
+  }
+  const List& l = lists_[0];
+  if (l.windows.empty()) {
+    for (const Run& run : l.runs) {
+      const std::size_t a = first_k(run.pos), b = last_k(run.pos + run.len - 1);
+      if (b != SIZE_MAX && a <= b) exact(run.rec + (r + a * w - run.pos), w, a, std::min(b, kend));
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < l.windows.size(); ++i) {
+    const std::size_t begin = l.windows[i], wend = i + 1 < l.windows.size() ? l.windows[i + 1] : l.length;
+    const std::size_t a = first_k(begin), b = last_k(wend - 1);
+    if (b == SIZE_MAX || a > b || b < from) continue;
+    for (std::size_t k = i * window_; k < std::min(l.runs.size(), (i + 1) * window_); ++k) {
+      bounded(l.runs[k].rec, l.runs[k].len, a, std::min(b, kend));
+    }
+  }
 }
 
 std::vector<std::uint32_t> epoch_order(const OrderParams& p, std::uint64_t epoch) {

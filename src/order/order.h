@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -60,6 +61,15 @@ class EpochOrder {
   std::uint32_t at(int rank, std::size_t k) const;
   // Bytes the view holds beyond itself (its tables; tests bound it).
   std::size_t table_bytes() const;
+  // Rank `rank`'s positions from `from` on as RecordOrder::Piece's, from
+  // the tables alone: exact runs where the order is not shuffled (a run of
+  // one shard, strided by the world when ranks share a list), bounded ones
+  // where it is (each run of a window over the window's positions; a full
+  // shuffle's runs over the whole stretch their list holds), the first and
+  // last `walk` positions of a shuffled epoch and the padding (fewer than
+  // world_size positions) walked exactly. O(runs + walk), never O(records).
+  void pieces(int rank, std::size_t from, std::size_t walk,
+              const std::function<void(const RecordOrder::Piece&)>& use) const;
 
  private:
   struct Run {  // a list's positions [pos, pos + len) are records [rec, rec + len)
@@ -85,7 +95,8 @@ class EpochOrder {
   enum class Kind { kPlain, kByShard, kWindowed };
   Kind kind_ = Kind::kPlain;
   std::size_t n_ = 0, world_ = 1, per_rank_ = 0, share_ = 0;
-  bool split_ = false;
+  std::size_t window_ = 0;  // shuffle_window (kWindowed)
+  bool split_ = false, shuffle_ = false;
   std::uint64_t seed_ = 0, epoch_ = 0;
   Bijection perm_;                         // kPlain: over the records
   std::vector<List> lists_;                // per rank when split, else one
@@ -103,6 +114,12 @@ class RankOrder final : public RecordOrder {
   std::size_t size() const override { return view_ ? view_->size() : list_.size(); }
   std::uint32_t at(std::size_t k) const override { return view_ ? view_->at(rank_, k) : list_[k]; }
   bool materialised() const { return !view_; }
+  // The view's pieces (EpochOrder::pieces); false for an elastic resume's list.
+  bool pieces(std::size_t from, std::size_t walk, const std::function<void(const Piece&)>& use) const override {
+    if (!view_) return false;
+    view_->pieces(rank_, from, walk, use);
+    return true;
+  }
 
  private:
   std::shared_ptr<const EpochOrder> view_;

@@ -153,51 +153,85 @@ bool one_extension(const std::string& suffix, std::size_t from) {
   return suffix.find('.', from) == std::string::npos || suffix.compare(from, std::string::npos, "nii.gz") == 0;
 }
 
-// One shard's records, from its index: what reading them needs. Suffixes
-// are interned (a shard has a few).
+// One shard's records, from its index: what reading them needs, about 72
+// bytes a record of two members (a record 32, its key's bytes, a member 16):
+// keys in one string, members in one table, suffixes interned (a shard has
+// a few), the rare record's error aside. NOTE: compact because a full
+// shuffle holds ShardOptions::index_records records' entries at once.
 struct ShardRecords {
   struct Record {
     std::uint64_t offset;
     std::uint64_t size;
     std::int64_t label;
-    std::string error;
-    std::string key;                        // "<shard>:<key>"
-    std::uint32_t first_member, n_members;  // its members: members[first, first + n)
+    std::uint32_t key_at;        // its key: keys[key_at, the next record's key_at)
+    std::uint32_t first_member;  // its members: members[first_member, the next record's first_member)
   };
   struct Member {
     std::uint64_t offset;
-    std::uint64_t size;
-    std::uint32_t suffix;  // index into suffixes
+    std::uint64_t size : 48;
+    std::uint64_t suffix : 16;  // index into suffixes
   };
-  std::vector<Record> records;
+  std::vector<Record> records;  // one more at the end: where the last record's key and members end
   std::vector<Member> members;
+  std::string keys;
+  std::string prefix;  // "<shard>:", before each key
+  std::vector<std::pair<std::uint32_t, std::string>> errors;  // (record, why), by record
   std::vector<std::string> suffixes;
 
-  ShardRecords(const std::string& display_name, ShardIndex&& index) {
-    records.reserve(index.records.size());
-    for (auto& r : index.records) {
-      const std::uint32_t first = static_cast<std::uint32_t>(members.size());
-      if (members.size() + r.members.size() > UINT32_MAX) {
-        throw Error(Code::kResourceExhausted, "shard '" + display_name + "' holds more than 2^32 members");
-      }
-      for (const auto& m : r.members) members.push_back({m.offset, m.size, intern(m.suffix)});
-      records.push_back({r.offset, r.size, r.label, std::move(r.error), display_name + ":" + r.key, first,
-                         static_cast<std::uint32_t>(r.members.size())});
+  ShardRecords(const std::string& display_name, ShardIndex&& index) : prefix(display_name + ":") {
+    records.reserve(index.records.size() + 1);
+    std::size_t key_bytes = 0, member_count = 0;
+    for (const auto& r : index.records) {
+      key_bytes += r.key.size();
+      member_count += r.members.size();
     }
+    if (key_bytes > UINT32_MAX || member_count > UINT32_MAX) {
+      throw Error(Code::kResourceExhausted, "shard '" + display_name + "' holds more than 2^32 members or key bytes");
+    }
+    keys.reserve(key_bytes);
+    members.reserve(member_count);
+    for (auto& r : index.records) {
+      if (!r.error.empty()) errors.emplace_back(static_cast<std::uint32_t>(records.size()), std::move(r.error));
+      records.push_back({r.offset, r.size, r.label, static_cast<std::uint32_t>(keys.size()),
+                         static_cast<std::uint32_t>(members.size())});
+      keys += r.key;
+      for (const auto& m : r.members) {
+        if (m.size >> 48) throw Error(Code::kResourceExhausted, "shard '" + display_name + "': a member of 2^48 bytes");
+        members.push_back({m.offset, m.size, intern(display_name, m.suffix)});
+      }
+    }
+    records.push_back({0, 0, -1, static_cast<std::uint32_t>(keys.size()), static_cast<std::uint32_t>(members.size())});
   }
-  std::uint32_t intern(const std::string& suffix) {
+  std::size_t size() const { return records.size() - 1; }
+  // "<shard>:<key>"
+  std::string key(std::size_t j) const {
+    return prefix + keys.substr(records[j].key_at, records[j + 1].key_at - records[j].key_at);
+  }
+  // Why record j cannot be read; empty when it can.
+  const std::string& error(std::size_t j) const {
+    static const std::string none;
+    auto it = std::lower_bound(errors.begin(), errors.end(), j, [](const auto& e, std::size_t v) { return e.first < v; });
+    return it != errors.end() && it->first == j ? it->second : none;
+  }
+  // Record j's members: [first, last).
+  std::pair<std::uint32_t, std::uint32_t> member_range(std::size_t j) const {
+    return {records[j].first_member, records[j + 1].first_member};
+  }
+  std::uint32_t intern(const std::string& display_name, const std::string& suffix) {
     auto it = std::find(suffixes.begin(), suffixes.end(), suffix);
     if (it != suffixes.end()) return static_cast<std::uint32_t>(it - suffixes.begin());
+    if (suffixes.size() > 0xffff) throw Error(Code::kResourceExhausted, "shard '" + display_name + "': over 65536 member suffixes");
     suffixes.push_back(suffix);
     return static_cast<std::uint32_t>(suffixes.size() - 1);
   }
   // read_member's rule: the member named exactly ("seg.png"), else the one
   // "<member>.<ext>" ("seg" for "seg.png", as a schema field names it
   // without its format). Null when none; *ambiguous when several.
-  const Member* find(const Record& r, const std::string& member, bool* ambiguous) const {
+  const Member* find(std::size_t j, const std::string& member, bool* ambiguous) const {
     const Member* found = nullptr;
     int prefixed = 0;
-    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
+    const auto [first, last] = member_range(j);
+    for (std::uint32_t k = first; k < last; ++k) {
       const std::string& suffix = suffixes[members[k].suffix];
       if (suffix == member) return &members[k];
       if (suffix.size() > member.size() && suffix.compare(0, member.size(), member) == 0 &&
@@ -218,8 +252,13 @@ struct ShardRecords {
 // grow with the data set's records. A source given every index keeps them all.
 class ShardSource final : public Source {
  public:
-  ShardSource(std::vector<std::string> names, std::vector<ShardIndex> indexes, std::unique_ptr<ShardBytes> bytes)
-      : names_(std::move(names)), bytes_(std::move(bytes)), loaded_(names_.size()), used_(names_.size(), 0) {
+  ShardSource(std::vector<std::string> names, std::vector<ShardIndex> indexes, std::unique_ptr<ShardBytes> bytes,
+              std::size_t plan_walk)
+      : names_(std::move(names)),
+        bytes_(std::move(bytes)),
+        plan_walk_(plan_walk),
+        loaded_(names_.size()),
+        used_(names_.size(), 0) {
     std::size_t n = 0;
     for (std::size_t s = 0; s < indexes.size(); ++s) {
       starts_.push_back(n);
@@ -231,13 +270,14 @@ class ShardSource final : public Source {
   }
   // From a manifest: shard s holds counts[s] records; its index is read by
   // bytes->load_index() when first needed.
-  ShardSource(std::vector<std::string> names, const std::vector<std::uint64_t>& counts, std::vector<std::uint64_t> sizes,
-              std::string manifest, std::size_t index_records, std::unique_ptr<ShardBytes> bytes)
+  ShardSource(ShardNames names, const std::vector<std::uint64_t>& counts, std::vector<std::uint64_t> sizes,
+              std::string manifest, std::size_t index_records, std::unique_ptr<ShardBytes> bytes, std::size_t plan_walk)
       : names_(std::move(names)),
         bytes_(std::move(bytes)),
         manifest_(std::move(manifest)),
         sizes_(std::move(sizes)),
         index_records_(index_records),
+        plan_walk_(plan_walk),
         loaded_(names_.size()),
         used_(names_.size(), 0) {
     std::size_t n = 0;
@@ -255,7 +295,7 @@ class ShardSource final : public Source {
     Status st;
     auto shard = get(s, &st);
     if (!shard) return display_name(s) + ":#" + std::to_string(j);  // read() says why
-    return shard->records[j].key;
+    return shard->key(j);
   }
   std::int64_t label(std::size_t i) const override {
     const auto [s, j] = locate(i);
@@ -268,8 +308,8 @@ class ShardSource final : public Source {
     Status st;
     auto shard = get(s, &st);
     if (!shard) return st;
+    if (const std::string& why = shard->error(j); !why.empty()) return Status::Corrupt(why);
     const auto& r = shard->records[j];
-    if (!r.error.empty()) return Status::Corrupt(r.error);
     return bytes_->read_at(s, r.offset, r.size, out);
   }
   bool member_extent(std::size_t i, const std::string& member, Extent* out) const override {
@@ -281,12 +321,12 @@ class ShardSource final : public Source {
     if (!shard) return false;  // read_member says why
     const auto& r = shard->records[j];
     if (member.empty()) {
-      if (!r.error.empty()) return false;  // read() says why
+      if (!shard->error(j).empty()) return false;  // read() says why
       *out = {std::move(path), r.offset, r.size};
       return true;
     }
     bool ambiguous = false;
-    const ShardRecords::Member* m = shard->find(r, member, &ambiguous);
+    const ShardRecords::Member* m = shard->find(j, member, &ambiguous);
     if (!m) return false;
     *out = {std::move(path), m->offset, m->size};
     return true;
@@ -296,9 +336,8 @@ class ShardSource final : public Source {
     Status st;
     auto shard = get(s, &st);
     if (!shard) return st;
-    const auto& r = shard->records[j];
     bool ambiguous = false;
-    if (const ShardRecords::Member* m = shard->find(r, member, &ambiguous)) return bytes_->read_at(s, m->offset, m->size, out);
+    if (const ShardRecords::Member* m = shard->find(j, member, &ambiguous)) return bytes_->read_at(s, m->offset, m->size, out);
     std::string have;
     for (const std::string& m : members(i)) have += (have.empty() ? "." : ", .") + m;
     if (ambiguous) return Status::NotFound("member '" + member + "' is ambiguous (members: " + have + ")");
@@ -310,16 +349,14 @@ class ShardSource final : public Source {
     auto shard = get(s, &st);
     std::vector<std::string> out;
     if (!shard) return out;
-    const auto& r = shard->records[j];
-    for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
-      out.push_back(shard->suffixes[shard->members[k].suffix]);
-    }
+    const auto [first, last] = shard->member_range(j);
+    for (std::uint32_t k = first; k < last; ++k) out.push_back(shard->suffixes[shard->members[k].suffix]);
     return out;
   }
   const std::vector<std::string>& classes() const override { return classes_; }
   std::vector<std::size_t> shard_starts() const override { return starts_; }
   std::string describe() const override {
-    return std::to_string(names_.size()) + " tar shard" + (names_.size() == 1 ? "" : "s") + " ('" + names_.front() +
+    return std::to_string(names_.size()) + " tar shard" + (names_.size() == 1 ? "" : "s") + " ('" + names_[0] +
            "'" + (names_.size() > 1 ? ", ..." : "") + "; " + std::to_string(size_) + " records" +
            (manifest_.empty() ? "" : "; manifest '" + manifest_ + "'") + ")";
   }
@@ -336,7 +373,8 @@ class ShardSource final : public Source {
 
  private:
   std::string display_name(std::size_t s) const {
-    return remote_scheme(names_[s]).empty() ? std::filesystem::path(names_[s]).filename().string() : names_[s];
+    std::string name = names_[s];
+    return remote_scheme(name).empty() ? std::filesystem::path(name).filename().string() : name;
   }
   // (shard, record within it) of record i.
   std::pair<std::uint32_t, std::size_t> locate(std::size_t i) const {
@@ -388,7 +426,7 @@ class ShardSource final : public Source {
     while (loaded_records_ > index_records_ && lru_.size() > 1) {
       const std::uint32_t victim = lru_.begin()->second;
       lru_.erase(lru_.begin());
-      loaded_records_ -= loaded_[victim]->records.size();
+      loaded_records_ -= loaded_[victim]->size();
       loaded_[victim].reset();
       used_[victim] = 0;
     }
@@ -401,49 +439,41 @@ class ShardSource final : public Source {
     lru_.emplace(used_[s], s);
   }
   // Per shard: its first and last position from `from` on, and the byte
-  // span of the records used there (a shard's records are contiguous); by first use.
-  // NOTE: walks the order's view position by position (no list of the
-  // epoch's records); what it keeps is per shard. From a manifest the span
-  // is the whole shard: no index is read to plan.
+  // span of the records used there (plan_uses). From a manifest the span is
+  // the whole shard: no index is read to plan.
   std::vector<ShardBytes::Use> uses(const RecordOrder& seq, std::size_t from) const {
-    std::vector<ShardBytes::Use> by_shard(names_.size(), {0, SIZE_MAX, 0, UINT64_MAX, 0});
-    Status ignored;
-    for (std::size_t p = from; p < seq.size(); ++p) {
-      const auto [s, j] = locate(seq.at(p));
-      if (!manifest_.empty()) {
-        ShardBytes::Use& u = by_shard[s];
-        if (u.first == SIZE_MAX) u = {s, p, p, 0, sizes_[s]};
-        u.last = p;
-        continue;
-      }
-      auto shard = get(s, &ignored);
-      if (!shard) continue;  // its reads say why
-      const auto& r = shard->records[j];
-      ShardBytes::Use& u = by_shard[s];
-      u.shard = s;
-      if (u.first == SIZE_MAX) u.first = p;
-      u.last = p;
-      std::uint64_t lo = r.offset, hi = r.offset + r.size;
-      for (std::uint32_t k = r.first_member; k < r.first_member + r.n_members; ++k) {
-        lo = std::min(lo, shard->members[k].offset);
-        hi = std::max(hi, shard->members[k].offset + shard->members[k].size);
-      }
-      u.lo = std::min(u.lo, lo);
-      u.hi = std::max(u.hi, hi);
+    if (!manifest_.empty()) {
+      return plan_uses(seq, from, plan_walk_, starts_, size_,
+                       [this](std::uint32_t s, std::size_t, std::size_t, std::size_t, std::uint64_t* lo, std::uint64_t* hi) {
+                         *lo = 0;
+                         *hi = sizes_[s];
+                       });
     }
-    std::vector<ShardBytes::Use> out;
-    for (const auto& u : by_shard) {
-      if (u.first != SIZE_MAX) out.push_back(u);
-    }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    return out;
+    return plan_uses(seq, from, plan_walk_, starts_, size_,
+                     [this](std::uint32_t s, std::size_t rec, std::size_t last, std::size_t stride, std::uint64_t* lo,
+                            std::uint64_t* hi) {
+                       Status ignored;
+                       auto shard = get(s, &ignored);
+                       if (!shard) return;  // its reads say why
+                       for (std::size_t i = rec; i <= last; i += stride) {
+                         const auto& r = shard->records[i - starts_[s]];
+                         *lo = std::min(*lo, r.offset);
+                         *hi = std::max(*hi, r.offset + r.size);
+                         const auto [first, end] = shard->member_range(i - starts_[s]);
+                         for (std::uint32_t k = first; k < end; ++k) {
+                           *lo = std::min(*lo, shard->members[k].offset);
+                           *hi = std::max(*hi, shard->members[k].offset + shard->members[k].size);
+                         }
+                       }
+                     });
   }
 
-  std::vector<std::string> names_;
+  ShardNames names_;
   std::unique_ptr<ShardBytes> bytes_;
   const std::string manifest_;  // "": every index given at construction
   const std::vector<std::uint64_t> sizes_;  // from a manifest: each shard's bytes
   const std::size_t index_records_ = SIZE_MAX;
+  std::size_t plan_walk_ = ShardOptions{}.plan_walk;
   std::vector<std::size_t> starts_;
   std::size_t size_ = 0;
   std::vector<std::string> classes_;
@@ -629,11 +659,61 @@ Status LocalShardBytes::read_at(std::uint32_t shard, std::uint64_t offset, std::
   return Status::Ok();
 }
 
-std::unique_ptr<Source> make_manifest_shard_source(std::vector<std::string> names, const std::vector<std::uint64_t>& counts,
+std::vector<ShardBytes::Use> plan_uses(const RecordOrder& seq, std::size_t from, std::size_t walk,
+                                       const std::vector<std::size_t>& starts, std::size_t records,
+                                       const RecordSpan& span) {
+  std::vector<ShardBytes::Use> by_shard(starts.size(), {0, SIZE_MAX, 0, UINT64_MAX, 0});
+  auto shard_of = [&](std::size_t rec) {
+    return static_cast<std::uint32_t>(std::upper_bound(starts.begin(), starts.end(), rec) - starts.begin() - 1);
+  };
+  auto end_of = [&](std::uint32_t s) { return s + 1 < starts.size() ? starts[s + 1] : records; };
+  // Shard s used within positions [first, last] by records rec, rec + stride, ... up to `last_rec`.
+  auto add = [&](std::uint32_t s, std::size_t first, std::size_t last, std::size_t rec, std::size_t last_rec,
+                 std::size_t stride) {
+    ShardBytes::Use& u = by_shard[s];
+    u.shard = s;
+    u.first = std::min(u.first, first);
+    u.last = std::max(u.last, last);
+    span(s, rec, last_rec, stride, &u.lo, &u.hi);
+  };
+  const bool summarised = seq.pieces(from, walk, [&](const RecordOrder::Piece& p) {
+    if (p.exact) {
+      // Records p.rec + i * stride at positions p.first + i, i < p.count: cut where the shard changes.
+      for (std::size_t i = 0; i < p.count;) {
+        const std::size_t rec = p.rec + i * p.stride;
+        const std::uint32_t s = shard_of(rec);
+        const std::size_t in_shard = std::min(p.count - 1, i + (end_of(s) - 1 - rec) / p.stride);
+        add(s, p.first + i, p.first + in_shard, rec, p.rec + in_shard * p.stride, p.stride);
+        i = in_shard + 1;
+      }
+      return;
+    }
+    for (std::uint32_t s = shard_of(p.rec); s < starts.size() && starts[s] < p.rec + p.count; ++s) {
+      const std::size_t lo = std::max(p.rec, starts[s]), hi = std::min(p.rec + p.count, end_of(s));
+      if (lo < hi) add(s, p.first, p.last, lo, hi - 1, 1);
+    }
+  });
+  if (!summarised) {
+    for (std::size_t p = from; p < seq.size(); ++p) {
+      const std::size_t rec = seq.at(p);
+      add(shard_of(rec), p, p, rec, rec, 1);
+    }
+  }
+  std::vector<ShardBytes::Use> out;
+  for (const auto& u : by_shard) {
+    if (u.first != SIZE_MAX && u.lo <= u.hi) out.push_back(u);  // lo > hi: its index failed, its reads say why
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : a.shard < b.shard; });
+  return out;
+}
+
+std::unique_ptr<Source> make_manifest_shard_source(ShardNames names, const std::vector<std::uint64_t>& counts,
                                                    std::vector<std::uint64_t> sizes, std::string manifest,
-                                                   std::size_t index_records, std::unique_ptr<ShardBytes> bytes) {
+                                                   std::size_t index_records, std::unique_ptr<ShardBytes> bytes,
+                                                   std::size_t plan_walk) {
   return std::make_unique<ShardSource>(std::move(names), counts, std::move(sizes), std::move(manifest), index_records,
-                                       std::move(bytes));
+                                       std::move(bytes), plan_walk);
 }
 
 Status ShardBytes::load_index(std::uint32_t shard, ShardIndex* /*out*/) const {
@@ -641,8 +721,8 @@ Status ShardBytes::load_index(std::uint32_t shard, ShardIndex* /*out*/) const {
 }
 
 std::unique_ptr<Source> make_shard_source(std::vector<std::string> names, std::vector<ShardIndex> indexes,
-                                          std::unique_ptr<ShardBytes> bytes) {
-  return std::make_unique<ShardSource>(std::move(names), std::move(indexes), std::move(bytes));
+                                          std::unique_ptr<ShardBytes> bytes, std::size_t plan_walk) {
+  return std::make_unique<ShardSource>(std::move(names), std::move(indexes), std::move(bytes), plan_walk);
 }
 
 namespace {
@@ -685,36 +765,36 @@ std::unique_ptr<Source> open_local_shards(const std::vector<std::string>& paths,
   }
   // Owns the descriptors from here.
   auto bytes = std::make_unique<LocalShardBytes>(std::move(files), std::move(fds), opt.max_open);
-  return make_shard_source(paths, std::move(indexes), std::move(bytes));
+  return make_shard_source(paths, std::move(indexes), std::move(bytes), opt.plan_walk);
 }
 
 // A local data set through its manifest: rows[k] is the manifest's shard
 // row of the source's shard k. Nothing is opened here.
-std::unique_ptr<Source> open_manifest_shards(const std::string& manifest_path, const Manifest& m,
+std::unique_ptr<Source> open_manifest_shards(const std::string& manifest_path, Manifest manifest,
                                              const std::vector<std::size_t>& rows, const ShardOptions& opt) {
-  std::vector<std::string> paths;
-  std::vector<std::uint64_t> counts;
+  const auto m = std::make_shared<const Manifest>(std::move(manifest));
+  std::vector<std::uint64_t> counts, sizes;
+  std::vector<std::uint32_t> rows32;
   std::vector<LocalShardBytes::File> files;
-  paths.reserve(rows.size());
   counts.reserve(rows.size());
+  sizes.reserve(rows.size());
+  rows32.reserve(rows.size());
   files.reserve(rows.size());
   for (std::size_t r : rows) {
-    const ManifestShard& row = m.shards[r];
-    paths.push_back(manifest_shard_path(manifest_path, row.name));
+    const ManifestShard& row = m->shards[r];
     counts.push_back(row.records);
+    sizes.push_back(row.bytes);
+    rows32.push_back(static_cast<std::uint32_t>(r));
     LocalShardBytes::File f;
-    f.path = paths.back();
+    f.path = manifest_shard_path(manifest_path, row.name);
     f.size = row.bytes;
     f.pinned = false;
     files.push_back(std::move(f));
   }
   auto bytes = std::make_unique<LocalShardBytes>(std::move(files), std::vector<int>{}, opt.max_open, manifest_path);
   bytes->set_index_options(opt);
-  std::vector<std::uint64_t> sizes;
-  sizes.reserve(rows.size());
-  for (std::size_t r : rows) sizes.push_back(m.shards[r].bytes);
-  return std::make_unique<ShardSource>(std::move(paths), counts, std::move(sizes), manifest_path, opt.index_records,
-                                       std::move(bytes));
+  return std::make_unique<ShardSource>(ShardNames(m, manifest_path, std::move(rows32)), counts, std::move(sizes),
+                                       manifest_path, opt.index_records, std::move(bytes), opt.plan_walk);
 }
 
 }  // namespace
@@ -742,7 +822,7 @@ std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const
     if (Status st = detail::read_manifest(specs[0], &m); !st.ok()) throw Error(st);
     std::vector<std::size_t> rows(m.shards.size());
     for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = r;
-    return detail::open_manifest_shards(specs[0], m, rows, opt);
+    return detail::open_manifest_shards(specs[0], std::move(m), rows, opt);
   }
   std::vector<std::string> paths;
   for (const auto& s : specs) {
@@ -758,7 +838,7 @@ std::unique_ptr<Source> open_shards(const std::vector<std::string>& specs, const
       if (Status s = detail::read_manifest(beside, &m); !s.ok()) throw Error(s);
       std::vector<std::size_t> rows;
       if (Status s = detail::manifest_rows(m, beside, paths, &rows); !s.ok()) throw Error(s);
-      return detail::open_manifest_shards(beside, m, rows, opt);
+      return detail::open_manifest_shards(beside, std::move(m), rows, opt);
     }
   }
   return detail::open_local_shards(paths, opt);

@@ -4,13 +4,17 @@
 // HTTP and S3 against real servers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <set>
 #include <cstring>
 #include <thread>
 #include <string>
 #include <vector>
 
+#include "order/order.h"
 #include "source/remote/transport.h"
+#include "source/shard_source.h"
 #include "source/tar.h"
 #include "stoker/loader.h"
 #include "stoker/source.h"
@@ -154,6 +158,62 @@ TEST(RemoteTest, ShardsAreHeldFromFirstToLastUseAndReleasedAfter) {
   EXPECT_EQ(s.remote.resident_bytes, 0u);
   EXPECT_EQ(s.remote.stray_reads, 0u);  // every read was planned
   EXPECT_EQ(s.remote.requests, 4u + 4u);  // the scans at open, then each shard once
+}
+
+// The plan per shard (issue 39): with plan_walk 2 every window but the
+// epoch's first and last positions is planned as a whole (plan_uses), not
+// position by position; read in order, each shard the rank uses is fetched
+// once, no read falls outside the plan, the bytes are the local shards',
+// and every shard is released once read through.
+TEST(RemoteTest, APerShardPlanFetchesEachShardOnceAndReleasesIt) {
+  TempDir d;
+  const std::string local = make_shards(d, 8, 9);
+  auto here = open_shards({local});
+  struct Case {
+    std::size_t window;
+    int world, rank;
+  };
+  for (const Case c : {Case{2, 1, 0}, Case{2, 2, 1}, Case{3, 3, 2}, Case{0, 1, 0}, Case{0, 2, 0}}) {
+    detail::ShardOptions opt;
+    opt.plan_walk = 2;
+    RemoteOptions r;
+    r.connections = 2;
+    auto src = detail::open_remote_shards({"pipe:cat " + local}, opt, r);
+    detail::OrderParams p;
+    p.dataset_size = src->size();
+    p.shard_starts = src->shard_starts();
+    p.batch_size = 4;
+    p.shuffle = true;
+    p.seed = 3;
+    p.shuffle_window = c.window;
+    p.world_size = c.world;
+    p.rank = c.rank;
+    const detail::RankOrder order(p, 1, {});
+    std::set<std::size_t> shards;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const auto rec = order.at(k);
+      shards.insert(static_cast<std::size_t>(
+          std::upper_bound(p.shard_starts.begin(), p.shard_starts.end(), rec) - p.shard_starts.begin() - 1));
+    }
+    src->plan(order, 0);
+    std::vector<std::uint8_t> a, b;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      ASSERT_TRUE(src->read(order.at(k), &a).ok());
+      ASSERT_TRUE(here->read(order.at(k), &b).ok());
+      EXPECT_EQ(a, b);
+      src->progress(k + 1);
+    }
+    Stats s;
+    src->io_stats(&s);
+    for (int i = 0; i < 1000 && s.remote.resident_bytes > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      src->io_stats(&s);
+    }
+    const std::string what = "window " + std::to_string(c.window) + " world " + std::to_string(c.world);
+    EXPECT_EQ(s.remote.resident_bytes, 0u) << what;
+    EXPECT_EQ(s.remote.stray_reads, 0u) << what;
+    EXPECT_EQ(s.remote.requests, 8u + shards.size()) << what << ": the scans at open, then each shard used once";
+  }
 }
 
 TEST(RemoteTest, AnEpochThatCannotFitItsBudgetIsRefusedNamingTheWindowThatFits) {

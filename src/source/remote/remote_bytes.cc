@@ -17,26 +17,31 @@
 
 namespace stoker::detail {
 
+// A shard's state: a few bytes per shard, whatever the data set's size;
+// what a fetch holds lives in `held`, allocated when the fetch starts and
+// freed when the shard is released (null exactly while kAbsent).
 struct RemoteShardBytes::Shard {
-  std::uint32_t index = 0;  // in shards_
-  std::string url;
-  std::string name;  // the URL in messages and cache keys: no user:password@
-  ObjectInfo info;
-  enum class State { kAbsent, kFetching, kReady, kFailed };
-  State state = State::kAbsent;
   // Held in memory (bytes [lo, hi) of the object), or in the node cache
-  // (the whole object, in entry->fd()). Stable while readers > 0.
-  Buffer mem{nullptr, ArenaFree{nullptr}};
-  std::uint64_t mem_capacity = 0;
-  std::unique_ptr<NodeCache::Entry> entry;
-  std::uint64_t lo = 0, hi = 0;
-  std::uint64_t received = 0;  // bytes [lo, lo + received) are in
-  std::uint64_t charged = 0;   // bytes of it counted in resident_
-  Status error;                // kFailed: why
-  int readers = 0;             // reads copying out of it now
+  // (the whole object, in entry->fd()). Stable while readers > 0 or while
+  // fetching.
+  struct Held {
+    Buffer mem{nullptr, ArenaFree{nullptr}};
+    std::uint64_t mem_capacity = 0;
+    std::unique_ptr<NodeCache::Entry> entry;
+    std::uint64_t lo = 0, hi = 0;
+    std::uint64_t received = 0;  // bytes [lo, lo + received) are in
+    std::uint64_t charged = 0;   // bytes of it counted in resident_
+    Status error;                // kFailed: why
+    std::int64_t started_ns = 0;
+    ObjectInfo info;   // the identity each response is checked against
+    std::string name;  // the URL in messages and cache keys: no user:password@
+  };
+  enum class State : std::uint8_t { kAbsent, kFetching, kReady, kFailed };
+  State state = State::kAbsent;
   bool release_pending = false;
-  std::int64_t started_ns = 0;
   bool ahead = false;  // fetched for the epoch expected next
+  int readers = 0;     // reads copying out of it now
+  std::unique_ptr<Held> held;
 };
 
 namespace {
@@ -47,23 +52,33 @@ constexpr std::uint64_t kAheadShards = 2;
 
 // A resident shard can serve a use: not failed, and its bytes cover the span.
 bool RemoteShardBytes::holds(const Shard& sh, const Use& u) {
-  return sh.state != Shard::State::kFailed && sh.lo <= u.lo && sh.hi >= u.hi;
+  return sh.held && sh.state != Shard::State::kFailed && sh.held->lo <= u.lo && sh.held->hi >= u.hi;
 }
 
-const std::string& RemoteShardBytes::url(std::uint32_t shard) const { return shards_[shard]->url; }
-const ObjectInfo& RemoteShardBytes::info(std::uint32_t shard) const { return shards_[shard]->info; }
+std::string RemoteShardBytes::url(std::uint32_t shard) const { return urls_[shard]; }
+ObjectInfo RemoteShardBytes::info(std::uint32_t shard) const {
+  return infos_.empty() ? ObjectInfo{urls_.row(shard)->bytes, ""} : infos_[shard];
+}
+std::uint64_t RemoteShardBytes::size_of(std::uint32_t shard) const {
+  return infos_.empty() ? urls_.row(shard)->bytes : infos_[shard].size;
+}
+std::uint32_t RemoteShardBytes::index_of(const Shard* sh) const {
+  return static_cast<std::uint32_t>(sh - shards_.data());
+}
 
-RemoteShardBytes::RemoteShardBytes(std::vector<std::string> urls, std::vector<ObjectInfo> infos,
-                                   std::shared_ptr<Transport> transport, std::shared_ptr<RemoteCounters> counters,
-                                   std::shared_ptr<NodeCache> cache, const RemoteBytesOptions& opt)
-    : transport_(std::move(transport)), counters_(std::move(counters)), cache_(std::move(cache)), opt_(opt) {
-  for (std::size_t s = 0; s < urls.size(); ++s) {
-    auto sh = std::make_unique<Shard>();
-    sh->index = static_cast<std::uint32_t>(s);
-    sh->url = std::move(urls[s]);
-    sh->name = redact_url(sh->url);
-    sh->info = std::move(infos[s]);
-    shards_.push_back(std::move(sh));
+RemoteShardBytes::RemoteShardBytes(ShardNames urls, std::vector<ObjectInfo> infos, std::shared_ptr<Transport> transport,
+                                   std::shared_ptr<RemoteCounters> counters, std::shared_ptr<NodeCache> cache,
+                                   const RemoteBytesOptions& opt)
+    : shards_(urls.size()),
+      urls_(std::move(urls)),
+      infos_(std::move(infos)),
+      transport_(std::move(transport)),
+      counters_(std::move(counters)),
+      cache_(std::move(cache)),
+      opt_(opt) {
+  if (!infos_.empty() && infos_.size() != urls_.size()) {
+    throw Error(Code::kInternal, "remote shards: " + std::to_string(urls_.size()) + " URLs, " +
+                                     std::to_string(infos_.size()) + " identities");
   }
   plan_index_.assign(shards_.size(), SIZE_MAX);
   const int n = std::max(1, opt_.connections);
@@ -122,11 +137,11 @@ void RemoteShardBytes::fetcher_died(const Status& st) {
 }
 
 bool RemoteShardBytes::whole(const Use& u) const {
-  return cache_ || 2 * (u.hi - u.lo) >= shards_[u.shard]->info.size;
+  return cache_ || 2 * (u.hi - u.lo) >= size_of(u.shard);
 }
 
 std::uint64_t RemoteShardBytes::fetch_bytes(const Use& u) const {
-  return whole(u) ? shards_[u.shard]->info.size : u.hi - u.lo;
+  return whole(u) ? size_of(u.shard) : u.hi - u.lo;
 }
 
 std::uint64_t RemoteShardBytes::peak_bytes(const std::vector<Use>& uses) const {
@@ -187,7 +202,7 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
       const std::uint64_t budget = memory_locked().limit(), room = limit_;
       lock.unlock();
       std::uint64_t biggest = 1;
-      for (const Use& u : uses) biggest = std::max(biggest, shards_[u.shard]->info.size);
+      for (const Use& u : uses) biggest = std::max(biggest, size_of(u.shard));
       const std::uint64_t cap = opt_.memory_budget ? std::min(opt_.memory_budget, room) : room;
       const std::uint64_t fits = std::max<std::uint64_t>(1, cap / (2 * biggest));
       const auto mib = [](std::uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
@@ -212,7 +227,7 @@ void RemoteShardBytes::plan(std::vector<Use> uses, std::size_t from) const {
   std::vector<std::size_t> index(shards_.size(), SIZE_MAX);
   for (std::size_t k = 0; k < uses.size(); ++k) index[uses[k].shard] = k;
   for (std::size_t s = 0; s < shards_.size(); ++s) {
-    Shard* sh = shards_[s].get();
+    Shard* sh = &shards_[s];
     if (sh->state == Shard::State::kAbsent) continue;
     // Kept only when the new plan uses it, among the shards it starts with
     // (those the fetchers would hold now anyway: the peak reserved models a
@@ -258,7 +273,7 @@ void RemoteShardBytes::progress(std::size_t done) const {
   int released = 0;
   for (std::size_t k = 0; k < next_ && k < plan_.size(); ++k) {
     const Use& u = plan_[k];
-    Shard* sh = shards_[u.shard].get();
+    Shard* sh = &shards_[u.shard];
     if (u.last >= done_ || plan_index_[u.shard] != k || sh->state == Shard::State::kAbsent) continue;
     plan_index_[u.shard] = SIZE_MAX;  // read through: a later read of it is a stray one
     ++released;
@@ -290,22 +305,20 @@ void RemoteShardBytes::release_locked(Shard* sh) const {
     sh->release_pending = true;
     return;
   }
-  resident_ -= sh->charged;
-  if (sh->charged) memory_locked().release(MemoryAccount::kRemoteShards, sh->charged);
-  sh->charged = 0;
-  if (sh->mem) {
-    // NOTE: kept for the next shard (its pages are faulted in already: a
-    // fresh buffer per shard cost as much CPU as the transfer), a few at most.
-    if (spares_.size() < static_cast<std::size_t>(concurrency_ + ahead_count())) {
-      spares_.push_back({sh->mem_capacity, std::move(sh->mem)});
+  if (Shard::Held* h = sh->held.get()) {
+    resident_ -= h->charged;
+    if (h->charged) memory_locked().release(MemoryAccount::kRemoteShards, h->charged);
+    if (h->mem) {
+      // NOTE: kept for the next shard (its pages are faulted in already: a
+      // fresh buffer per shard cost as much CPU as the transfer), a few at most.
+      if (spares_.size() < static_cast<std::size_t>(concurrency_ + ahead_count())) {
+        spares_.push_back({h->mem_capacity, std::move(h->mem)});
+      }
     }
-    sh->mem.reset();
-    sh->mem_capacity = 0;
+    // The node cache's lock goes with it (entry): the entry may be evicted from here.
+    sh->held.reset();
   }
-  sh->entry.reset();  // the node cache's lock: the entry may be evicted from here
   sh->state = Shard::State::kAbsent;
-  sh->lo = sh->hi = sh->received = 0;
-  sh->error = Status::Ok();
   sh->release_pending = false;
 }
 
@@ -321,9 +334,9 @@ bool RemoteShardBytes::may_start_locked(std::size_t k) const {
   if (k >= demand_ + static_cast<std::size_t>(ahead_count())) return false;
   if (fits_locked(plan_[k])) return true;
   if (k >= demand_) return false;
-  for (const auto& p : shards_) {
-    Shard* sh = p.get();
-    const std::size_t j = plan_index_[sh->index];
+  for (Shard& shard : shards_) {
+    Shard* sh = &shard;
+    const std::size_t j = plan_index_[index_of(sh)];
     if (sh->state != Shard::State::kReady || sh->readers > 0 || (j != SIZE_MAX && j <= k)) continue;
     release_locked(sh);
     if (fits_locked(plan_[k])) return true;
@@ -332,7 +345,7 @@ bool RemoteShardBytes::may_start_locked(std::size_t k) const {
 }
 
 void RemoteShardBytes::charge_locked(Shard* sh, std::uint64_t span) const {
-  sh->charged = span;
+  sh->held->charged = span;
   resident_ += span;
   // NOTE: within the reservation fits_locked() made for it this never fails;
   // a shard needed now that fits nowhere (larger than the reservation, with
@@ -367,7 +380,7 @@ void RemoteShardBytes::tune_locked(double fetch_s, std::uint64_t bytes) const {
 void RemoteShardBytes::fetch_main() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    while (next_ < plan_.size() && shards_[plan_[next_].shard]->state != Shard::State::kAbsent) ++next_;
+    while (next_ < plan_.size() && shards_[plan_[next_].shard].state != Shard::State::kAbsent) ++next_;
     Use u;
     bool ahead = false;
     if (next_ < plan_.size()) {
@@ -379,7 +392,7 @@ void RemoteShardBytes::fetch_main() {
     } else {
       // Every shard of this epoch started: the next epoch's first ones (not
       // used again in this one), so its first batch does not wait for them.
-      while (ahead_next_ < ahead_.size() && (shards_[ahead_[ahead_next_].shard]->state != Shard::State::kAbsent ||
+      while (ahead_next_ < ahead_.size() && (shards_[ahead_[ahead_next_].shard].state != Shard::State::kAbsent ||
                                              plan_index_[ahead_[ahead_next_].shard] != SIZE_MAX)) {
         ++ahead_next_;
       }
@@ -391,15 +404,17 @@ void RemoteShardBytes::fetch_main() {
       u = ahead_[ahead_next_++];
       ahead = true;
     }
-    Shard* sh = shards_[u.shard].get();
+    Shard* sh = &shards_[u.shard];
+    sh->held = std::make_unique<Shard::Held>();
+    Shard::Held* h = sh->held.get();
+    h->info = info(u.shard);
+    h->name = redact_url(urls_[u.shard]);
     sh->state = Shard::State::kFetching;
-    sh->lo = whole(u) ? 0 : u.lo;
-    sh->hi = sh->lo + fetch_bytes(u);
-    sh->received = 0;
-    sh->error = Status::Ok();
-    sh->started_ns = now_ns();
+    h->lo = whole(u) ? 0 : u.lo;
+    h->hi = h->lo + fetch_bytes(u);
+    h->started_ns = now_ns();
     sh->ahead = ahead;
-    if (!cache_) charge_locked(sh, sh->hi - sh->lo);
+    if (!cache_) charge_locked(sh, h->hi - h->lo);
     lock.unlock();
     // NOTE: an exception in a fetch (out of memory for its buffer, a bug)
     // fails that shard as a network error does: its reads raise kUnavailable
@@ -409,14 +424,14 @@ void RemoteShardBytes::fetch_main() {
       fetch(sh);
     } catch (...) {
       counters_->thread_errors.fetch_add(1, std::memory_order_relaxed);
-      Status st = exception_status(sh->name + ": fetch");
+      Status st = exception_status(h->name + ": fetch");
       std::lock_guard<std::mutex> failed(mu_);
       sh->state = Shard::State::kFailed;
-      sh->error = Status(Code::kUnavailable, st.message());
+      h->error = Status(Code::kUnavailable, st.message());
     }
     lock.lock();
     if (sh->state == Shard::State::kReady) {
-      tune_locked(static_cast<double>(now_ns() - sh->started_ns) * 1e-9, sh->hi - sh->lo);
+      tune_locked(static_cast<double>(now_ns() - h->started_ns) * 1e-9, h->hi - h->lo);
     }
     if (sh->release_pending) release_locked(sh);
     data_cv_.notify_all();
@@ -425,18 +440,21 @@ void RemoteShardBytes::fetch_main() {
 }
 
 void RemoteShardBytes::fetch(Shard* sh) const {
-  injection_point(ThreadSite::kFetcher, sh->index);
-  auto arrived = [this, sh](std::uint64_t n) {
+  injection_point(ThreadSite::kFetcher, index_of(sh));
+  // NOTE: sh->held is this fetch's until it ends (kFetching: never released).
+  Shard::Held* h = sh->held.get();
+  const std::string url = urls_[index_of(sh)];
+  auto arrived = [this, sh, h](std::uint64_t n) {
     if (sh->ahead) ahead_bytes_.fetch_add(n, std::memory_order_relaxed);
     bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      sh->received += n;
+      h->received += n;
       wake = waiting_ > 0;
     }
     if (wake) data_cv_.notify_all();
   };
-  auto finish = [this, sh](Status st) {
+  auto finish = [this, sh, h](Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     if (st.ok()) {
       sh->state = Shard::State::kReady;
@@ -444,21 +462,21 @@ void RemoteShardBytes::fetch(Shard* sh) const {
       sh->state = Shard::State::kFailed;
       // NOTE: whatever the cause (network, a full cache disk), the bytes are
       // not there: kUnavailable, which on_corrupt="skip" never skips.
-      sh->error = st.code() == Code::kUnavailable || st.code() == Code::kCancelled
+      h->error = st.code() == Code::kUnavailable || st.code() == Code::kCancelled
                       ? st
-                      : Status(Code::kUnavailable, sh->name + ": " + st.message());
+                      : Status(Code::kUnavailable, h->name + ": " + st.message());
     }
   };
-  const std::uint64_t size = sh->info.size;
+  const std::uint64_t size = h->info.size;
   if (cache_) {
     std::unique_ptr<NodeCache::Entry> e;
-    Status st = cache_->open(sh->name, sh->info.etag, size, [this] { return transport_->cancelled(); }, &e);
+    Status st = cache_->open(h->name, h->info.etag, size, [this] { return transport_->cancelled(); }, &e);
     if (!st.ok()) return finish(st);
     if (e->state() == NodeCache::Entry::State::kHit) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        sh->entry = std::move(e);
-        sh->received = size;
+        h->entry = std::move(e);
+        h->received = size;
       }
       return finish(Status::Ok());
     }
@@ -468,19 +486,19 @@ void RemoteShardBytes::fetch(Shard* sh) const {
       NodeCache::Entry* entry = e.get();
       {
         std::lock_guard<std::mutex> lock(mu_);
-        sh->entry = std::move(e);
-        sh->received = have;
+        h->entry = std::move(e);
+        h->received = have;
       }
       data_cv_.notify_all();
       std::uint64_t pos = have;
       const std::string part = cache_->dir();
-      st = transport_->get(sh->url, have, size - have, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
+      st = transport_->get(url, have, size - have, &h->info, [&](const std::uint8_t* p, std::size_t n) {
         std::size_t done = 0;
         while (done < n) {
           const ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(pos + done));
           if (w < 0) {
             if (errno == EINTR) continue;
-            return Status::IOError("cache_dir '" + part + "': writing " + sh->name + ": " + std::strerror(errno));
+            return Status::IOError("cache_dir '" + part + "': writing " + h->name + ": " + std::strerror(errno));
           }
           done += static_cast<std::size_t>(w);
         }
@@ -494,7 +512,7 @@ void RemoteShardBytes::fetch(Shard* sh) const {
     // kBypass: no room in cache_dir; the whole shard through memory (lo, hi
     // say so already: with cache_dir every fetch is of a whole shard).
   }
-  const std::uint64_t span = sh->hi - sh->lo;
+  const std::uint64_t span = h->hi - h->lo;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto best = spares_.end();
@@ -502,23 +520,23 @@ void RemoteShardBytes::fetch(Shard* sh) const {
       if (it->first >= span && (best == spares_.end() || it->first < best->first)) best = it;
     }
     if (best != spares_.end()) {
-      sh->mem = std::move(best->second);
-      sh->mem_capacity = best->first;
+      h->mem = std::move(best->second);
+      h->mem_capacity = best->first;
       spares_.erase(best);
     } else {
       // NOTE: a little room, so the buffer serves the next shards of about this size.
       const std::uint64_t cap = (span + span / 8 + 65535) & ~std::uint64_t{65535};
-      sh->mem = Buffer(arena_.alloc(static_cast<std::size_t>(cap)), ArenaFree{&arena_});
-      sh->mem_capacity = cap;
+      h->mem = Buffer(arena_.alloc(static_cast<std::size_t>(cap)), ArenaFree{&arena_});
+      h->mem_capacity = cap;
     }
     // Charged when it started (fetch_main), except a cache_dir shard that
     // has no room on disk: it comes through memory now.
-    if (sh->charged == 0) charge_locked(sh, span);
+    if (h->charged == 0) charge_locked(sh, span);
   }
-  std::uint8_t* dst = sh->mem.get();
+  std::uint8_t* dst = h->mem.get();
   std::uint64_t pos = 0;
-  Status st = transport_->get(sh->url, sh->lo, span, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
-    if (pos + n > span) return Status::Internal(sh->name + ": more bytes than asked for");
+  Status st = transport_->get(url, h->lo, span, &h->info, [&](const std::uint8_t* p, std::size_t n) {
+    if (pos + n > span) return Status::Internal(h->name + ": more bytes than asked for");
     std::memcpy(dst + pos, p, n);
     pos += n;
     arrived(n);
@@ -529,7 +547,8 @@ void RemoteShardBytes::fetch(Shard* sh) const {
 
 Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size,
                                  std::vector<std::uint8_t>* out) const {
-  Shard* sh = shards_[shard].get();
+  Shard* sh = &shards_[shard];
+  auto name = [&] { return redact_url(urls_[shard]); };  // messages only: not per read
   std::unique_lock<std::mutex> lock(mu_);
   const std::size_t k = plan_index_[shard];
   if (k != SIZE_MAX && sh->state == Shard::State::kAbsent && off >= plan_[k].lo && off + size <= plan_[k].hi) {
@@ -543,29 +562,33 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
     });
     if (!stop_ && !broken_.ok() && sh->state == Shard::State::kAbsent) return broken_;
   }
-  if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
-  if ((sh->state == Shard::State::kFetching || sh->state == Shard::State::kReady) && off >= sh->lo &&
-      off + size <= sh->hi) {
-    const std::uint64_t need = off + size - sh->lo;
-    if (sh->received < need && sh->state == Shard::State::kFetching) {
+  if (stop_) return Status(Code::kCancelled, name() + ": the source is closing");
+  using State = Shard::State;
+  if ((sh->state == State::kFetching || sh->state == State::kReady) && off >= sh->held->lo &&
+      off + size <= sh->held->hi) {
+    const std::uint64_t need = off + size - sh->held->lo;
+    if (sh->held->received < need && sh->state == State::kFetching) {
       wait_locked(lock, [&] {
-        return stop_ || !broken_.ok() || sh->received >= need || sh->state != Shard::State::kFetching;
+        return stop_ || !broken_.ok() || sh->state != State::kFetching || sh->held->received >= need;
       });
-      if (stop_) return Status(Code::kCancelled, sh->name + ": the source is closing");
-      if (sh->received < need && sh->state == Shard::State::kFetching) return broken_;
+      if (stop_) return Status(Code::kCancelled, name() + ": the source is closing");
+      if (sh->state == State::kFetching && sh->held->received < need) return broken_;
     }
-    if (sh->state == Shard::State::kFailed) return sh->error;
-    if (sh->received >= need) {
+    if (sh->state == State::kFailed) return sh->held->error;
+    // NOTE: looked at again: while this read waited, the shard may have been
+    // released (held gone) or fetched anew (another span).
+    Shard::Held* h = sh->held.get();
+    if (h && off >= h->lo && off + size <= h->hi && h->received >= off + size - h->lo) {
       ++sh->readers;
       lock.unlock();
       out->resize(static_cast<std::size_t>(size));
       Status st;
-      if (sh->mem) {
-        std::memcpy(out->data(), sh->mem.get() + (off - sh->lo), static_cast<std::size_t>(size));
+      if (h->mem) {
+        std::memcpy(out->data(), h->mem.get() + (off - h->lo), static_cast<std::size_t>(size));
       } else {
-        const long long n = pread_full(sh->entry->fd(), out->data(), out->size(), off);
+        const long long n = pread_full(h->entry->fd(), out->data(), out->size(), off);
         if (n != static_cast<long long>(size)) {
-          st = Status(Code::kUnavailable, sh->name + ": cache_dir file read failed at " + std::to_string(off) + ": " +
+          st = Status(Code::kUnavailable, name() + ": cache_dir file read failed at " + std::to_string(off) + ": " +
                                               (n < 0 ? std::strerror(errno) : "short read"));
         }
       }
@@ -577,17 +600,18 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
       return st;
     }
   }
-  if (sh->state == Shard::State::kFailed && k != SIZE_MAX) return sh->error;
+  if (sh->state == State::kFailed && k != SIZE_MAX) return sh->held->error;
   lock.unlock();
   out->resize(static_cast<std::size_t>(size));
   if (cache_) {
     // A complete entry in cache_dir serves it. NOTE: read through its own fd,
     // which keeps the bytes even if another process evicts the entry now.
-    const std::string path = cache_->entry_path(NodeCache::entry_key(sh->name, sh->info.etag, sh->info.size)) + ".tar";
+    const ObjectInfo pinned = info(shard);
+    const std::string path = cache_->entry_path(NodeCache::entry_key(name(), pinned.etag, pinned.size)) + ".tar";
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
       struct stat st;
-      const bool complete = ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == sh->info.size;
+      const bool complete = ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == pinned.size;
       const long long n = complete ? pread_full(fd, out->data(), out->size(), off) : -1;
       ::close(fd);
       if (n == static_cast<long long>(size)) return Status::Ok();
@@ -597,13 +621,14 @@ Status RemoteShardBytes::read_at(std::uint32_t shard, std::uint64_t off, std::ui
   // corrupt record): one ranged request of its own.
   counters_->stray_reads.fetch_add(1, std::memory_order_relaxed);
   std::uint64_t pos = 0;
-  Status st = transport_->get(sh->url, off, size, &sh->info, [&](const std::uint8_t* p, std::size_t n) {
-    if (pos + n > size) return Status::Internal(sh->name + ": more bytes than asked for");
+  ObjectInfo pinned = info(shard);
+  Status st = transport_->get(urls_[shard], off, size, &pinned, [&](const std::uint8_t* p, std::size_t n) {
+    if (pos + n > size) return Status::Internal(name() + ": more bytes than asked for");
     std::memcpy(out->data() + pos, p, n);
     pos += n;
     return Status::Ok();
   });
-  if (st.ok() && pos != size) st = Status(Code::kUnavailable, sh->name + ": short read at " + std::to_string(off));
+  if (st.ok() && pos != size) st = Status(Code::kUnavailable, name() + ": short read at " + std::to_string(off));
   if (!st.ok() && st.code() != Code::kUnavailable && st.code() != Code::kCancelled) {
     st = Status(Code::kUnavailable, st.message());
   }

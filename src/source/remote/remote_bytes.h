@@ -14,6 +14,7 @@
 
 #include "memory/arena.h"
 #include "memory/memory_budget.h"
+#include "source/manifest.h"
 #include "source/remote/node_cache.h"
 #include "source/remote/transport.h"
 #include "source/shard_bytes.h"
@@ -31,8 +32,11 @@ struct RemoteBytesOptions {
 
 class RemoteShardBytes final : public ShardBytes {
  public:
-  // `counters` and `transport` outlive this; `cache` may be null.
-  RemoteShardBytes(std::vector<std::string> urls, std::vector<ObjectInfo> infos, std::shared_ptr<Transport> transport,
+  // `counters` and `transport` outlive this; `cache` may be null. `infos`:
+  // each shard's identity pinned at open; empty when `urls` are a manifest's
+  // rows (each shard's size is its row's, no ETag), so nothing per shard is
+  // copied from the manifest.
+  RemoteShardBytes(ShardNames urls, std::vector<ObjectInfo> infos, std::shared_ptr<Transport> transport,
                    std::shared_ptr<RemoteCounters> counters, std::shared_ptr<NodeCache> cache,
                    const RemoteBytesOptions& opt);
   ~RemoteShardBytes() override;
@@ -45,8 +49,8 @@ class RemoteShardBytes final : public ShardBytes {
   void io_stats(Stats* s) const override;
   void use_memory(const std::shared_ptr<MemoryBudget>& budget) const override;
   // Shard `shard`'s URL and the identity given at construction.
-  const std::string& url(std::uint32_t shard) const;
-  const ObjectInfo& info(std::uint32_t shard) const;
+  std::string url(std::uint32_t shard) const;
+  ObjectInfo info(std::uint32_t shard) const;
   // Shards named by a manifest: how a shard's index is fetched when first needed (remote_shards.cc).
   using IndexLoader = std::function<Status(std::uint32_t shard, ShardIndex* out)>;
   void set_index_loader(IndexLoader load) { load_index_ = std::move(load); }
@@ -57,6 +61,8 @@ class RemoteShardBytes final : public ShardBytes {
  private:
   IndexLoader load_index_;
   struct Shard;
+  std::uint64_t size_of(std::uint32_t shard) const;
+  std::uint32_t index_of(const Shard* sh) const;
   void stop();
   void fetcher_died(const Status& st);
   void fetch_main();
@@ -104,7 +110,11 @@ class RemoteShardBytes final : public ShardBytes {
   using Buffer = std::unique_ptr<std::uint8_t, ArenaFree>;
   mutable Arena arena_{std::size_t{4} << 20};
 
-  std::vector<std::unique_ptr<Shard>> shards_;
+  // NOTE: one small state per shard (remote_bytes.cc); URLs and sizes are
+  // read from urls_ (a manifest's table) when a shard is fetched.
+  mutable std::vector<Shard> shards_;
+  const ShardNames urls_;
+  const std::vector<ObjectInfo> infos_;
   std::shared_ptr<Transport> transport_;
   std::shared_ptr<RemoteCounters> counters_;
   std::shared_ptr<NodeCache> cache_;

@@ -153,33 +153,38 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
       throw Error(Status(st.code(), "manifest '" + mname + "': " + st.message()));
     }
     if (st.ok()) {
-      Manifest m;
-      if (Status p = parse_manifest(text, mname, &m); !p.ok()) throw Error(p);
+      auto m = std::make_shared<Manifest>();
+      if (Status p = parse_manifest(text, mname, m.get()); !p.ok()) throw Error(p);
       std::vector<std::size_t> rows;
       if (named) {
-        for (std::size_t r = 0; r < m.shards.size(); ++r) rows.push_back(r);
-      } else if (Status p = manifest_rows(m, murl, expand_braces(specs[0]), &rows); !p.ok()) {
+        for (std::size_t r = 0; r < m->shards.size(); ++r) rows.push_back(r);
+      } else if (Status p = manifest_rows(*m, murl, expand_braces(specs[0]), &rows); !p.ok()) {
         throw Error(Status(p.code(), redact_url(p.message())));
       }
-      std::vector<std::string> urls, names;
-      std::vector<ObjectInfo> infos;
+      // NOTE: the shards' URLs and shown names are the manifest's rows, made
+      // when asked for: nothing per shard but its row (and its state in the store).
+      std::vector<std::uint32_t> rows32;
       std::vector<std::uint64_t> counts, sizes;
+      if (!named) rows32.reserve(rows.size());
+      counts.reserve(rows.size());
+      sizes.reserve(rows.size());
       for (std::size_t r : rows) {
-        urls.push_back(manifest_shard_path(murl, m.shards[r].name));
-        names.push_back(redact_url(urls.back()));
-        infos.push_back({m.shards[r].bytes, ""});  // NOTE: no ETag pinned: the size is checked on every response
-        counts.push_back(m.shards[r].records);
-        sizes.push_back(m.shards[r].bytes);
+        if (!named) rows32.push_back(static_cast<std::uint32_t>(r));
+        counts.push_back(m->shards[r].records);
+        sizes.push_back(m->shards[r].bytes);
       }
+      const std::shared_ptr<const Manifest> table = std::move(m);
+      ShardNames urls(table, murl, rows32), names(table, mname, std::move(rows32));
       RemoteBytesOptions bopt;
       bopt.connections = remote.connections;
       bopt.memory_budget = remote.memory_budget;
       bopt.index_how = "manifest";
-      auto bytes = std::make_unique<RemoteShardBytes>(std::move(urls), std::move(infos), transport, counters, cache, bopt);
+      auto bytes = std::make_unique<RemoteShardBytes>(std::move(urls), std::vector<ObjectInfo>{}, transport, counters,
+                                                      cache, bopt);
       // NOTE: the loader is the store's own (it dies with it), so it may read the store's URLs and sizes.
       const RemoteShardBytes* store = bytes.get();
       bytes->set_index_loader([store, transport, cache, counters, opt, mname](std::uint32_t s, ShardIndex* out) {
-        Opened o{store->url(s), redact_url(store->url(s)), {store->info(s).size, ""}, true, {}, ""};
+        Opened o{store->url(s), redact_url(store->url(s)), store->info(s), true, {}, ""};
         Status ist;
         try {
           ist = index_shard(transport.get(), cache.get(), counters.get(), opt, &o);
@@ -193,7 +198,7 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
         return Status::Ok();
       });
       return make_manifest_shard_source(std::move(names), counts, std::move(sizes), mname, opt.index_records,
-                                        std::move(bytes));
+                                        std::move(bytes), opt.plan_walk);
     }
   }
 
@@ -293,7 +298,7 @@ std::unique_ptr<Source> open_remote_shards(const std::vector<std::string>& specs
   std::vector<std::string> names;  // NOTE: what keys, messages and describe() show: no user:password@
   for (const auto& u : urls) names.push_back(redact_url(u));
   auto bytes = std::make_unique<RemoteShardBytes>(std::move(urls), std::move(infos), transport, counters, cache, bopt);
-  return make_shard_source(std::move(names), std::move(indexes), std::move(bytes));
+  return make_shard_source(std::move(names), std::move(indexes), std::move(bytes), opt.plan_walk);
 }
 
 }  // namespace stoker::detail

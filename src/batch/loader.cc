@@ -99,21 +99,23 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
   source_->use_memory(memory_);
   // NOTE: a streaming source starts fetching the first epoch now (the first
   // batch comes sooner), and refuses here an order its budget cannot hold.
-  // The workers' scratch is estimated from the first records (the largest
-  // estimate; a streaming source's: its plan's first, fetched first, so no
-  // request of its own).
+  // The workers' scratch is estimated from 16 records (a streaming source's
+  // first in its plan, which it fetches first: no request of their own): the
+  // largest estimate, twice (a vector grows by doubling: its capacity is up
+  // to twice the most it held).
   std::vector<std::uint32_t> probe;
   if (source_->wants_plan()) {
     const detail::RankOrder first(order_, 0, {});
     source_->plan(first, 0);
-    if (first.size() > 0) probe.push_back(first.at(0));
+    for (std::size_t k = 0; k < std::min<std::size_t>(first.size(), 16); ++k) probe.push_back(first.at(k));
   } else {
     const std::size_t n = std::min<std::size_t>(source_->size(), 16);
     for (std::size_t r = 0; r < n; ++r) probe.push_back(static_cast<std::uint32_t>(r));
   }
   std::uint64_t scratch = 0;
   for (std::uint32_t r : probe) scratch = std::max(scratch, maker_->scratch_estimate(r));
-  (void)memory_->reserve(detail::MemoryAccount::kDecodeScratch, static_cast<std::uint64_t>(threads_) * scratch);
+  (void)memory_->reserve(detail::MemoryAccount::kDecodeScratch,
+                         static_cast<std::uint64_t>(threads_) * 2 * scratch);
   if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
   if (opt_.trace) {
     opt_.stage_timing = true;

@@ -90,8 +90,8 @@ TEST(SampleMakerTest, MakesTheLoadersSamplesWithoutThreads) {
 // The loader's decode_scratch account is what its workers' Scratch holds
 // (Scratch::bytes(), capacities): with one worker over an unshuffled epoch,
 // exactly what make() over the same records leaves in a Scratch here. It
-// was reserved from the first records' largest estimate (threads x
-// scratch_estimate(r)), which covers the scratch of those records; batch()
+// was reserved from the first records' largest estimate, twice (threads x),
+// which covers the scratch of those records; batch()
 // charges a Scratch of its own and gives it back.
 TEST(SampleMakerTest, TheDecodeScratchAccountIsTheWorkersScratchBytes) {
   TempDir d;
@@ -114,7 +114,7 @@ TEST(SampleMakerTest, TheDecodeScratchAccountIsTheWorkersScratchBytes) {
   Loader loader(list, o);
   Stats s = loader.stats();
   EXPECT_EQ(s.memory.accounts.at("decode_scratch"), 0u) << "no sample made yet";
-  EXPECT_EQ(s.memory.reserved.at("decode_scratch"), estimate);  // one worker
+  EXPECT_EQ(s.memory.reserved.at("decode_scratch"), 2 * estimate);  // one worker
   std::size_t batches = 0;
   for (const Batch& b : loader) batches += b.size() > 0;
   EXPECT_EQ(batches, 3u);

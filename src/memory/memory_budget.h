@@ -15,8 +15,9 @@
 //    fetch-ahead (reserve()): no other account may take a reservation's
 //    unused part, so the sample cache filling up never starves a fetch
 //    (a shard needed now beyond it evicts shards used later, or waits);
-//  - decode_scratch next: the loader reserves threads x a worker's estimate
-//    (each field kind's, from a record's bytes), and each worker charges
+//  - decode_scratch next: the loader reserves threads x twice a worker's
+//    estimate (each field kind's, from the first records' bytes; twice: a
+//    vector keeps up to twice what it needed), and each worker charges
 //    its scratch's growth, required when the budget has no room: a worker
 //    cannot run without its buffers;
 //  - volume_cache and sample_cache take what is left, charge by charge.

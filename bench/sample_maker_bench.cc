@@ -1,7 +1,8 @@
 // The loader's default sample path on one thread, through SampleMaker (no
 // workers, queues or Python): a folder source (JPEG image + its class label),
 // RandomResizedCrop + RandomHorizontalFlip + Normalize, float32 NCHW, each
-// record's sample made into a batch-sized buffer. Deterministic, so its
+// record's sample made into a batch-sized buffer, its scratch charged to a
+// memory budget after each as a worker's is. Deterministic, so its
 // instruction count under callgrind compares two builds of the sample path:
 //
 //   valgrind --tool=callgrind build/bench/sample_maker_bench DIR --records 64
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   if (o.cache.mode != Cache::kMmap) sc = std::make_unique<detail::SampleCache>(src->size(), std::uint64_t{1} << 31);
   detail::SampleMaker maker(*src, o, sc.get());
   detail::Scratch scratch;
+  scratch.memory.reset(std::make_shared<detail::MemoryBudget>(std::uint64_t{1} << 40));
   std::vector<std::uint8_t> batch(maker.spec().batch_bytes);
   double best = 1e300;
   std::uint64_t sum = 0;
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
         std::cerr << "record " << r << ": " << st.message() << "\n";
         return 1;
       }
+      scratch.memory.grow_to(scratch.bytes());  // as the loader's run_task
     }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     for (std::size_t k = 0; k < batch.size(); k += 61) sum = sum * 31 + batch[k];

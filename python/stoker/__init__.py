@@ -1052,7 +1052,7 @@ class Loader:
             ("loader" when memory_budget was given, "process" when left at 0:
             shared by every such loader of the process), process_held, used,
             peak, over_bytes, accounts: bytes per account, batch_buffers,
-            remote_shards, volume_cache, sample_cache;
+            remote_shards, volume_cache, sample_cache, decode_scratch;
             reserved: reservations), h2d_s, h2d_bytes.
 
         Example:

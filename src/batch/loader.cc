@@ -92,13 +92,30 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
   ring_.resize(static_cast<std::size_t>(max_depth));
   // NOTE: the budget is shared in this order (src/memory/README.md): the
   // batch buffers first (the deepest ring and the two a consumer holds),
-  // then a streaming source's plan, and the caches fill what is left.
+  // then a streaming source's plan, the workers' decode scratch (threads x
+  // a record's estimate), and the caches fill what is left.
   (void)memory_->reserve(detail::MemoryAccount::kBatchBuffers,
                          static_cast<std::uint64_t>(max_depth + 2) * pool_->buffer_bytes());
   source_->use_memory(memory_);
   // NOTE: a streaming source starts fetching the first epoch now (the first
   // batch comes sooner), and refuses here an order its budget cannot hold.
-  if (source_->wants_plan()) source_->plan(detail::RankOrder(order_, 0, {}), 0);
+  // The workers' scratch is estimated from 16 records (a streaming source's
+  // first in its plan, which it fetches first: no request of their own): the
+  // largest estimate, twice (a vector grows by doubling: its capacity is up
+  // to twice the most it held).
+  std::vector<std::uint32_t> probe;
+  if (source_->wants_plan()) {
+    const detail::RankOrder first(order_, 0, {});
+    source_->plan(first, 0);
+    for (std::size_t k = 0; k < std::min<std::size_t>(first.size(), 16); ++k) probe.push_back(first.at(k));
+  } else {
+    const std::size_t n = std::min<std::size_t>(source_->size(), 16);
+    for (std::size_t r = 0; r < n; ++r) probe.push_back(static_cast<std::uint32_t>(r));
+  }
+  std::uint64_t scratch = 0;
+  for (std::uint32_t r : probe) scratch = std::max(scratch, maker_->scratch_estimate(r));
+  (void)memory_->reserve(detail::MemoryAccount::kDecodeScratch,
+                         static_cast<std::uint64_t>(threads_) * 2 * scratch);
   if (const char* t = std::getenv("STOKER_TRACE"); t && *t) opt_.trace = true;
   if (opt_.trace) {
     opt_.stage_timing = true;
@@ -276,33 +293,6 @@ std::optional<Batch> Loader::Impl::next(std::int64_t timeout_ns, bool* timed_out
   return batch_of(slot, b, batch_len(b));
 }
 
-Batch Loader::Impl::batch_of(Slot* slot, std::size_t b, std::size_t len) const {
-  Batch batch;
-  batch.lease_ = std::make_shared<SlotLease>(pool_, slot);
-  batch.size_ = len;
-  batch.index_ = b;
-  batch.dtype_ = opt_.dtype;
-  batch.descr_ = spec().descr;
-  batch.bytes_ = batch.size_ * spec().bytes;
-  batch.dims_ = {static_cast<std::int64_t>(batch.size_)};
-  batch.dims_.insert(batch.dims_.end(), spec().dims.begin(), spec().dims.end());
-  if (!spec().arrays && spec().dims.size() == 3) {
-    batch.shape_ = {static_cast<std::int64_t>(batch.size_), spec().dims[0], spec().dims[1], spec().dims[2]};
-  }
-  std::uint8_t* base = slot->data.get();
-  batch.tensors_.reserve(spec().outputs.size());
-  for (const detail::OutputSpec& o : spec().outputs) {
-    TensorView t{o.name, o.descr, {static_cast<std::int64_t>(batch.size_) * o.per_record}, base + o.offset,
-                 batch.size_ * o.bytes};
-    t.dims.insert(t.dims.end(), o.dims.begin(), o.dims.end());
-    batch.tensors_.push_back(std::move(t));
-  }
-  if (spec().label_output >= 0) {
-    batch.labels_ = reinterpret_cast<const std::int64_t*>(base + spec().outputs[static_cast<std::size_t>(spec().label_output)].offset);
-  }
-  return batch;
-}
-
 void Loader::Impl::autotune_locked(std::int64_t now, std::int64_t waited) {
   Window& w = window_;
   if (w.start_ns == 0) {  // the window starts at its epoch's first delivered batch
@@ -333,6 +323,7 @@ void Loader::Impl::autotune_locked(std::int64_t now, std::int64_t waited) {
 void Loader::Impl::worker_main(int id) {
   detail::injection_point(ThreadSite::kWorkerStart, id);
   detail::Scratch ws;
+  ws.memory.reset(memory_);
   ws.counters = counters_[static_cast<std::size_t>(id)].get();
   if (opt_.trace) ws.trace = traces_[static_cast<std::size_t>(id)].get();
   MutexLock lock(mu_);
@@ -434,6 +425,7 @@ Status Loader::Impl::run_task(std::size_t t, std::uint64_t gen, std::uint64_t se
       caching_->after_sample(&ws->rewrite, now_ns() - m0);
       if (opt_.cache.mode == Cache::kDecoded) maker_->fill_deferred(ws);
     }
+    ws->memory.grow_to(ws->bytes());
     return st;
   } catch (...) {
     worker_errors_.fetch_add(1, std::memory_order_relaxed);

@@ -18,6 +18,34 @@ const TensorView* Batch::tensor(const std::string& name) const {
 }
 std::size_t Batch::image_bytes() const { return bytes_; }
 
+// A ring buffer's batch b (`len` samples) as the public Batch.
+Batch Loader::Impl::batch_of(detail::Slot* slot, std::size_t b, std::size_t len) const {
+  Batch batch;
+  batch.lease_ = std::make_shared<detail::SlotLease>(pool_, slot);
+  batch.size_ = len;
+  batch.index_ = b;
+  batch.dtype_ = opt_.dtype;
+  batch.descr_ = spec().descr;
+  batch.bytes_ = batch.size_ * spec().bytes;
+  batch.dims_ = {static_cast<std::int64_t>(batch.size_)};
+  batch.dims_.insert(batch.dims_.end(), spec().dims.begin(), spec().dims.end());
+  if (!spec().arrays && spec().dims.size() == 3) {
+    batch.shape_ = {static_cast<std::int64_t>(batch.size_), spec().dims[0], spec().dims[1], spec().dims[2]};
+  }
+  std::uint8_t* base = slot->data.get();
+  batch.tensors_.reserve(spec().outputs.size());
+  for (const detail::OutputSpec& o : spec().outputs) {
+    TensorView t{o.name, o.descr, {static_cast<std::int64_t>(batch.size_) * o.per_record}, base + o.offset,
+                 batch.size_ * o.bytes};
+    t.dims.insert(t.dims.end(), o.dims.begin(), o.dims.end());
+    batch.tensors_.push_back(std::move(t));
+  }
+  if (spec().label_output >= 0) {
+    batch.labels_ = reinterpret_cast<const std::int64_t*>(base + spec().outputs[static_cast<std::size_t>(spec().label_output)].offset);
+  }
+  return batch;
+}
+
 // ---- Loader ----
 namespace {
 // The remote options a loader's source opens with: its own, with the loader's memory_budget (the one budget

@@ -180,7 +180,8 @@ class Loader::Impl {
                      std::uint64_t epoch, detail::Slot* slot, std::size_t pos, detail::Scratch* ws,
                      detail::CorruptLog* corrupt);
 
-  // Batch b (`len` samples) viewing `slot`, its lease taken (the pool counted it handed out).
+  // Batch b (`len` samples) viewing `slot`, its lease taken (the pool counted
+  // it handed out): loader_api.cc, with Batch.
   Batch batch_of(detail::Slot* slot, std::size_t b, std::size_t len) const;
 
   // The order of `epoch` on this rank (replay, provenance): a restored or

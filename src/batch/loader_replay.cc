@@ -54,10 +54,12 @@ Batch Loader::Impl::replay(std::uint64_t epoch, std::size_t index) {
   pool_->hand_out();
   Batch batch = batch_of(slot, index, len);  // from here its lease returns the buffer, thrown or not
   detail::Scratch ws;
+  ws.memory.reset(memory_);  // released when it goes
   for (std::size_t pos = 0; pos < len; ++pos) {
     // NOTE: generation 0 is never compared (no hook); nothing is counted:
     // the epoch counted its bad samples when it ran.
     Status st = make_sample(seq, index * opt_.batch_size + pos, 0, order_.seed, epoch, slot, pos, &ws, nullptr);
+    ws.memory.grow_to(ws.bytes());
     if (!st.ok()) throw Error(st);  // the first bad sample in batch order, as next() raises it
   }
   return batch;
@@ -70,6 +72,7 @@ std::string Loader::Impl::provenance(std::uint64_t epoch, std::size_t index) con
   const std::uint64_t seed = order_.seed;
   json samples = json::array();
   detail::Scratch ws;
+  ws.memory.reset(memory_);
   const std::vector<std::size_t>& starts = order_.shard_starts;  // one data set's shards (none for a mixture)
   for (std::size_t pos = 0; pos < len; ++pos) {
     const std::size_t t = index * opt_.batch_size + pos;
@@ -85,6 +88,7 @@ std::string Loader::Impl::provenance(std::uint64_t epoch, std::size_t index) con
     }
     std::string plan;
     const Status st = maker_->describe(rec, item, seed, epoch, &ws, &plan);
+    ws.memory.grow_to(ws.bytes());
     if (st.ok()) {
       s["plan"] = json::parse(plan);
     } else {

@@ -34,6 +34,7 @@
 #include "decode/jpeg_transcode.h"
 #include "stoker/stats.h"
 #include "util/thread_annotations.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 
@@ -51,6 +52,9 @@ struct RewriteScratch {
   std::int64_t first_ns = 0;   // ... in the first epoch
   std::int64_t debt_ns = 0;    // its first-epoch rewrites' net cost
   std::int64_t share_ns = 0;   // its background share's time
+  // What its buffers hold (their capacity). NOTE: the inserter's and the
+  // transcoder's own tables and libjpeg state are not counted.
+  std::uint64_t bytes() const { return capacity_bytes(jpeg) + capacity_bytes(record) + capacity_bytes(ends); }
 };
 
 class RamRewrite {

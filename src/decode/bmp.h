@@ -42,6 +42,8 @@ class BmpDecoder {
   // image's run-length data is expanded first: it is sequential); *view is
   // the region. REQUIRES: open() ok.
   Status decode(const Box& region, ImageBuffer* buf, ImageView* view);
+  // What its buffers hold (their capacity).
+  std::uint64_t bytes() const { return indices_.capacity(); }
 
  private:
   // Expands the RLE data from pixels_ into indices_ (one per pixel, rows

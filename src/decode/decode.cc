@@ -36,6 +36,8 @@ ImageDecoder::ImageDecoder()
       gif_(std::make_unique<GifDecoder>()) {}
 ImageDecoder::~ImageDecoder() = default;
 
+std::uint64_t ImageDecoder::bytes() const { return rgb_.bytes() + png_->bytes() + bmp_->bytes(); }
+
 Status ImageDecoder::open(const std::uint8_t* data, std::size_t size, std::uint64_t max_pixels) {
   width_ = height_ = 0;
   if (size == 0) return Status::Corrupt("empty file (0 bytes)");

@@ -85,6 +85,12 @@ class ImageDecoder {
   // REQUIRES: open_raster() returned ok.
   Status decode_raster(const Box& region, RasterBuffer* buf);
 
+  // What its own buffers hold (their capacity): the raster path's RGB
+  // decode, PNG's rows and stored samples, BMP's RLE indices. NOTE: the
+  // codecs' library state (libjpeg-turbo's, libtiff's, libwebp's, giflib's)
+  // is theirs and not counted.
+  std::uint64_t bytes() const;
+
  private:
   int channels_ = 3;
   SampleType type_ = SampleType::kUint8;

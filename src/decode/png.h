@@ -32,6 +32,8 @@ class PngDecoder {
   // `region` as planes (the image is decoded whole).
   void stored_layout(int* channels, SampleType* type) const;
   Status decode_raster(const Box& region, RasterBuffer* buf);
+  // What its buffers hold (their capacity).
+  std::uint64_t bytes() const { return rows_.capacity() * sizeof(std::uint8_t*) + scratch_.capacity(); }
 
  private:
   template <typename Read>

@@ -36,6 +36,7 @@ struct ImageBuffer {
   }
   std::uint8_t* row(int y) { return pixels.data() + y * stride; }
   ImageView view() const { return {pixels.data(), width, height, stride}; }
+  std::uint64_t bytes() const { return pixels.capacity(); }  // what it holds (reused: its capacity)
 };
 
 // A read-only view of single-channel pixels kept as stored (segmentation
@@ -68,6 +69,7 @@ struct MaskBuffer {
   }
   std::uint8_t* row(int y) { return pixels.data() + y * stride; }
   MaskView view() const { return {pixels.data(), width, height, stride, bytes_per_pixel}; }
+  std::uint64_t bytes() const { return pixels.capacity(); }
 };
 
 // The sample type of a raster kept as stored.
@@ -100,6 +102,7 @@ struct RasterBuffer {
   }
   std::uint8_t* plane(int c) { return pixels.data() + plane_bytes() * static_cast<std::size_t>(c); }
   const std::uint8_t* plane(int c) const { return pixels.data() + plane_bytes() * static_cast<std::size_t>(c); }
+  std::uint64_t bytes() const { return pixels.capacity(); }
 };
 
 // A pixel rectangle: [x, x + width) x [y, y + height).

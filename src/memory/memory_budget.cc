@@ -13,7 +13,7 @@ namespace {
 
 // By MemoryAccount: the one spelling of each account's name.
 constexpr std::array<const char*, kMemoryAccounts> kAccountNames = {"batch_buffers", "remote_shards", "volume_cache",
-                                                                     "sample_cache"};
+                                                                     "sample_cache", "decode_scratch"};
 
 std::size_t index(MemoryAccount a) { return static_cast<std::size_t>(a); }
 

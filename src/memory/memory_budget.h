@@ -15,10 +15,16 @@
 //    fetch-ahead (reserve()): no other account may take a reservation's
 //    unused part, so the sample cache filling up never starves a fetch
 //    (a shard needed now beyond it evicts shards used later, or waits);
+//  - decode_scratch next: the loader reserves threads x twice a worker's
+//    estimate (each field kind's, from the first records' bytes; twice: a
+//    vector keeps up to twice what it needed), and each worker charges
+//    its scratch's growth, required when the budget has no room: a worker
+//    cannot run without its buffers;
 //  - volume_cache and sample_cache take what is left, charge by charge.
 // The sum of the accounts never exceeds the limit, except by required
-// charges when the limit is below what the loader needs to run at all
-// (over_bytes() counts it; every cache is then empty).
+// charges when the limit is below what the loader needs to run at all, or
+// a worker's scratch outgrew its estimate once the caches took the rest
+// (over_bytes() counts it).
 #pragma once
 
 #include <array>
@@ -37,10 +43,12 @@ struct Stats;
 
 namespace stoker::detail {
 
-// NOTE: the workers' decode scratch (each field kind's decoder and buffers,
-// sample/) is not an account yet: its kinds do not say their bytes.
-enum class MemoryAccount : std::uint8_t { kBatchBuffers, kRemoteShards, kVolumeCache, kSampleCache };
-inline constexpr std::size_t kMemoryAccounts = 4;
+// kDecodeScratch: the workers' reusable buffers (each field kind's decoded
+// pixels and workspaces, the record's bytes: Scratch::bytes(), sample/),
+// charged as they grow; a decoder library's own state (libjpeg's) is not
+// counted.
+enum class MemoryAccount : std::uint8_t { kBatchBuffers, kRemoteShards, kVolumeCache, kSampleCache, kDecodeScratch };
+inline constexpr std::size_t kMemoryAccounts = 5;
 // The account's name as stats()["memory"]["accounts"] and the doctor spell
 // it ("sample_cache", ...): the one table of them.
 const char* memory_account_name(MemoryAccount a);
@@ -152,6 +160,14 @@ class MemoryCharge {
   void charge_required(std::uint64_t n);
   void release(std::uint64_t n);
   void release_all();
+  // Brings the charge up to `n` bytes (never down: a holder's buffers keep
+  // their capacity): the growth is try_charge'd, else charged as required
+  // (over_bytes counts it). Nothing grew: one load, no lock.
+  // REQUIRES: one thread grows it (a worker its own scratch's).
+  void grow_to(std::uint64_t n) {
+    const std::uint64_t held = bytes();
+    if (n > held && !try_charge(n - held)) charge_required(n - held);
+  }
   // Releases everything and charges `budget` from now on.
   // REQUIRES: no other thread charges or releases meanwhile.
   void reset(std::shared_ptr<MemoryBudget> budget) {

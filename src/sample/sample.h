@@ -14,6 +14,7 @@
 
 #include "cache/ram_rewrite.h"
 #include "cache/sample_cache.h"
+#include "memory/memory_budget.h"
 #include "source/paired_folder.h"
 #include "stats/counters.h"
 #include "stats/trace.h"
@@ -88,6 +89,10 @@ Status read_field(const Source& source, const FieldSpec& f, std::size_t rec, std
 // kind (FieldOp::scratch()) and reused from sample to sample.
 struct FieldScratch {
   virtual ~FieldScratch() = default;
+  // What the buffers it owns hold: their capacity (a reused buffer keeps
+  // what it grew to), counted in the decode_scratch account
+  // (Scratch::bytes()). Called after every sample: a sum of capacities.
+  virtual std::uint64_t bytes() const = 0;
 };
 
 // A worker's reusable state: the record's bytes, each field's own scratch,
@@ -107,6 +112,22 @@ struct Scratch {
   // by the maker `fields_for` on its first sample here.
   std::vector<std::unique_ptr<FieldScratch>> fields;
   const void* fields_for = nullptr;
+
+  // What this worker's buffers hold (their capacity): the record's bytes,
+  // the cache's bundle and the rewrite's buffers, each field's scratch
+  // (FieldScratch::bytes()): the loader's decode_scratch account. Not the
+  // cache entry in hand (the cache's) nor a codec library's own state.
+  std::uint64_t bytes() const {
+    std::uint64_t n = capacity_bytes(file) + capacity_bytes(members) + capacity_bytes(bundle) + capacity_bytes(ends) +
+                      capacity_bytes(part) + capacity_bytes(fields) + rewrite.bytes();
+    for (const auto& m : members) n += capacity_bytes(m);
+    for (const auto& f : fields) n += f ? f->bytes() : 0;
+    return n;
+  }
+  // bytes() as charged to the loader's decode_scratch account: its owner
+  // (a worker, batch()) gives it the budget (memory.reset()) and grows it
+  // after each sample (memory.grow_to(bytes())); none: nothing counted.
+  MemoryCharge memory{nullptr, MemoryAccount::kDecodeScratch};
 };
 
 // Times one sample's stages into the worker's counters (and its trace). Each

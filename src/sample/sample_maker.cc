@@ -15,6 +15,20 @@ namespace {
 std::atomic<std::int64_t> g_throw_rec{-1};
 std::atomic<bool> g_throw_bad_alloc{false};
 
+// fn(i, bytes, n): field i's part of a record read whole (read_record's
+// `all` and `ends`), for each field that reads one.
+template <typename Fn>
+void each_part(const SampleSpec& spec, const std::vector<std::uint8_t>& all, const std::vector<std::uint64_t>& ends,
+               Fn&& fn) {
+  for (std::size_t i = 0; i < spec.fields.size(); ++i) {
+    const int part = spec.fields[i].part;
+    if (part < 0) continue;
+    const auto k = static_cast<std::size_t>(part);
+    const std::uint64_t begin = k == 0 ? 0 : ends[k - 1], end = ends.empty() ? all.size() : ends[k];
+    fn(i, all.data() + begin, static_cast<std::size_t>(end - begin));
+  }
+}
+
 }  // namespace
 
 namespace testing {
@@ -179,15 +193,8 @@ Status SampleMaker::make(std::uint32_t rec, std::uint64_t draw, std::uint64_t se
     }
     if (s->fields_for != this) init_scratch(s);
     StageTimer timer(opt_.stage_timing, s, rec);
-    Sample x;
-    x.rec = rec;
-    x.draw = draw;
-    x.seed = seed;
-    x.epoch = epoch;
-    x.out = out;
-    x.s = s;
-    x.timer = &timer;
-    x.rewrite = rewrite_;
+    Sample x{.rec = rec, .draw = draw, .seed = seed, .epoch = epoch, .out = out, .s = s, .timer = &timer,
+             .rewrite = rewrite_, .geo = {}};
     st = run(&x);
     if (owner_ >= 0) fields_[static_cast<std::size_t>(owner_)]->finish(s->fields[static_cast<std::size_t>(owner_)].get());
   } catch (const std::bad_alloc&) {
@@ -220,13 +227,7 @@ Status SampleMaker::describe(std::uint32_t rec, std::uint64_t draw, std::uint64_
       s->part[static_cast<std::size_t>(f.part)] = {buf.data(), buf.size()};
     }
     StageTimer timer(false, s, rec);
-    Sample x;
-    x.rec = rec;
-    x.draw = draw;
-    x.seed = seed;
-    x.epoch = epoch;
-    x.s = s;
-    x.timer = &timer;
+    Sample x{.rec = rec, .draw = draw, .seed = seed, .epoch = epoch, .out = {}, .s = s, .timer = &timer, .geo = {}};
     Status st = fields_[o]->describe(&x, s->fields[o].get(), json);
     fields_[o]->finish(s->fields[o].get());
     return st;
@@ -292,15 +293,28 @@ RecordFootprint SampleMaker::footprint(std::uint32_t rec) const {
   if (!read_record(rec, &bytes, &ends).ok()) return f;
   f.encoded = bytes.size();
   f.decoded = bytes.size();
-  for (std::size_t i = 0; i < fields_.size(); ++i) {
-    const int part = spec_.fields[i].part;
-    if (part < 0) continue;
-    const auto k = static_cast<std::size_t>(part);
-    const std::uint64_t begin = k == 0 ? 0 : ends[k - 1], end = ends.empty() ? bytes.size() : ends[k];
-    if (!fields_[i]->footprint(bytes.data() + begin, end - begin, &f)) return f;
-  }
   f.ok = true;
+  each_part(spec_, bytes, ends, [&](std::size_t i, const std::uint8_t* p, std::size_t n) {
+    f.ok = f.ok && fields_[i]->footprint(p, n, &f);
+  });
   return f;
+}
+
+std::uint64_t SampleMaker::scratch_estimate(std::uint32_t rec) const {
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint64_t> ends;
+  const bool read = read_record(rec, &bytes, &ends).ok();
+  // The record's bytes: its members and the cache's bundle (cache="ram": and the rewrite's copies).
+  std::uint64_t n = read ? bytes.size() * (opt_.cache.mode == Cache::kRam ? 4 : 2) : 0;
+  for (std::size_t i = 0; i < fields_.size(); ++i) {
+    if (!read || spec_.fields[i].part < 0) n += fields_[i]->scratch_estimate(nullptr, 0);
+  }
+  if (read) {
+    each_part(spec_, bytes, ends, [&](std::size_t i, const std::uint8_t* p, std::size_t k) {
+      n += fields_[i]->scratch_estimate(p, k);
+    });
+  }
+  return n;
 }
 
 // s->part[k]: part k of a record kept as one buffer (`ends`: each part's

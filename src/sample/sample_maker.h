@@ -70,6 +70,11 @@ class SampleMaker {
 
   // cache="auto": record `rec`'s footprint (cache/auto_cache.h).
   RecordFootprint footprint(std::uint32_t rec) const;
+  // What a worker's Scratch will hold (Scratch::bytes()), estimated from
+  // record `rec` (each field kind's FieldOp::scratch_estimate): the loader
+  // reserves its workers' decode_scratch with it. Reads the record; one that
+  // cannot be read leaves each kind its estimate without bytes.
+  std::uint64_t scratch_estimate(std::uint32_t rec) const;
   // The cache the workers share and, with cache="ram", its rewrite (set
   // once, before any make(); either may be null).
   void set_cache(SampleCache* cache, RamRewrite* rewrite) {

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "memory/memory_budget.h"
 #include "util/util.h"
 
 namespace stoker {
@@ -278,6 +279,14 @@ const std::vector<Stat<Stats::Volume>>& fields_of<Stats::Volume>() {
 template <>
 const std::vector<Stat<Stats::Memory>>& fields_of<Stats::Memory>() {
   using M = Stats::Memory;
+  // NOTE: the accounts' names from their one table (memory_account_name).
+  static const std::string accounts = [] {
+    std::string doc = "bytes per account:";
+    for (std::size_t k = 0; k < detail::kMemoryAccounts; ++k) {
+      doc += std::string(k ? ", " : " ") + detail::memory_account_name(static_cast<detail::MemoryAccount>(k));
+    }
+    return doc;
+  }();
   static const std::vector<Stat<M>> t = {
       stat<&M::budget>("budget", kGauge, "bytes",
                        "the loader's memory budget (memory_budget, or the process's: half of the available memory)",
@@ -293,8 +302,7 @@ const std::vector<Stat<Stats::Memory>>& fields_of<Stats::Memory>() {
       stat<&M::over_bytes>("over_bytes", kGauge, "bytes",
                            "the most used went above budget: what the loader needs to run at all, on a smaller budget",
                            kMemory),
-      stat<&M::accounts>("accounts", kCounts, "bytes",
-                         "bytes per account: batch_buffers, remote_shards, volume_cache, sample_cache", kMemory),
+      stat<&M::accounts>("accounts", kCounts, "bytes", accounts.c_str(), kMemory),
       stat<&M::reserved>("reserved", kCounts, "bytes",
                          "bytes reserved per account, kept from the others (remote_shards: its plan's peak)", kMemory),
   };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "image/pixels.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 
@@ -50,6 +51,9 @@ struct ImageOpScratch {
   std::vector<float> f0, f1;
   ImageBuffer orig, chain;  // AugMix: the original image and a chain's
   std::vector<float> mix;   // AugMix: the float32 mix
+  std::uint64_t bytes() const {
+    return tmp.bytes() + capacity_bytes(f0) + capacity_bytes(f1) + orig.bytes() + chain.bytes() + capacity_bytes(mix);
+  }
 };
 
 // Applies `op` to `img` in place (a kernel may build its result in

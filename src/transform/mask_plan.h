@@ -12,6 +12,7 @@ namespace stoker::detail {
 
 struct MaskWorkspace {
   MaskBuffer a, b;
+  std::uint64_t bytes() const { return a.bytes() + b.bytes(); }
 };
 
 // Runs `geo` (a geometric plan, in the full-resolution frame of `src`) on

@@ -24,6 +24,10 @@ struct Workspace {
   ImageOpScratch ops;  // the image stage's kernels' memory
   ResizeScratch resize;
   std::vector<std::uint8_t> row;  // one output row, between the last resize and the output write
+  // What its buffers hold (their capacity).
+  std::uint64_t bytes() const {
+    return a.bytes() + b.bytes() + pad.bytes() + stage.bytes() + ops.bytes() + resize.bytes() + capacity_bytes(row);
+  }
 };
 
 // Rewrites a geometric plan into the image field's read plan: decode only

@@ -10,6 +10,7 @@
 
 #include "image/pixels.h"
 #include "transform/image_ops.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 
@@ -64,6 +65,16 @@ struct SamplePlan {
     float fill[3] = {0, 0, 0};
   };
   std::vector<AugMixDraw> augmix;
+  // What its lists hold (their capacity), reused from sample to sample.
+  std::uint64_t bytes() const {
+    std::uint64_t n = capacity_bytes(steps) + capacity_bytes(photometric) + capacity_bytes(image_ops) +
+                      capacity_bytes(erase) + capacity_bytes(augmix);
+    for (const AugMixDraw& a : augmix) {
+      n += capacity_bytes(a.chains);
+      for (const AugMixDraw::Chain& c : a.chains) n += capacity_bytes(c.ops);
+    }
+    return n;
+  }
 };
 
 }  // namespace stoker::detail

@@ -24,6 +24,7 @@
 #include "stoker/transforms.h"
 #include "transform/plan.h"
 #include "transform/resize.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 
@@ -53,7 +54,12 @@ struct RasterWorkspace {
     int ksize = 0;
     std::vector<int> first, count;
     std::vector<double> weights;
+    std::uint64_t bytes() const { return capacity_bytes(first) + capacity_bytes(count) + capacity_bytes(weights); }
   } h, v;  // int32, float32: Pillow's double weights
+  std::uint64_t bytes() const {
+    return capacity_bytes(a) + capacity_bytes(b) + capacity_bytes(temp) + fixed_h.bytes() + fixed_v.bytes() +
+           h.bytes() + v.bytes();
+  }
 };
 
 // Pillow's bilinear resize of one plane (w x h, rows packed) of type `t` to

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "image/pixels.h"
+#include "util/util.h"
 
 namespace stoker::detail {
 
@@ -20,6 +21,7 @@ struct ResampleAxis {
   std::vector<int> first;
   std::vector<int> count;
   std::vector<std::int32_t> weights;
+  std::uint64_t bytes() const { return capacity_bytes(first) + capacity_bytes(count) + capacity_bytes(weights); }
 };
 
 // Pillow's precompute_coeffs for the bilinear (triangle) filter, for the
@@ -68,6 +70,9 @@ struct ResizeScratch {
   ImageBuffer temp;                 // result of the horizontal pass
   std::vector<std::int32_t> accum;         // one output row of the vertical pass
   std::vector<std::int32_t> pair_weights;  // SIMD horizontal passes: weights as int16 pairs (and AVX-512's indices)
+  std::uint64_t bytes() const {
+    return horizontal.bytes() + vertical.bytes() + temp.bytes() + capacity_bytes(accum) + capacity_bytes(pair_weights);
+  }
 };
 
 // Instruction sets the kernels may use, in order; each level also uses those

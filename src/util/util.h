@@ -1,12 +1,13 @@
 // Small helpers every stage uses, defined once: the monotonic clock, the
-// cores this process may run on, argument errors, suffix tests and writing
-// a file so that readers never see half of it.
+// cores this process may run on, argument errors, suffix tests, writing
+// a file so that readers never see half of it, and a buffer's bytes.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "stoker/status.h"
 
@@ -37,5 +38,12 @@ bool ends_with_nocase(std::string_view s, std::string_view suffix);
 // renamed into place: a reader sees the old file or the new one, never a
 // part. Messages name the path.
 Status write_file_atomically(const std::string& path, std::string_view data);
+
+// The bytes a reused buffer holds: its capacity, not its size (a vector
+// keeps what it grew to).
+template <typename T>
+std::uint64_t capacity_bytes(const std::vector<T>& v) {
+  return static_cast<std::uint64_t>(v.capacity()) * sizeof(T);
+}
 
 }  // namespace stoker::detail

@@ -231,14 +231,17 @@ TEST(LoaderTest, MemoryAccountsNeverSumAboveTheBudget) {
   const Stats p = plain.stats();
   ASSERT_TRUE(p.memory.active);
   o.cache.mode = Cache::kRam;
-  // Room for the batch buffers' reservation and about half of the records.
+  // Room for the batch buffers' and the workers' scratch's reservations and
+  // about half of the records.
   std::uint64_t records = 0;
   for (std::size_t i = 0; i < plain.source().size(); ++i) {
     std::vector<std::uint8_t> bytes;
     ASSERT_TRUE(plain.source().read(i, &bytes).ok());
     records += bytes.size();
   }
-  o.memory_budget = p.memory.reserved.at("batch_buffers") + records / 2;
+  Loader sized(list, o);  // cache="ram": the scratch's reservation counts the rewrite's copies
+  o.memory_budget = sized.stats().memory.reserved.at("batch_buffers") +
+                    sized.stats().memory.reserved.at("decode_scratch") + records / 2;
   Loader ram(list, o);
   for (int epoch = 0; epoch < 2; ++epoch) {
     plain.set_epoch(static_cast<std::uint64_t>(epoch));
@@ -252,6 +255,7 @@ TEST(LoaderTest, MemoryAccountsNeverSumAboveTheBudget) {
       for (const auto& [name, bytes] : s.memory.accounts) sum += bytes;
       ASSERT_EQ(sum, s.memory.used);
       ASSERT_LE(s.memory.used, o.memory_budget);
+      ASSERT_GT(s.memory.accounts.at("decode_scratch"), 0u) << "a batch was made";
     }
     std::vector<std::vector<std::uint8_t>> want;
     for (const Batch& b : plain) {
@@ -266,7 +270,10 @@ TEST(LoaderTest, MemoryAccountsNeverSumAboveTheBudget) {
   EXPECT_EQ(s.memory.over_bytes, 0u);
   std::vector<std::string> names;
   for (const auto& [name, bytes] : s.memory.accounts) names.push_back(name);
-  EXPECT_EQ(names, (std::vector<std::string>{"batch_buffers", "remote_shards", "sample_cache", "volume_cache"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"batch_buffers", "decode_scratch", "remote_shards", "sample_cache",
+                                             "volume_cache"}));
+  EXPECT_LE(s.memory.accounts.at("decode_scratch"), s.memory.reserved.at("decode_scratch"))
+      << "the workers' scratch within its reservation: the cache left it room";
   EXPECT_GT(s.cache_records, 0u);
   EXPECT_LT(s.cache_records, 40u);  // the cache got what the buffers left: about half
   EXPECT_GE(s.memory.accounts.at("sample_cache"), s.cache_bytes);

@@ -22,7 +22,8 @@ namespace stoker::detail {
 namespace {
 
 constexpr MemoryAccount kAll[] = {MemoryAccount::kBatchBuffers, MemoryAccount::kRemoteShards,
-                                  MemoryAccount::kVolumeCache, MemoryAccount::kSampleCache};
+                                  MemoryAccount::kVolumeCache, MemoryAccount::kSampleCache,
+                                  MemoryAccount::kDecodeScratch};
 
 std::uint64_t sum_of_accounts(const MemoryBudget& b) {
   std::uint64_t sum = 0;
@@ -33,7 +34,31 @@ std::uint64_t sum_of_accounts(const MemoryBudget& b) {
 TEST(MemoryBudgetTest, AccountsAreNamedOnce) {
   std::vector<std::string> names;
   for (MemoryAccount a : kAll) names.push_back(memory_account_name(a));
-  EXPECT_EQ(names, (std::vector<std::string>{"batch_buffers", "remote_shards", "volume_cache", "sample_cache"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"batch_buffers", "remote_shards", "volume_cache", "sample_cache",
+                                             "decode_scratch"}));
+}
+
+// A worker's scratch charge (MemoryCharge::grow_to): it only grows (a
+// vector keeps its capacity), within its reservation and the room left,
+// else as required, counted in over_bytes.
+TEST(MemoryBudgetTest, AScratchChargeGrowsWithinTheBudgetElseAsRequired) {
+  auto b = std::make_shared<MemoryBudget>(/*limit=*/1000);
+  EXPECT_EQ(b->reserve(MemoryAccount::kDecodeScratch, 300), 300u);
+  MemoryCharge scratch(b, MemoryAccount::kDecodeScratch);
+  scratch.grow_to(200);
+  EXPECT_EQ(b->used(MemoryAccount::kDecodeScratch), 200u);
+  EXPECT_FALSE(b->try_charge(MemoryAccount::kSampleCache, 701)) << "the reservation's unused part is the scratch's";
+  EXPECT_TRUE(b->try_charge(MemoryAccount::kSampleCache, 600));
+  scratch.grow_to(150);  // never down
+  EXPECT_EQ(scratch.bytes(), 200u);
+  scratch.grow_to(400);  // within the reservation and the 100 bytes left
+  EXPECT_EQ(b->used(MemoryAccount::kDecodeScratch), 400u);
+  EXPECT_EQ(b->over_bytes(), 0u);
+  scratch.grow_to(450);  // no room: required
+  EXPECT_EQ(b->used(MemoryAccount::kDecodeScratch), 450u);
+  EXPECT_EQ(b->over_bytes(), 50u);
+  scratch.release_all();
+  EXPECT_EQ(b->used(MemoryAccount::kDecodeScratch), 0u);
 }
 
 TEST(MemoryBudgetTest, ARefusedChargeChargesNothingAndAReleaseMakesRoom) {

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import stoker
-from memory_checks import batch_buffers_reserved, memory_within
+from memory_checks import memory_within, reserved_before_the_caches, scratch_reserved
 
 TF = [stoker.RandomResizedCrop(48), stoker.RandomHorizontalFlip()]
 
@@ -65,7 +65,8 @@ def test_ram_preload_starts_without_iterating_and_stops_at_the_budget(photos):
     kw = dict(batch_size=5, shuffle=True, transforms=TF)
     budget = jpeg_bytes(photos) // 3  # for the cache, beside the batch buffers (memory_budget holds both)
     plain = stoker.Loader(photos, **kw)
-    ram = stoker.Loader(photos, cache="ram", memory_budget=budget + batch_buffers_reserved(photos, **kw), **kw)
+    ram = stoker.Loader(photos, cache="ram", memory_budget=budget + reserved_before_the_caches(photos, cache="ram", **kw),
+                        **kw)
     s = preload_ended(ram)  # no batch asked for: it starts after a hold-back of a second
     assert s["cache_preload"] == "budget full"
     assert 0 < s["cache_records"] < 24 and s["cache_bytes"] <= budget
@@ -159,7 +160,8 @@ def test_partial_cache_under_a_small_budget(photos):
     budget = 24 * 128 * 128 * 3 // 3  # about a third of the stored images, beside the batch buffers
     kw = dict(batch_size=6, shuffle=True, transforms=TF)
     loader = stoker.Loader(photos, cache="decoded", cache_max_side=128,
-                           memory_budget=budget + batch_buffers_reserved(photos, **kw), **kw)
+                           memory_budget=budget + reserved_before_the_caches(photos, cache="decoded", cache_max_side=128,
+                                                                             **kw), **kw)
     for e in range(3):
         epoch_of(loader, e)
     s = loader.stats()
@@ -203,10 +205,10 @@ print(base, peak, s["cache_bytes"], s["cache_records"], s["batch_buffer_bytes"])
 
 
 def test_memory_budget_bounds_peak_rss(tmp_path):
-    """A set whose decoded size (~75 MB) is far above the budget (16 MB): peak RSS
-    grows by at most the budget plus the stated overhead: batch buffers, and per
-    thread the decoded image, its stored copy and resize scratch (4 images of
-    at most 600x800), plus 16 MB for the allocator."""
+    """A set whose decoded size (~75 MB) is far above the cache's budget (16 MB, beside the workers' decode
+    scratch, which memory_budget holds too): peak RSS grows by at most the budget plus the stated overhead:
+    batch buffers, and per thread the decoded image, its stored copy and resize scratch (4 images of at most
+    600x800), plus 16 MB for the allocator."""
     from PIL import Image
     import numpy as np
     rng = np.random.default_rng(0)
@@ -215,14 +217,16 @@ def test_memory_budget_bounds_peak_rss(tmp_path):
     for i in range(52):
         Image.fromarray(rng.integers(0, 256, (600, 800, 3), dtype=np.uint8)).save(d / "c" / f"{i}.jpg", quality=70)
     budget = 16 << 20
+    scratch = scratch_reserved(str(d), batch_size=8, shuffle=True, threads=2, cache="decoded", cache_max_side=600,
+                               dtype="uint8", transforms=[stoker.RandomResizedCrop(64)])
     pkg = os.path.join(os.path.dirname(__file__), "..", "..", "python")
     import subprocess, sys
-    out = subprocess.run([sys.executable, "-c", BUDGET_CHILD, pkg, str(d), str(budget)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", BUDGET_CHILD, pkg, str(d), str(budget + scratch)], capture_output=True,
                          text=True, timeout=300, check=True).stdout.split()
     base, peak, cache_bytes, records, ring = map(int, out)
     assert cache_bytes <= budget and 0 < records < 52
     overhead = ring + 2 * 4 * 600 * 800 * 3 + (16 << 20)
-    assert peak - base <= budget + overhead, (peak - base) / 2**20
+    assert peak - base <= budget + scratch + overhead, (peak - base) / 2**20
     print(f"budget test: RSS grew {(peak - base) / 2**20:.1f} MiB; cache {cache_bytes / 2**20:.1f} MiB "
           f"({records} of 52 images); bound {(budget + overhead) / 2**20:.1f} MiB")
 
@@ -253,13 +257,13 @@ def test_default_budget_is_shared_by_the_ranks_of_a_node(photos):
 
 
 def test_memory_accounts_stay_within_a_small_budget_with_a_ram_cache(photos):
-    """stats()["memory"]: a RAM cache under a budget of half the set's bytes fills what the batch buffers leave
-    (its sample_cache account) and stops there; the accounts never sum above memory_budget, checked after every
-    batch; batches are those without the cache."""
+    """stats()["memory"]: a RAM cache under a budget of half the set's bytes (beside the workers' decode scratch,
+    reserved first) fills what the batch buffers leave (its sample_cache account) and stops there; the accounts
+    never sum above memory_budget, checked after every batch; batches are those without the cache."""
     size = sum(os.path.getsize(os.path.join(r, n)) for r, _, names in os.walk(photos) for n in names)
-    budget = size // 2
     kw = dict(batch_size=4, shuffle=True, transforms=[stoker.Resize(32), stoker.CenterCrop(32)], dtype="uint8",
               threads=2)
+    budget = size // 2 + scratch_reserved(photos, cache="ram", **kw)
     plain = stoker.Loader(photos, **kw)
     ram = stoker.Loader(photos, cache="ram", memory_budget=budget, **kw)
     for e in range(2):
@@ -277,4 +281,5 @@ def test_memory_accounts_stay_within_a_small_budget_with_a_ram_cache(photos):
     assert a["batch_buffers"] >= s["batch_buffer_bytes"] > 0
     assert a["remote_shards"] == 0 and a["volume_cache"] == 0
     assert m["reserved"]["batch_buffers"] > 0
+    assert 0 < a["decode_scratch"] <= m["reserved"]["decode_scratch"], "the workers' buffers, within their reservation"
     assert plain.stats()["memory"]["accounts"]["sample_cache"] == 0

@@ -17,7 +17,7 @@ import stoker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import remote_servers as rs  # noqa: E402
-from memory_checks import memory_within  # noqa: E402
+from memory_checks import memory_within, scratch_reserved  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.exists(rs.NGINX), reason="nginx is not installed (scripts/install-deps.sh)")
 
@@ -80,11 +80,13 @@ def test_remote_shards_and_a_ram_cache_share_one_memory_budget(www, web):
     to take a whole budget): their accounts together stay within it after every batch, the cache stops when
     full, and batches equal local ones."""
     size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(www, "n-*.tar")))
-    budget = size * 3 // 2
     # The plan holds one shard at a time (a full shuffle would hold all four); two workers and the default ring
     # read ahead of the consumer, so fetchers start shards together (each charged when it starts, so none is
     # admitted on a count that misses another's).
     kw = dict(KW, shuffle=False, threads=2)
+    # Beside the workers' decode scratch, reserved before the cache fills (the local copy's record 0 is the
+    # remote plan's first record: unshuffled).
+    budget = size * 3 // 2 + scratch_reserved(local(www), cache="ram", **kw)
     remote = stoker.Loader(web.url + "/n-{0..3}.tar", cache="ram", memory_budget=budget, **kw)
     here = stoker.Loader(local(www), **kw)
     held = 0  # the most shard bytes seen in memory
@@ -98,6 +100,7 @@ def test_remote_shards_and_a_ram_cache_share_one_memory_budget(www, web):
     s = remote.stats()
     m = memory_within(s, budget)
     assert m["reserved"]["remote_shards"] > 0 and m["reserved"]["batch_buffers"] > 0, m
+    assert 0 < m["accounts"]["decode_scratch"] <= m["reserved"]["decode_scratch"], m
     assert m["accounts"]["sample_cache"] >= s["cache_bytes"] > 0, (m, s["cache_bytes"])
     assert 0 < s["cache_records"] < 37, "the cache got what the shards left, not the whole budget"
     assert 0 < held <= m["reserved"]["remote_shards"], (held, m)

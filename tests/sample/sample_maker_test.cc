@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -84,6 +85,45 @@ TEST(SampleMakerTest, MakesTheLoadersSamplesWithoutThreads) {
       EXPECT_EQ(rec, 5u);
     }
   }
+}
+
+// The loader's decode_scratch account is what its workers' Scratch holds
+// (Scratch::bytes(), capacities): with one worker over an unshuffled epoch,
+// exactly what make() over the same records leaves in a Scratch here. It
+// was reserved from the first records' largest estimate, twice (threads x),
+// which covers the scratch of those records; batch()
+// charges a Scratch of its own and gives it back.
+TEST(SampleMakerTest, TheDecodeScratchAccountIsTheWorkersScratchBytes) {
+  TempDir d;
+  const std::string list = jpeg_list(d, 5);
+  LoaderOptions o = opts(Cache::kMmap);
+  o.batch_size = 2;
+  std::shared_ptr<const Source> src(open_source(list));
+  detail::SampleMaker maker(*src, o, nullptr);
+  detail::Scratch first, all;
+  std::vector<std::uint8_t> out(maker.spec().batch_bytes);
+  ASSERT_TRUE(maker.make(0, o.seed, 0, {out.data(), 0}, &first).ok());
+  EXPECT_GT(first.bytes(), 0u);
+  EXPECT_GE(maker.scratch_estimate(0), first.bytes());
+  for (std::uint32_t rec = 0; rec < 5; ++rec) ASSERT_TRUE(maker.make(rec, o.seed, 0, {out.data(), 0}, &all).ok());
+  EXPECT_GT(all.bytes(), first.bytes()) << "records grow: so do the buffers";
+  std::uint64_t estimate = 0;
+  for (std::uint32_t rec = 0; rec < 5; ++rec) estimate = std::max(estimate, maker.scratch_estimate(rec));
+  EXPECT_GE(estimate, all.bytes());
+
+  Loader loader(list, o);
+  Stats s = loader.stats();
+  EXPECT_EQ(s.memory.accounts.at("decode_scratch"), 0u) << "no sample made yet";
+  EXPECT_EQ(s.memory.reserved.at("decode_scratch"), 2 * estimate);  // one worker
+  std::size_t batches = 0;
+  for (const Batch& b : loader) batches += b.size() > 0;
+  EXPECT_EQ(batches, 3u);
+  s = loader.stats();
+  EXPECT_EQ(s.memory.accounts.at("decode_scratch"), all.bytes());
+  EXPECT_EQ(s.memory.over_bytes, 0u);
+  const Batch again = loader.batch(0, 2);
+  EXPECT_EQ(again.size(), 1u);
+  EXPECT_EQ(loader.stats().memory.accounts.at("decode_scratch"), all.bytes()) << "batch()'s scratch given back";
 }
 
 TEST(SampleMakerTest, ExceptionBecomesTheSamplesStatus) {

@@ -610,7 +610,7 @@ TEST(DoctorTest, MemoryAccountsAreShownWithTheirShareOfTheBudget) {
   ASSERT_TRUE(m.active);
   EXPECT_EQ(m.budget, 1000u << 20);
   EXPECT_EQ(m.used, 550u << 20);
-  ASSERT_EQ(m.accounts.size(), 4u);
+  ASSERT_EQ(m.accounts.size(), 5u);
   const std::vector<std::string> lines = memory_lines(m);
   EXPECT_TRUE(has(lines, "memory budget 1000 MiB (memory_budget): its accounts hold 550 MiB now (55%)"))
       << joined(lines);
@@ -619,6 +619,7 @@ TEST(DoctorTest, MemoryAccountsAreShownWithTheirShareOfTheBudget) {
       << joined(lines);
   EXPECT_TRUE(has(lines, "memory account sample_cache: 250.0 MiB (25% of the budget)")) << joined(lines);
   EXPECT_TRUE(has(lines, "memory account volume_cache: 0.0 MiB (0% of the budget)")) << joined(lines);
+  EXPECT_TRUE(has(lines, "memory account decode_scratch: 0.0 MiB (0% of the budget)")) << joined(lines);
   {  // a loader left at memory_budget=0: the process's budget, and what its loaders hold together
     auto process = std::make_shared<detail::ProcessMemory>(1000 << 20);
     detail::MemoryBudget mine(1000 << 20, process), other(1000 << 20, process);

@@ -1268,7 +1268,7 @@ std::vector<std::string> memory_lines(const Stats::Memory& m) {
   out.push_back(fmt("memory budget %.0f MiB%s: its accounts hold %.0f MiB now (%.0f%%), at most %.0f MiB at once%s",
                     budget / kMiB, scope.c_str(), static_cast<double>(m.used) / kMiB, share(static_cast<double>(m.used)),
                     static_cast<double>(m.peak) / kMiB,
-                    m.over_bytes > 0 ? fmt("; what the loader needs to run at all (its batch buffers) went %.0f MiB beyond it: raise memory_budget",
+                    m.over_bytes > 0 ? fmt("; what the loader needs to run at all (its batch buffers, its workers' decode scratch) went %.0f MiB beyond it: raise memory_budget",
                                            static_cast<double>(m.over_bytes) / kMiB)
                                            .c_str()
                                      : ""));

@@ -14,6 +14,7 @@ namespace {
 
 struct BoxesScratch : FieldScratch {
   std::vector<BoxRow> boxes;
+  std::uint64_t bytes() const override { return capacity_bytes(boxes); }
 };
 
 class BoxesFieldOp final : public FieldOp {

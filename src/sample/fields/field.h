@@ -92,6 +92,13 @@ class FieldOp {
   virtual void declare(FieldSetup& setup) = 0;
   // A worker's state for this field (null: none).
   virtual std::unique_ptr<FieldScratch> scratch() const { return nullptr; }
+  // What a worker's scratch for it will hold (FieldScratch::bytes()),
+  // estimated from one record's bytes of the field (n of them; none: the
+  // field reads none, or they could not be read): the loader reserves its
+  // workers' decode_scratch from it before the caches fill. By default
+  // twice its bytes and its first output's; kinds that decode say what
+  // they decode to (image, mask, raster).
+  virtual std::uint64_t scratch_estimate(const std::uint8_t* bytes, std::size_t n) const;
 
   // Owners: open the reference member, plan the sample's geometry from
   // (seed, epoch, draw) into x->geo, and mark the stages they ran on

@@ -79,6 +79,10 @@ Status FieldOp::store(const Sample& x, FieldScratch*, std::vector<std::uint8_t>*
   return Status::Ok();
 }
 
+std::uint64_t FieldOp::scratch_estimate(const std::uint8_t* /*bytes*/, std::size_t n) const {
+  return 2 * (n + (f_.output >= 0 ? output().bytes : 0));
+}
+
 std::string FieldOp::what() const { return field_name(f_) + " (" + field_def(f_.field.kind).name + ")"; }
 
 }  // namespace stoker::detail

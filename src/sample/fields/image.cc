@@ -37,6 +37,12 @@ struct ImageScratch : FieldScratch {
   // LoaderOptions::hook: the image handed to it, float-aligned (uint8 samples use its bytes).
   std::vector<float> hooked;
   int hooked_width = 0, hooked_height = 0;
+  std::uint64_t bytes() const override {
+    std::uint64_t n = decoder.bytes() + decoded.bytes() + plan.bytes() + geo.bytes() + workspace.bytes() +
+                      capacity_bytes(view_plans) + stored.bytes() + capacity_bytes(hooked);
+    for (const SamplePlan& p : view_plans) n += p.bytes();
+    return n;
+  }
 };
 
 class ImageFieldOp final : public FieldOp {
@@ -75,6 +81,19 @@ class ImageFieldOp final : public FieldOp {
     return {pipeline_->out_height(), pipeline_->out_width()};
   }
   std::unique_ptr<FieldScratch> scratch() const override { return std::make_unique<ImageScratch>(); }
+  // Its pixels decoded whole and a workspace as large (crops, the image
+  // stage), its outputs twice (a resize up), the hook's float32 image, the
+  // stored form; from the header alone.
+  std::uint64_t scratch_estimate(const std::uint8_t* bytes, std::size_t n) const override {
+    ImageDecoder decoder;
+    if (!bytes || !decoder.open(bytes, n, opt_.max_image_pixels).ok()) return FieldOp::scratch_estimate(bytes, n);
+    const auto px = static_cast<std::uint64_t>(decoder.width()) * static_cast<std::uint64_t>(decoder.height()) * 3;
+    std::uint64_t out = pipeline_ ? pipeline_->sample_bytes() : 0;
+    for (std::size_t v = 0; v < views_.size(); ++v) {
+      out += views_[v].sample_bytes() * static_cast<std::uint64_t>(opt_.views[v].count);
+    }
+    return 2 * px + 2 * out + (opt_.hook ? 4 * px : 0) + (opt_.cache.mode == Cache::kDecoded ? px : 0);
+  }
 
   Status plan(Sample* x, FieldScratch* fs) const override {
     auto& s = *static_cast<ImageScratch*>(fs);

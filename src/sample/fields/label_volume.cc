@@ -12,6 +12,9 @@ namespace {
 struct LabelVolumeScratch : FieldScratch {
   std::vector<std::uint8_t> u8_own, u8_spare;
   std::vector<std::int32_t> i32_own, i32_spare;
+  std::uint64_t bytes() const override {
+    return capacity_bytes(u8_own) + capacity_bytes(u8_spare) + capacity_bytes(i32_own) + capacity_bytes(i32_spare);
+  }
 };
 
 class LabelVolumeFieldOp final : public FieldOp {

@@ -21,6 +21,7 @@ struct MaskScratch : FieldScratch {
   ImageDecoder decoder;
   MaskBuffer mask, stored;
   MaskWorkspace ws;
+  std::uint64_t bytes() const override { return decoder.bytes() + mask.bytes() + stored.bytes() + ws.bytes(); }
 };
 
 class MaskFieldOp final : public FieldOp {
@@ -43,6 +44,15 @@ class MaskFieldOp final : public FieldOp {
     setup.add_output(f_.field.name, bytes_ == 1 ? "|u1" : "<i4", setup.owner->spatial_dims(), bytes_ == 1 ? 1 : 4);
   }
   std::unique_ptr<FieldScratch> scratch() const override { return std::make_unique<MaskScratch>(); }
+  // The mask decoded whole, the decoder's stored rows, the workspace's two
+  // (crops, resizes), the stored form; its output twice (a resize up).
+  std::uint64_t scratch_estimate(const std::uint8_t* bytes, std::size_t n) const override {
+    ImageDecoder decoder;
+    if (!bytes || !decoder.open_mask(bytes, n, opt_.max_image_pixels).ok()) return FieldOp::scratch_estimate(bytes, n);
+    const auto px = static_cast<std::uint64_t>(decoder.width()) * static_cast<std::uint64_t>(decoder.height()) *
+                    static_cast<std::uint64_t>(bytes_);
+    return 5 * px + 2 * output().bytes;
+  }
 
   Status apply(const Sample& x, FieldScratch* fs) const override {
     auto& s = *static_cast<MaskScratch*>(fs);

@@ -37,6 +37,9 @@ struct RasterScratch : FieldScratch {
   int width = 0, height = 0;
   std::vector<std::uint8_t> wide;  // uint16 samples as int32 (Pillow's "I")
   RasterWorkspace ws;
+  std::uint64_t bytes() const override {
+    return decoder.bytes() + raster.bytes() + geo.bytes() + plan.bytes() + capacity_bytes(wide) + ws.bytes();
+  }
 };
 
 class RasterFieldOp final : public FieldOp {
@@ -118,6 +121,18 @@ class RasterFieldOp final : public FieldOp {
   }
   std::vector<std::int64_t> spatial_dims() const override { return {pipeline_->out_height(), pipeline_->out_width()}; }
   std::unique_ptr<FieldScratch> scratch() const override { return std::make_unique<RasterScratch>(); }
+  // The planes decoded, the decoder's RGB decode (formats kept as RGB),
+  // uint16 widened to int32, the workspace's planes (two and a resize's
+  // pass); its output twice (a resize up).
+  std::uint64_t scratch_estimate(const std::uint8_t* bytes, std::size_t n) const override {
+    ImageDecoder decoder;
+    if (!bytes || !decoder.open_raster(bytes, n, opt_.max_image_pixels).ok()) {
+      return FieldOp::scratch_estimate(bytes, n);
+    }
+    const std::uint64_t px = static_cast<std::uint64_t>(decoder.width()) * static_cast<std::uint64_t>(decoder.height()),
+                        planes = px * static_cast<std::uint64_t>(channels_ * sample_bytes(type_));
+    return 4 * planes + 3 * px + (type_ == SampleType::kUint16 ? 2 * planes : 0) + 2 * output().bytes;
+  }
 
   Status plan(Sample* x, FieldScratch* fs) const override {
     auto& s = *static_cast<RasterScratch*>(fs);

@@ -27,6 +27,14 @@ struct VolumeScratch : FieldScratch {
   std::vector<float> own, spare;
   VolumePatches patches;
   std::shared_ptr<const LabelIndex> index;  // the label's foreground index, held while sampling
+  // NOTE: not the voxels the patches read (mapped files, or entries of the
+  // volume cache, which charges them to its own account).
+  std::uint64_t bytes() const override {
+    std::uint64_t n = capacity_bytes(read) + capacity_bytes(own) + capacity_bytes(spare) +
+                      capacity_bytes(patches.plans) + capacity_bytes(patches.open);
+    for (const auto& r : read) n += capacity_bytes(r);
+    return n;
+  }
 };
 
 bool is_volume_field(const FieldSpec& f) { return field_def(f.field.kind).reads_itself; }

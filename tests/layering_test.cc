@@ -19,7 +19,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"util", {}},
       {"image", {}},
       {"order", {"util"}},
-      {"stats", {"util"}},
+      {"stats", {"memory", "util"}},  // the accounts' names (memory_account_name)
       {"memory", {"util"}},
       {"decode", {"image", "util"}},
       {"source", {"decode", "memory", "order", "util"}},

@@ -99,18 +99,26 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
   source_->use_memory(memory_);
   // NOTE: a streaming source starts fetching the first epoch now (the first
   // batch comes sooner), and refuses here an order its budget cannot hold.
-  // The workers' scratch is estimated from 16 records (a streaming source's
-  // first in its plan, which it fetches first: no request of their own): the
-  // largest estimate, twice (a vector grows by doubling: its capacity is up
-  // to twice the most it held).
+  // The workers' scratch is estimated from up to 16 records read now, in one
+  // shard: record 0's (no other index opened), a streaming source's first in
+  // its plan (the shard the first batch waits for; no request of its own),
+  // none with kind="image" (which promises no read at construction); the
+  // largest estimate, twice (a
+  // vector grows by doubling). Unprobed, the workers charge their scratch as
+  // it grows: within the room left, else counted in over_bytes.
   std::vector<std::uint32_t> probe;
+  const std::vector<std::size_t> starts = source_->shard_starts();
+  auto shard_of = [&](std::size_t r) { return std::upper_bound(starts.begin(), starts.end(), r) - starts.begin(); };
   if (source_->wants_plan()) {
     const detail::RankOrder first(order_, 0, {});
     source_->plan(first, 0);
-    for (std::size_t k = 0; k < std::min<std::size_t>(first.size(), 16); ++k) probe.push_back(first.at(k));
-  } else {
-    const std::size_t n = std::min<std::size_t>(source_->size(), 16);
-    for (std::size_t r = 0; r < n; ++r) probe.push_back(static_cast<std::uint32_t>(r));
+    for (std::size_t k = 0; k < std::min<std::size_t>(first.size(), 16); ++k) {
+      if (shard_of(first.at(k)) == shard_of(first.at(0))) probe.push_back(first.at(k));
+    }
+  } else if (opt_.kind != SampleKind::kImage) {
+    for (std::size_t r = 0; r < std::min<std::size_t>(source_->size(), 16) && shard_of(r) == shard_of(0); ++r) {
+      probe.push_back(static_cast<std::uint32_t>(r));
+    }
   }
   std::uint64_t scratch = 0;
   for (std::uint32_t r : probe) scratch = std::max(scratch, maker_->scratch_estimate(r));

@@ -139,8 +139,10 @@ def test_remote_shards_through_a_manifest(tmp_path):
         loader = stoker.Loader(web.url + "/s-{0000..0011}.tar", batch_size=6, threads=2, progress=False, shuffle=True,
                                seed=4, shuffle_window=2)
         log = web.requests(min_count=1)
-        assert [r["path"] for r in log if r["path"].endswith(".idx")] == ["/s-0000.tar.idx"], \
-            "construction: the manifest, and record 0's shard index (the default schema reads record 0)"
+        first = [r["path"] for r in log if r["path"].endswith(".idx")]
+        assert first[0] == "/s-0000.tar.idx" and len(first) <= 2, (first, "construction: the manifest, record 0's "
+            "shard index (the default schema reads record 0) and at most the first planned shard's (the first "
+            "batch reads it; the workers' decode scratch is estimated from its records)")
         assert log[0]["path"] == "/s.manifest"
         assert all(not r["path"].endswith(".tar") or r["method"] != "HEAD" for r in log), "no HEAD per shard"
         got = []

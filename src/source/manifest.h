@@ -79,31 +79,35 @@ void manifest_add_shard(Manifest* m, const std::string& name, std::uint64_t byte
 // Shards' names (paths or URLs) by index: a list, or a manifest's rows read
 // where they lie, so that a data set of 10^5 shards opened from its
 // manifest keeps no string per shard beyond the manifest's own table.
-// Immutable; copies share the manifest.
+// Immutable; copies share the manifest and the rows.
 class ShardNames {
  public:
   ShardNames() = default;
-  ShardNames(std::vector<std::string> names) : list_(std::move(names)) {}  // NOLINT: a list is a ShardNames
+  ShardNames(std::vector<std::string> names)  // NOLINT: a list is a ShardNames
+      : list_(std::make_shared<const std::vector<std::string>>(std::move(names))) {}
   // Shard k is manifest_shard_path(base, m's row rows[k]); rows empty: row k.
   // `base` is the manifest's path or URL (the shown form, or the one fetched).
   ShardNames(std::shared_ptr<const Manifest> m, std::string base, std::vector<std::uint32_t> rows)
-      : manifest_(std::move(m)), base_(std::move(base)), rows_(std::move(rows)) {}
+      : manifest_(std::move(m)),
+        base_(std::move(base)),
+        rows_(std::make_shared<const std::vector<std::uint32_t>>(std::move(rows))) {}
   std::size_t size() const {
-    return manifest_ ? (rows_.empty() ? manifest_->shards.size() : rows_.size()) : list_.size();
+    return manifest_ ? (rows_->empty() ? manifest_->shards.size() : rows_->size()) : list_ ? list_->size() : 0;
   }
   std::string operator[](std::size_t k) const {
-    return manifest_ ? manifest_shard_path(base_, row(k)->name) : list_[k];
+    return manifest_ ? manifest_shard_path(base_, row(k)->name) : (*list_)[k];
   }
   // Shard k's manifest row; null for a list.
   const ManifestShard* row(std::size_t k) const {
-    return manifest_ ? &manifest_->shards[rows_.empty() ? k : rows_[k]] : nullptr;
+    return manifest_ ? &manifest_->shards[rows_->empty() ? k : (*rows_)[k]] : nullptr;
   }
 
  private:
-  std::vector<std::string> list_;
+  // NOTE: shared, so that the copies a source and its bytes hold cost one table.
+  std::shared_ptr<const std::vector<std::string>> list_;
   std::shared_ptr<const Manifest> manifest_;
   std::string base_;
-  std::vector<std::uint32_t> rows_;
+  std::shared_ptr<const std::vector<std::uint32_t>> rows_;
 };
 
 }  // namespace stoker::detail

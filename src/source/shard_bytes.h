@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "source/manifest.h"
 #include "source/shard_index.h"
 #include "stoker/status.h"
 #include "util/thread_annotations.h"
@@ -62,19 +63,28 @@ class ShardBytes {
 // kUnavailable naming it), their identity taken at that open.
 class LocalShardBytes final : public ShardBytes {
  public:
-  struct File {
-    std::string path;
+  // A shard file as the loader indexed it (kept per shard, without the path).
+  struct Identity {
     std::uint64_t dev = 0, ino = 0, size = 0;
     std::int64_t mtime_ns = 0;
     bool pinned = true;  // false: only `size` is known (from the manifest) until the first open
+  };
+  // A shard given by path.
+  struct File : Identity {
+    std::string path;
   };
   // `fds`: shards already open (-1: not), taken into the pool (closed past
   // max_open). max_open 0: a quarter of RLIMIT_NOFILE's soft limit, within
   // 16..1024. `manifest`: the manifest the files came from (messages), "" for none.
   LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open = 0, std::string manifest = "");
+  // The shards a manifest names (`paths`: its rows, ShardNames' manifest
+  // form), none opened yet: each one's size is its row's until its first
+  // open pins it. No path is copied: a shard's path is made from its row
+  // when the shard is opened or named in a message.
+  LocalShardBytes(ShardNames paths, std::size_t max_open, std::string manifest);
   ~LocalShardBytes() override;
   Status read_at(std::uint32_t shard, std::uint64_t off, std::uint64_t size, std::vector<std::uint8_t>* out) const override;
-  std::string local_path(std::uint32_t shard) const override { return files_[shard].path; }
+  std::string local_path(std::uint32_t shard) const override { return paths_[shard]; }
   // Loads or builds the shard's `.idx` as open_shards() does (`opt`'s labels and index_dir).
   void set_index_options(const ShardOptions& opt);
   Status load_index(std::uint32_t shard, ShardIndex* out) const override;
@@ -98,7 +108,8 @@ class LocalShardBytes final : public ShardBytes {
   void release(std::uint32_t shard) const EXCLUDES(mu_);
   void evict_locked() const REQUIRES(mu_);
 
-  mutable std::vector<File> files_;  // NOTE: an unpinned File's identity is written under mu_ at its first open
+  const ShardNames paths_;
+  mutable std::vector<Identity> ids_;  // NOTE: an unpinned shard's identity is written under mu_ at its first open
   const std::size_t max_open_;
   const std::string manifest_;
   std::string labels_ = "cls", index_dir_;

@@ -498,11 +498,23 @@ std::size_t LocalShardBytes::default_max_open() {
   return static_cast<std::size_t>(std::clamp<std::uint64_t>(soft / 4, 16, 1024));
 }
 
+namespace {
+
+std::vector<std::string> paths_of(const std::vector<LocalShardBytes::File>& files) {
+  std::vector<std::string> paths;
+  paths.reserve(files.size());
+  for (const auto& f : files) paths.push_back(f.path);
+  return paths;
+}
+
+}  // namespace
+
 LocalShardBytes::LocalShardBytes(std::vector<File> files, std::vector<int> fds, std::size_t max_open, std::string manifest)
-    : files_(std::move(files)),
+    : paths_(paths_of(files)),
+      ids_(files.begin(), files.end()),
       max_open_(max_open ? max_open : default_max_open()),
       manifest_(std::move(manifest)),
-      slots_(files_.size()) {
+      slots_(ids_.size()) {
   MutexLock lock(mu_);
   for (std::size_t s = 0; s < fds.size() && s < slots_.size(); ++s) {
     if (fds[s] < 0) continue;
@@ -515,6 +527,20 @@ LocalShardBytes::LocalShardBytes(std::vector<File> files, std::vector<int> fds, 
     slots_[s].used = ++tick_;
     idle_.emplace(slots_[s].used, static_cast<std::uint32_t>(s));
     ++open_;
+  }
+}
+
+LocalShardBytes::LocalShardBytes(ShardNames paths, std::size_t max_open, std::string manifest)
+    : paths_(std::move(paths)),
+      ids_(paths_.size()),
+      max_open_(max_open ? max_open : default_max_open()),
+      manifest_(std::move(manifest)),
+      slots_(ids_.size()) {
+  for (std::size_t s = 0; s < ids_.size(); ++s) {
+    const ManifestShard* row = paths_.row(s);
+    if (!row) throw Error(Code::kInternal, "LocalShardBytes: shard " + std::to_string(s) + " has no manifest row");
+    ids_[s].size = row->bytes;
+    ids_[s].pinned = false;
   }
 }
 
@@ -565,7 +591,7 @@ Status LocalShardBytes::acquire(std::uint32_t shard, int* fd) const {
   }
   // NOTE: opened outside the lock (an open on NFS can take milliseconds);
   // two threads opening one shard keep the first one's descriptor.
-  const std::string& path = files_[shard].path;  // never written after construction
+  const std::string path = paths_[shard];
   int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (opened < 0) {
     const int e = errno;
@@ -581,7 +607,7 @@ Status LocalShardBytes::acquire(std::uint32_t shard, int* fd) const {
     return Status::IOError("shard '" + path + "': cannot stat: " + std::strerror(e));
   }
   MutexLock lock(mu_);
-  File& f = files_[shard];
+  Identity& f = ids_[shard];
   if (!f.pinned) {
     if (static_cast<std::uint64_t>(st.st_size) != f.size) {
       ::close(opened);
@@ -637,7 +663,7 @@ Status LocalShardBytes::load_index(std::uint32_t shard, ShardIndex* out) const {
   ShardOptions opt;
   opt.labels = labels_;
   opt.index_dir = index_dir_;
-  Status st = load_or_build_index(files_[shard].path, fd, opt, out);
+  Status st = load_or_build_index(paths_[shard], fd, opt, out);
   release(shard);
   return st;
 }
@@ -650,11 +676,11 @@ Status LocalShardBytes::read_at(std::uint32_t shard, std::uint64_t offset, std::
   const long long n = pread_full(fd, out->data(), out->size(), offset);
   const int e = errno;
   release(shard);
-  const std::string& path = files_[shard].path;
-  if (n < 0) return Status::IOError(path + ": read failed: " + std::strerror(e));
+  // NOTE: the path is made (from the manifest's row) only for a message.
+  if (n < 0) return Status::IOError(paths_[shard] + ": read failed: " + std::strerror(e));
   if (static_cast<std::size_t>(n) < out->size()) {
-    return Status::IOError(path + ": shard shrank: offset " + std::to_string(offset + static_cast<std::uint64_t>(n)) +
-                           " is past its end");
+    return Status::IOError(paths_[shard] + ": shard shrank: offset " +
+                           std::to_string(offset + static_cast<std::uint64_t>(n)) + " is past its end");
   }
   return Status::Ok();
 }
@@ -755,8 +781,11 @@ std::unique_ptr<Source> open_local_shards(const std::vector<std::string>& paths,
       close_all();
       throw Error(status);
     }
-    files[s] = {paths[s], static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                static_cast<std::uint64_t>(st.st_size), mtime_ns(st), true};
+    files[s].path = paths[s];
+    files[s].dev = static_cast<std::uint64_t>(st.st_dev);
+    files[s].ino = static_cast<std::uint64_t>(st.st_ino);
+    files[s].size = static_cast<std::uint64_t>(st.st_size);
+    files[s].mtime_ns = mtime_ns(st);
     if (s < keep) {
       fds.push_back(fd);
     } else {
@@ -775,26 +804,21 @@ std::unique_ptr<Source> open_manifest_shards(const std::string& manifest_path, M
   const auto m = std::make_shared<const Manifest>(std::move(manifest));
   std::vector<std::uint64_t> counts, sizes;
   std::vector<std::uint32_t> rows32;
-  std::vector<LocalShardBytes::File> files;
   counts.reserve(rows.size());
   sizes.reserve(rows.size());
   rows32.reserve(rows.size());
-  files.reserve(rows.size());
   for (std::size_t r : rows) {
     const ManifestShard& row = m->shards[r];
     counts.push_back(row.records);
     sizes.push_back(row.bytes);
     rows32.push_back(static_cast<std::uint32_t>(r));
-    LocalShardBytes::File f;
-    f.path = manifest_shard_path(manifest_path, row.name);
-    f.size = row.bytes;
-    f.pinned = false;
-    files.push_back(std::move(f));
   }
-  auto bytes = std::make_unique<LocalShardBytes>(std::move(files), std::vector<int>{}, opt.max_open, manifest_path);
+  // One table of rows, shared by the bytes (paths) and the source (names).
+  const ShardNames names(m, manifest_path, std::move(rows32));
+  auto bytes = std::make_unique<LocalShardBytes>(names, opt.max_open, manifest_path);
   bytes->set_index_options(opt);
-  return std::make_unique<ShardSource>(ShardNames(m, manifest_path, std::move(rows32)), counts, std::move(sizes),
-                                       manifest_path, opt.index_records, std::move(bytes), opt.plan_walk);
+  return std::make_unique<ShardSource>(names, counts, std::move(sizes), manifest_path, opt.index_records,
+                                       std::move(bytes), opt.plan_walk);
 }
 
 }  // namespace

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "source/manifest.h"
 #include "source/shard_bytes.h"
 #include "test_util.h"
 
@@ -23,9 +25,13 @@ namespace {
 LocalShardBytes::File file_of(const std::string& path) {
   struct stat st;
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
-  return {path, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-          static_cast<std::uint64_t>(st.st_size),
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec, true};
+  LocalShardBytes::File f;
+  f.path = path;
+  f.dev = static_cast<std::uint64_t>(st.st_dev);
+  f.ino = static_cast<std::uint64_t>(st.st_ino);
+  f.size = static_cast<std::uint64_t>(st.st_size);
+  f.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+  return f;
 }
 
 std::string content(std::size_t shard) {
@@ -99,6 +105,47 @@ TEST(ShardFilesTest, AShardReplacedAfterOpeningIsAnErrorNamingIt) {
   ASSERT_TRUE(bytes.read_at(2, 0, 10, &out).ok());
   ASSERT_TRUE(bytes.read_at(0, 5, 10, &out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), content(0).substr(5, 10));
+}
+
+// Shards named by a manifest's rows (in another order than the manifest's):
+// each path is the row's, joined to the manifest's folder; reads get that
+// file's bytes; a shard whose size is not its row's is a stale manifest
+// naming both; a shard changed after its first open is an error naming it.
+TEST(ShardFilesTest, ManifestRowsNameThePathsAndSizes) {
+  testing::TempDir d;
+  const std::string mpath = d.file("m.manifest");
+  auto m = std::make_shared<Manifest>();
+  for (std::size_t s = 0; s < 4; ++s) {
+    const std::string name = "s-" + std::to_string(s) + ".tar";
+    testing::write_file(d.file(name), content(s));
+    m->shards.push_back({name, 1, content(s).size()});
+  }
+  m->shards[2].bytes += 1;  // stale: shard s-2.tar grew since
+  const std::vector<std::uint32_t> rows = {3, 0, 2};
+  LocalShardBytes bytes(ShardNames(m, mpath, rows), 1, mpath);
+  std::vector<std::uint8_t> out;
+  for (std::uint32_t k : {0u, 1u}) {
+    EXPECT_EQ(bytes.local_path(k), d.file("s-" + std::to_string(rows[k]) + ".tar"));
+    ASSERT_TRUE(bytes.read_at(k, 7, 50, &out).ok());
+    EXPECT_EQ(std::string(out.begin(), out.end()), content(rows[k]).substr(7, 50));
+  }
+  const Status stale = bytes.read_at(2, 0, 10, &out);
+  EXPECT_EQ(stale.code(), Code::kUnavailable);
+  EXPECT_NE(stale.message().find("manifest '" + mpath + "' is stale: shard '" + d.file("s-2.tar") + "' is " +
+                                 std::to_string(content(2).size()) + " bytes, the manifest says " +
+                                 std::to_string(content(2).size() + 1)),
+            std::string::npos)
+      << stale.message();
+  // Shard 0 (s-3.tar), pinned at its first open and closed since (a pool of
+  // one), replaced by another file of its size: an error naming it.
+  std::string other = content(3);
+  std::reverse(other.begin(), other.end());
+  testing::write_file(d.file("new.tar"), other);
+  ASSERT_EQ(std::rename(d.file("new.tar").c_str(), d.file("s-3.tar").c_str()), 0);
+  const Status changed = bytes.read_at(0, 0, 10, &out);
+  EXPECT_EQ(changed.code(), Code::kIOError);
+  EXPECT_NE(changed.message().find("s-3.tar' changed since the loader opened it"), std::string::npos)
+      << changed.message();
 }
 
 TEST(ShardFilesTest, TheDefaultLimitIsAQuarterOfTheProcesssDescriptors) {

@@ -79,17 +79,23 @@ std::vector<Case> cases() {
   return out;
 }
 
+// The order's parameters for case c: uneven shards (one empty), the last of 3 records.
+OrderParams params_of(const Case& c, std::uint64_t seed) {
+  OrderParams p;
+  p.shard_starts = uneven_starts(c.shards, SIZE_MAX);
+  p.dataset_size = p.shard_starts.back() + 3;
+  p.world_size = c.world;
+  p.batch_size = c.batch;
+  p.shuffle = c.shuffle;
+  p.drop_last = c.drop_last;
+  p.shuffle_window = c.window;
+  p.seed = seed;
+  return p;
+}
+
 TEST(PlanTest, PiecesCoverEveryPositionWithItsRecord) {
   for (const Case& c : cases()) {
-    OrderParams p;
-    p.shard_starts = uneven_starts(c.shards, SIZE_MAX);
-    p.dataset_size = p.shard_starts.back() + 3;
-    p.world_size = c.world;
-    p.batch_size = c.batch;
-    p.shuffle = c.shuffle;
-    p.drop_last = c.drop_last;
-    p.shuffle_window = c.window;
-    p.seed = 17;
+    OrderParams p = params_of(c, 17);
     for (int rank = 0; rank < c.world; ++rank) {
       p.rank = rank;
       const RankOrder order(p, 3, {});
@@ -129,15 +135,7 @@ TEST(PlanTest, PiecesCoverEveryPositionWithItsRecord) {
 
 TEST(PlanTest, PerShardPlanAgreesWithTheWalkOfEveryPosition) {
   for (const Case& c : cases()) {
-    OrderParams p;
-    p.shard_starts = uneven_starts(c.shards, SIZE_MAX);
-    p.dataset_size = p.shard_starts.back() + 3;
-    p.world_size = c.world;
-    p.batch_size = c.batch;
-    p.shuffle = c.shuffle;
-    p.drop_last = c.drop_last;
-    p.shuffle_window = c.window;
-    p.seed = 5;
+    OrderParams p = params_of(c, 5);
     for (int rank = 0; rank < c.world; ++rank) {
       p.rank = rank;
       const RankOrder order(p, 1, {});

@@ -2,7 +2,8 @@
 """One cache per node (issue 36): 4 ranks on this machine (spawned processes, a gloo process group,
 LOCAL_WORLD_SIZE=4) read the set with cache="ram" and cache="decoded", each with share_cache="off" (a cache per
 rank) and "on" (one per node), and with cache="mmap" (each rank's fixed overhead: no cache). After a first epoch
-that fills the caches (and cache="ram"'s preload), two steady epochs are timed; then every rank reads its PSS
+that fills the caches (and cache="ram"'s preload; a per-rank decoded cache sees only its rank's share of an
+epoch, so its warm-up runs epochs until it holds the whole set), two steady epochs are timed; then every rank reads its PSS
 (/proc/self/smaps_rollup: shared pages divided among the processes mapping them, so the node's sum counts a shared
 segment once). Configurations alternate within each round, the order reversed every other round; ratios are of
 the same round. Under load the numbers are noisy: printed, never asserted.
@@ -40,21 +41,31 @@ def rank_main(rank, ranks, port, data, cache, share, threads, batch_size, out):
     loader = stoker.Loader(data, batch_size=batch_size, shuffle=True, seed=0, threads=threads, cache=cache,
                            share_cache=share, output="numpy", progress=False,
                            transforms=[stoker.RandomResizedCrop(224), stoker.RandomHorizontalFlip()])
-    loader.set_epoch(0)
-    for _ in loader:
-        pass
-    while loader.stats()["cache_preload"] == "loading":
-        time.sleep(0.05)
+    # Warm-up: epochs until this rank's cache holds the whole set (a per-rank decoded cache sees only the rank's
+    # share of each epoch, so it takes several; a node's cache is filled by every rank at once), at most 24.
+    total = sum(1 for _, _, names in os.walk(data) for f in names if f.lower().endswith((".jpg", ".jpeg", ".png")))
+    warm = 0
+    while True:
+        loader.set_epoch(warm)
+        for _ in loader:
+            pass
+        warm += 1
+        while loader.stats()["cache_preload"] == "loading":
+            time.sleep(0.05)
+        s = loader.stats()
+        full = cache == "mmap" or (s["shared_cache_entries"] if share == "on" else s["cache_records"]) >= total
+        if full or warm >= 24:
+            break
     dist.barrier()
     n, t = 0, time.perf_counter()
-    for epoch in (1, 2):
+    for epoch in (warm, warm + 1):
         loader.set_epoch(epoch)
         for _, y in loader:
             n += len(y)
     rate = n / (time.perf_counter() - t)
     dist.barrier()
     s = loader.stats()
-    mine = {"rate": rate, "pss": pss_bytes(), "cache_bytes": s["cache_bytes"], "shared": s["shared_cache"],
+    mine = {"rate": rate, "warm_epochs": warm, "pss": pss_bytes(), "cache_bytes": s["cache_bytes"], "shared": s["shared_cache"],
             "shared_bytes": s["shared_cache_bytes"],
             "filled": s["shared_cache_filled"], "entries": s["shared_cache_entries"]}
     got = [None] * ranks
@@ -98,7 +109,8 @@ def main():
             got = run(args, cache, share)
             results[(cache, share)].append(got)
             print(f"round {r}: cache={cache} share_cache={share}: node PSS {sum(g['pss'] for g in got) / mib:.0f} MiB, "
-                  f"images/s per rank {statistics.mean(g['rate'] for g in got):.0f}; {got[0]['shared']}",
+                  f"images/s per rank {statistics.mean(g['rate'] for g in got):.0f} (after {got[0]['warm_epochs']} "
+                  f"warm-up epochs); {got[0]['shared']}",
                   file=sys.stderr)
     base = [sum(g["pss"] for g in got) for got in results[("mmap", "off")]]
     print(f"\n{args.ranks} ranks on one machine, {args.threads} worker(s) each, {args.rounds} round(s), data {args.data}")

@@ -103,11 +103,11 @@ Loader::Impl::Impl(std::shared_ptr<const Source> source, LoaderOptions opt, bool
   // shard: record 0's (no other index opened), a streaming source's first in
   // its plan (the shard the first batch waits for; no request of its own),
   // none with kind="image" (which promises no read at construction); the
-  // largest estimate, twice (a
-  // vector grows by doubling). Unprobed, the workers charge their scratch as
-  // it grows: within the room left, else counted in over_bytes.
+  // largest estimate, twice (a vector grows by doubling). Unprobed, the
+  // workers charge their scratch as it grows: within the room left, else
+  // counted in over_bytes.
   std::vector<std::uint32_t> probe;
-  const std::vector<std::size_t> starts = source_->shard_starts();
+  const std::vector<std::size_t>& starts = order_.shard_starts;  // the source's (none for a mixture)
   auto shard_of = [&](std::size_t r) { return std::upper_bound(starts.begin(), starts.end(), r) - starts.begin(); };
   if (source_->wants_plan()) {
     const detail::RankOrder first(order_, 0, {});

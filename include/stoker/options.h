@@ -65,7 +65,8 @@ struct CacheOptions {
   // inflate again. stats()["volume"] reports it. JSON: "cache".
   Cache mode = Cache::kMmap;
   // mode=kRam: from construction on, background threads (at lower CPU
-  // priority) read every record into RAM in record order, in parallel, until
+  // priority: nice +10, or SCHED_IDLE when they rewrite what they store,
+  // below) read every record into RAM in record order, in parallel, until
   // the set is in or the budget is spent; workers never wait for them (a
   // record not in yet is read by its worker as usual). stats() reports
   // cache_preload ("loading", "done", "budget full"), records and bytes.
@@ -77,10 +78,15 @@ struct CacheOptions {
   // --lossless` writes, so later epochs decode only what a crop covers. A
   // worker rewrites a record as it is about to decode it: in the loader's
   // first epoch while the rewrites' net cost (their time less the decode
-  // time they save) stays under 5% of its sample time, from the second
+  // time they save) stays under 1% of its sample time, from the second
   // epoch on always, so the rewrite is done when the second epoch ends;
-  // the records not read go by idle CPU (the preload threads at SCHED_IDLE)
-  // and at most 9% of the workers' sample time (cache/ram_rewrite.h).
+  // the records not read go by idle CPU (the preload threads at SCHED_IDLE).
+  // Records of a source read again cheaply (not streamed: local files) are
+  // stored only rewritten: the first epoch reads the others from the files
+  // as kMmap does, keeping only what it rewrote, so it costs no more than
+  // kMmap's; a streamed source's records are stored as read and replaced
+  // by their rewritten form later, also by at most 9% of the workers'
+  // sample time (cache/ram_rewrite.h).
   // stats(): cache_rewrite ("off", "rewriting", "done"), records rewritten
   // (on read, settled), bytes before/after, CPU seconds. Default true.
   // JSON: "cache_rewrite".

@@ -484,7 +484,8 @@ class Loader:
         stage_timing (bool): False skips the per-stage clocks (stats() then
             counts samples only). Default True.
         preload (bool): with cache="ram", background threads (at lower CPU
-            priority) read every record into RAM from the start, in parallel,
+            priority; at idle priority when they rewrite what they store)
+            read every record into RAM from the start, in parallel,
             until the set is in or memory_budget is spent; batches never wait
             for them. stats(): cache_preload ("loading", "done", "budget
             full"), cache_preload_records, cache_preload_bytes,
@@ -494,11 +495,14 @@ class Loader:
             the same pixels: batches never change) into the random-access
             form of ``stoker pack --lossless``, so later epochs decode only
             what each crop covers. A worker rewrites a record as it is about
-            to decode it: in the first epoch while that costs at most 5% of
+            to decode it: in the first epoch while that costs at most 1% of
             its time (counting the decode it saves), from the second epoch on
             always, so the rewrite is done when the second epoch ends; idle
-            CPU and at most 9% of the workers' time take the records not
-            read. Baseline JPEGs get restart markers inserted (a fraction of
+            CPU takes the records not read. Local files are kept only
+            rewritten: the first epoch reads the others from the files, as
+            cache="mmap" does, so it is no slower; remote shards are kept as
+            read and rewritten later (also by at most 9% of the workers'
+            time). Baseline JPEGs get restart markers inserted (a fraction of
             a decode), others libjpeg's transcode. stats(): cache_rewrite
             ("off", "rewriting", "done"), cache_rewritten (of them
             cache_rewrite_on_read by the workers as they read),

@@ -121,10 +121,10 @@ class DataLoader:
         pin_memory_device (str): "" or "cuda".
         cache (str): stoker's own, keyword only: where the set is kept
             between epochs (stoker.Loader's ``cache``). Default "ram": each
-            record read once, as the first epoch reads it, and kept in RAM
-            under memory_budget (what does not fit is read again each epoch,
-            as torch's workers do), its JPEGs losslessly rewritten for
-            region decoding (the same pixels). "mmap": read every epoch, as
+            record kept in RAM under memory_budget once rewritten (its JPEGs
+            losslessly, for region decoding: the same pixels), by the second
+            epoch that reads it at the latest (the first reads the files as
+            torch's workers do); what does not fit is read again each epoch. "mmap": read every epoch, as
             torch does. Never "decoded" or "auto": those may downscale, and
             the drop-in stays exact.
 

@@ -43,30 +43,29 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
   }
   if (mode_ != Cache::kRam) return;
   if (opt->cache.rewrite && client_.image_part >= 0) {
-    rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part);
+    // NOTE: a source that is not streamed can be read again cheaply (local
+    // files), so its records are stored only in their final form.
+    rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part, !source_.wants_plan());
   }
   // NOTE: a streaming source is read in the epoch's order (its plan), not
   // the preload's record order.
   if (!opt->cache.preload || source_.wants_plan()) return;
   constexpr int kPreloadThreads = 4;
-  Preloader::IdleWork idle;
   Preloader::StoreRecord store;
   if (rewrite_) {
-    for (int i = 0; i < kPreloadThreads; ++i) preload_scratch_.push_back(std::make_unique<RewriteScratch>());
-    if (cache_->entries_final()) {
-      // NOTE: a shared segment's entries are final: each record is rewritten
-      // by the preload thread that stores it, nothing is left for idle time.
-      store = [this](int t, std::size_t i, const std::vector<std::uint8_t>& bytes, const std::vector<std::uint64_t>* ends) {
-        SampleCache::Insert in = SampleCache::Insert::kAlreadyHeld;
-        rewrite_->on_miss(static_cast<std::uint32_t>(i), bytes.data(), bytes.size(), ends,
-                          preload_scratch_[static_cast<std::size_t>(t)].get(), &in);
-        return in;
-      };
-    } else {
-      idle = [this](int t) {
-        return rewrite_->rewrite_next(preload_scratch_[static_cast<std::size_t>(t)].get(), cache_->size());
-      };
+    for (int i = 0; i < kPreloadThreads; ++i) {
+      preload_scratch_.push_back(std::make_unique<RewriteScratch>());
+      preload_scratch_.back()->first_epoch = false;
     }
+    // NOTE: a preloaded source is not streamed, so only final forms are
+    // stored (RamRewrite): each record is rewritten by the preload thread
+    // that stores it, at idle priority.
+    store = [this](int t, std::size_t i, const std::vector<std::uint8_t>& bytes, const std::vector<std::uint64_t>* ends) {
+      SampleCache::Insert in = SampleCache::Insert::kAlreadyHeld;
+      rewrite_->on_miss(static_cast<std::uint32_t>(i), bytes.data(), bytes.size(), ends,
+                        preload_scratch_[static_cast<std::size_t>(t)].get(), &in);
+      return in;
+    };
   }
   // NOTE: with a shared cache each local rank's preload begins at its own
   // part of the set (LOCAL_RANK, else rank modulo the local ranks).
@@ -77,9 +76,10 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
     if (const char* env = std::getenv("LOCAL_RANK")) me = std::strtoul(env, nullptr, 10) % local;
     start = source_.size() * me / local;
   }
+  const Priority priority = store ? Priority::kIdle : Priority::kBackground;
   preload_ = std::make_unique<Preloader>(source_, client_.read_record, cache_.get(), opt->cache.progress, kPreloadThreads,
-                                         std::move(idle), start, std::move(store),
-                                         seg ? "node-shared cache " + seg->path() : "");
+                                         start, std::move(store), seg ? "node-shared cache " + seg->path() : "",
+                                         priority);
 }
 
 CacheService::~CacheService() { stop(); }

@@ -12,15 +12,17 @@
 namespace stoker::detail {
 
 // NOTE: a few threads, because a cold disk or a network file system serves
-// parallel reads faster; they run at nice +10 so that the decode workers win
-// the CPU when the files are already in the page cache and reading costs
-// only copies. Held back until go(): started with the loader, their
-// allocations and copies made the first batch on the sample set 0.08 -> 0.13 s.
+// parallel reads faster; they run at nice +10 (or idle priority when they
+// rewrite) so that the decode workers win the CPU when the files are
+// already in the page cache and reading costs only copies. A thread blocked
+// on a read leaves the CPU idle, so even at idle priority the preload reads
+// ahead where the workers wait on storage. Held back until go(): started
+// with the loader, their allocations and copies made the first batch on the
+// sample set 0.08 -> 0.13 s.
 Preloader::Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads,
-                     IdleWork idle, std::size_t start, StoreRecord store, std::string label)
+                     std::size_t start, StoreRecord store, std::string label, Priority priority)
     : source_(source),
       read_(std::move(read)),
-      idle_(std::move(idle)),
       store_(std::move(store)),
       label_(std::move(label)),
       cache_(cache),
@@ -31,7 +33,7 @@ Preloader::Preloader(const Source& source, ReadRecord read, SampleCache* cache, 
   running_.store(count, std::memory_order_relaxed);
   try {
     for (int i = 0; i < count; ++i) {
-      threads_.push_back(spawn("stoker-load" + std::to_string(i), Priority::kBackground, [this, i] { run(i); },
+      threads_.push_back(spawn("stoker-load" + std::to_string(i), priority, [this, i] { run(i); },
                                [this](const Status& st) { fail(st); }));
     }
   } catch (...) {  // no thread could be started: those that were are stopped and joined
@@ -78,7 +80,7 @@ Preloader::Report Preloader::report() const {
   return p;
 }
 
-// A preload thread: its share of the set, then idle work.
+// A preload thread: its share of the set.
 void Preloader::run(int id) {
   try {
     load(id);
@@ -86,10 +88,6 @@ void Preloader::run(int id) {
     fail(exception_status("preload thread"));
   }
   loading_ended();
-  if (!idle_) return;
-  set_thread_priority(Priority::kIdle);
-  while (!quit_.load(std::memory_order_relaxed) && idle_(id)) {
-  }
 }
 
 void Preloader::load(int id) {

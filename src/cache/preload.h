@@ -4,6 +4,9 @@
 // wait for go() (the loader's first batch is out) or a second, whichever
 // comes first, so the first batch never competes with them, and nothing
 // ever waits for them: a record not in yet is read by its worker as usual.
+// Copying records in, they run at nice +10; rewriting them as they store
+// them (cache/ram_rewrite.h), at SCHED_IDLE: CPU work that only CPU time
+// nothing else wants should pay for (the workers rewrite on read anyway).
 #pragma once
 
 #include <atomic>
@@ -16,6 +19,7 @@
 #include "cache/sample_cache.h"
 #include "stoker/options.h"
 #include "stoker/source.h"
+#include "util/thread.h"
 #include "util/thread_annotations.h"
 
 namespace stoker::detail {
@@ -29,14 +33,8 @@ class Preloader {
   // several members each one's end (sample/sample_maker.h read_record).
   using ReadRecord = std::function<Status(std::size_t i, std::vector<std::uint8_t>* bytes,
                                           std::vector<std::uint64_t>* ends)>;
-  // `idle` (may be empty): work for the threads once the set is in (or the
-  // budget spent), run at SCHED_IDLE (only on CPU time nothing else wants)
-  // until it returns false: `idle(thread)` does one unit of work, false
-  // when there is none left. It should not throw: an exception it lets out
-  // ends that thread's idle work (reported on stderr).
-  using IdleWork = std::function<bool(int thread)>;
   // `store` (may be empty: SampleCache::insert as read): stores record i's
-  // bytes, read by preload thread `thread` (a cache whose entries are final
+  // bytes, read by preload thread `thread` (cache="ram" with its rewrite
   // stores them rewritten: RamRewrite::on_miss).
   using StoreRecord = std::function<SampleCache::Insert(int thread, std::size_t i, const std::vector<std::uint8_t>& bytes,
                                                         const std::vector<std::uint64_t>* ends)>;
@@ -45,8 +43,10 @@ class Preloader {
   // read disjoint parts.
   // `label`: which cache, for the progress lines (CacheService: "node-shared
   // cache /dev/shm/...", "cache of this process").
+  // `priority`: the threads' (Priority::kIdle when `store` rewrites).
   Preloader(const Source& source, ReadRecord read, SampleCache* cache, Progress progress, int threads = 4,
-            IdleWork idle = {}, std::size_t start = 0, StoreRecord store = {}, std::string label = {});
+            std::size_t start = 0, StoreRecord store = {}, std::string label = {},
+            Priority priority = Priority::kBackground);
   // NOTE: an exception on a preload thread (out of memory while copying a
   // record in, a bug) stops the preload: report().state becomes
   // "error: <what>" and report().errors counts it; the records not in yet
@@ -76,7 +76,6 @@ class Preloader {
 
   const Source& source_;
   ReadRecord read_;
-  IdleWork idle_;
   StoreRecord store_;
   const std::string label_;
   SampleCache* cache_;

@@ -19,7 +19,7 @@ std::int64_t thread_cpu_ns() {
 // The first epoch's allowance: the rewrites' net cost at most this share of
 // a worker's sample time (so that epoch is at most that much slower than
 // without the rewrite); the background share's from the second epoch on.
-constexpr std::int64_t kFirstEpochPercent = 5;
+constexpr std::int64_t kFirstEpochPercent = 1;
 constexpr std::int64_t kSharePercent = 9;
 
 }  // namespace
@@ -87,11 +87,12 @@ bool RamRewrite::running() const { return image_part_ >= 0 && !stopped_.load(std
 
 bool RamRewrite::allowed(const RewriteScratch& s) const {
   if (!running()) return false;
-  // NOTE: a store in a shared segment is final, so a record is rewritten
-  // before it is stored, whatever the first epoch's allowance: each record
-  // once per node, where caches of their own rewrite every record once per
-  // rank.
-  if (!s.first_epoch || cache_->entries_final()) return true;
+  // NOTE: a streamed source's record in a shared segment is stored final,
+  // so it is rewritten before it is stored, whatever the first epoch's
+  // allowance: each record once per node, where caches of their own rewrite
+  // every record once per rank. A record that can be read again is left
+  // for later instead (on_miss).
+  if (!s.first_epoch || (cache_->entries_final() && !store_final_)) return true;
   return s.debt_ns * 100 <= s.first_ns * kFirstEpochPercent;
 }
 
@@ -112,7 +113,7 @@ void RamRewrite::note_decode(bool grid, std::int64_t ns) {
 }
 
 SampleCache::EntryPtr RamRewrite::on_hit(std::uint32_t rec, SampleCache::EntryPtr hit, RewriteScratch* s) noexcept {
-  if (hit->grid || cache_->entries_final() || cache_->state(rec) != SampleCache::kPending || !allowed(*s) ||
+  if (hit->grid || stores_final() || cache_->state(rec) != SampleCache::kPending || !allowed(*s) ||
       !cache_->claim(rec)) {
     return hit;
   }
@@ -166,10 +167,12 @@ bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_
   } catch (...) {
     failed(rec);
   }
-  // NOTE: entries final (a shared segment): only the rewritten form is
-  // stored (above), while the rewrite runs; the record is another thread's
-  // (or another process's) now, or settled.
-  if (!cache_->entries_final() || !running()) {
+  // NOTE: only final forms stored (a source read again cheaply, or a shared
+  // segment): the record is stored by whoever rewrites it (above: this
+  // thread, another one or another process now, or later: the preload, the
+  // next epoch's read), or it is settled; while the rewrite runs, nothing
+  // here. A first-epoch miss left so costs no copy into fresh memory.
+  if (!stores_final() || !running()) {
     try {
       in = cache_->insert(rec, data, size, 0, 0, ends);
     } catch (...) {  // no memory for it: the record stays uncached
@@ -207,7 +210,7 @@ void RamRewrite::after_sample(RewriteScratch* s, std::int64_t sample_ns) noexcep
 }
 
 bool RamRewrite::rewrite_next(RewriteScratch* s, std::size_t scan) noexcept {
-  if (!running() || cache_->entries_final()) return false;  // final: stored rewritten
+  if (!running() || stores_final()) return false;  // final: stored rewritten
   std::size_t claimed = SIZE_MAX;
   try {
     for (std::size_t k = 0; k < scan; ++k) {
@@ -255,9 +258,9 @@ void RamRewrite::add_stats(Stats* s, bool all_in) const {
   s->cache_rewrite_bytes_after = after_.load(std::memory_order_relaxed);
   s->cache_rewrite_cpu_s = static_cast<double>(cpu_ns_.load(std::memory_order_relaxed)) * 1e-9;
   // Done once every cached record is settled and no more are coming. NOTE:
-  // in a cache whose entries are final (shared by the node's loaders) every
-  // entry was stored in its final form.
-  const bool settled = cache_->entries_final() || s->cache_rewrite_settled >= cache_->records();
+  // where only final forms are stored (a source read again cheaply, a cache
+  // shared by the node's loaders) every entry was stored in its final form.
+  const bool settled = stores_final() || s->cache_rewrite_settled >= cache_->records();
   s->cache_rewrite = all_in && settled ? "done" : "rewriting";
   if (const std::uint64_t n = errors_.load(std::memory_order_acquire)) {
     s->thread_errors["rewrite"] += n;

@@ -7,18 +7,28 @@
 //  - as a worker is about to decode it (first read, or a hit on the
 //    original), when its allowance says so: in the loader's first epoch the
 //    rewrites' net cost (the rewrite's time less the decode time it saves on
-//    that very sample, measured) stays under 5% of the worker's sample time,
+//    that very sample, measured) stays under 1% of the worker's sample time,
 //    so the first epoch is at most that much slower than cache="mmap"; in
 //    later epochs every record read is rewritten first (a net cost of about
 //    one Huffman pass each, once), so the rewrite is done when the second
 //    epoch ends;
-//  - in the background: the workers' share (at most 9% of their sample time
-//    from the second epoch on) and the preload threads' idle CPU take the
-//    records not read yet, in the order they entered the cache.
-// In a cache whose entries are final (a segment shared by the node's
-// loaders: a block another process may read is never freed) a record is
-// rewritten before it is stored, by whoever stores it (a worker's miss, a
-// preload thread), and never replaced: the segment holds one copy of the set.
+//  - in the background: the preload threads' idle CPU (a record rewritten as
+//    it is stored, or, for the originals a streamed source stored, in the
+//    order they entered the cache) and the workers' share (at most 9% of
+//    their sample time from the second epoch on) take the records not read
+//    yet.
+// Where the records can be read again cheaply (a source that is not
+// streamed: local files, in the page cache once read), a record is stored
+// only in its final form (`store_final`): a first-epoch miss not rewritten
+// on the read path is not stored at all (the sample reads the bytes the
+// worker holds, as with cache="mmap"); the preload threads, at idle
+// priority, and the later epochs' reads store it rewritten. So the first
+// epoch copies nothing into the cache that the rewrite would replace, and
+// the cache never holds a record twice. A streamed source's records (read
+// once per epoch at a cost) are stored as they arrive: in this process's
+// arena the original, replaced by its rewritten form later; in a segment
+// shared by the node's loaders (a block another process may read is never
+// freed) rewritten first, whatever the first epoch's allowance.
 // Thread-safe; one RewriteScratch per thread.
 #pragma once
 
@@ -46,7 +56,8 @@ struct RewriteScratch {
   std::size_t image_before = 0;      // ... its size before
   std::vector<std::uint8_t> record;  // the record rewritten (every member)
   std::vector<std::uint64_t> ends;   // its members' ends (several members)
-  // A worker's: set by the loader before each sample.
+  // A worker's: set by the loader before each sample (a preload thread's:
+  // false, it has no first-epoch allowance).
   bool first_epoch = true;
   std::int64_t sample_ns = 0;  // its time in samples (from the second epoch on: the background share's base)
   std::int64_t first_ns = 0;   // ... in the first epoch
@@ -60,8 +71,10 @@ struct RewriteScratch {
 class RamRewrite {
  public:
   // `image_part`: which member of a cached record is the image (-1: none,
-  // nothing to rewrite).
-  RamRewrite(SampleCache* cache, int image_part) : cache_(cache), image_part_(image_part) {}
+  // nothing to rewrite). `store_final`: the source's records can be read
+  // again cheaply (not streamed), so only their final forms are stored.
+  RamRewrite(SampleCache* cache, int image_part, bool store_final)
+      : cache_(cache), image_part_(image_part), store_final_(store_final) {}
   RamRewrite(const RamRewrite&) = delete;
   RamRewrite& operator=(const RamRewrite&) = delete;
 
@@ -71,10 +84,11 @@ class RamRewrite {
   SampleCache::EntryPtr on_hit(std::uint32_t rec, SampleCache::EntryPtr hit, RewriteScratch* s) noexcept;
   // A miss: the record's bytes as the cache keeps them were just read
   // (`ends` null for one member). Stores them in the cache, rewritten when
-  // the allowance says so; true when s->record (with s->ends) then holds
-  // the rewritten bytes, which the sample should read. `stored` (may be
-  // null): what the cache said to the store (kAlreadyHeld when none was
-  // tried). The preload stores through it too when entries are final.
+  // the allowance says so (with `store_final`, not at all otherwise); true
+  // when s->record (with s->ends) then holds the rewritten bytes, which the
+  // sample should read. `stored` (may be null): what the cache said to the
+  // store (kAlreadyHeld when none was tried). The preload stores through it
+  // too, except a streamed source's originals into this process's arena.
   bool on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_t size, const std::vector<std::uint64_t>* ends,
                RewriteScratch* s, SampleCache::Insert* stored = nullptr) noexcept;
   // The sample's image decode took `ns`, from rewritten bytes (grid) or
@@ -85,11 +99,14 @@ class RamRewrite {
   void after_sample(RewriteScratch* s, std::int64_t sample_ns) noexcept;
   // The next cached record not yet looked at, among at most `scan`, in the
   // order they entered the cache; false when none was found or the rewrite
-  // has stopped (the preload threads' idle work, and the workers' share).
+  // has stopped (the preload threads' idle work, and the workers' share):
+  // the originals a streamed source stored in this process's arena.
   bool rewrite_next(RewriteScratch* s, std::size_t scan) noexcept;
 
   // `all_in`: no more records are coming into the cache.
   void add_stats(Stats* st, bool all_in) const;
+  // Whether only final forms are stored (and replace() is never needed).
+  bool stores_final() const { return store_final_ || cache_->entries_final(); }
   std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
@@ -108,6 +125,7 @@ class RamRewrite {
 
   SampleCache* cache_;
   const int image_part_;
+  const bool store_final_;
   std::atomic<std::size_t> cursor_{0};
   std::atomic<std::uint64_t> rewritten_{0}, before_{0}, after_{0}, cpu_ns_{0}, on_read_{0};
   std::atomic<std::uint64_t> settled_{0}, refused_{0};

@@ -56,6 +56,7 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
     for (int i = 0; i < kPreloadThreads; ++i) {
       preload_scratch_.push_back(std::make_unique<RewriteScratch>());
       preload_scratch_.back()->first_epoch = false;
+      preload_scratch_.back()->reader = false;
     }
     // NOTE: a preloaded source is not streamed, so only final forms are
     // stored (RamRewrite): each record is rewritten by the preload thread
@@ -238,10 +239,11 @@ void CacheService::add_stats(Stats* s, std::uint64_t batches) const {
     if (p.errors) s->thread_errors["preload"] += p.errors;
   }
   if (rewrite_) {
-    // No more records are coming: the preload ended, or without one, an
-    // epoch has read every record (or the budget is spent).
-    const bool all_in = preload_ ? p.state != "loading"
-                                 : batches > 0 && (cache_->full() || cache_->records() + rewrite_->refused() >= source_.size());
+    // No more records are coming: the preload ended, or an epoch has read
+    // every record (or the budget is spent). NOTE: both: at idle priority
+    // the preload may end long after the workers stored the rest.
+    const bool all_in = (preload_ && p.state != "loading") ||
+                        (batches > 0 && (cache_->full() || cache_->records() + rewrite_->refused() >= source_.size()));
     rewrite_->add_stats(s, all_in);
   }
 }

@@ -134,35 +134,50 @@ bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_
   static const std::vector<std::uint64_t> kNone;
   SampleCache::Insert in = SampleCache::Insert::kAlreadyHeld;
   try {
-    if (allowed(*s) && cache_->state(rec) == SampleCache::kPending && !cache_->contains(rec) && cache_->claim(rec)) {
-      const std::int64_t t0 = now_ns(), c0 = thread_cpu_ns();
-      injection_point(ThreadSite::kRewrite, static_cast<std::int64_t>(rec));
-      const Outcome o = rewrite_bytes(data, size, ends ? *ends : kNone, s);
-      cpu_ns_.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - c0), std::memory_order_relaxed);
-      bool rewritten = false;
-      if (o == Outcome::kRewritten) {
-        // Stored as final (never looked at again); without room the sample
-        // still reads the rewritten bytes (the same pixels).
-        in = cache_->insert(rec, s->record.data(), s->record.size(), 0, 0, ends ? &s->ends : nullptr, /*grid=*/true);
-        if (in == SampleCache::Insert::kStored) {
-          rewritten_.fetch_add(1, std::memory_order_relaxed);
-          on_read_.fetch_add(1, std::memory_order_relaxed);
-          before_.fetch_add(s->image_before, std::memory_order_relaxed);
-          after_.fetch_add(s->jpeg.size(), std::memory_order_relaxed);
+    if (allowed(*s) && !cache_->contains(rec)) {
+      // NOTE: past its first epoch a worker also rewrites a record another
+      // thread has claimed and stores it if it is first: a preload thread at
+      // idle priority may hold its claim for long on a busy machine, and the
+      // second epoch would end with that record still to store. The claimer
+      // settles it (settle(): held by then, so final).
+      const std::uint8_t st = cache_->state(rec);
+      const bool mine = st == SampleCache::kPending && cache_->claim(rec);
+      const bool beside = !mine && st == SampleCache::kBusy && s->reader && !s->first_epoch && stores_final();
+      if (mine || beside) {
+        const std::int64_t t0 = now_ns(), c0 = thread_cpu_ns();
+        injection_point(ThreadSite::kRewrite, static_cast<std::int64_t>(rec));
+        const Outcome o = rewrite_bytes(data, size, ends ? *ends : kNone, s);
+        cpu_ns_.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - c0), std::memory_order_relaxed);
+        bool rewritten = false;
+        if (o == Outcome::kRewritten) {
+          // Stored as final (never looked at again); without room the sample
+          // still reads the rewritten bytes (the same pixels).
+          in = cache_->insert(rec, s->record.data(), s->record.size(), 0, 0, ends ? &s->ends : nullptr, /*grid=*/true);
+          if (in == SampleCache::Insert::kStored) {
+            rewritten_.fetch_add(1, std::memory_order_relaxed);
+            if (s->reader) on_read_.fetch_add(1, std::memory_order_relaxed);
+            before_.fetch_add(s->image_before, std::memory_order_relaxed);
+            after_.fetch_add(s->jpeg.size(), std::memory_order_relaxed);
+          }
+          rewritten = true;
+        } else if (o == Outcome::kAsIs) {
+          in = cache_->insert(rec, data, size, 0, 0, ends);
+        } else if (mine) {  // corrupt: its decode says why, counted as without the cache
+          cache_->refuse(rec);
+          refused_.fetch_add(1, std::memory_order_relaxed);
+          in = SampleCache::Insert::kRefused;
+        }  // (beside: the claimer refuses it)
+        if (o != Outcome::kCorrupt) {
+          if (mine) {
+            settle(rec, in);
+          } else if (in == SampleCache::Insert::kStored) {
+            settled_.fetch_add(1, std::memory_order_relaxed);
+          }
         }
-        settle(rec, in);
-        rewritten = true;
-      } else if (o == Outcome::kAsIs) {
-        in = cache_->insert(rec, data, size, 0, 0, ends);
-        settle(rec, in);
-      } else {  // corrupt: its decode says why, counted as without the cache
-        cache_->refuse(rec);
-        refused_.fetch_add(1, std::memory_order_relaxed);
-        in = SampleCache::Insert::kRefused;
+        charge(s, now_ns() - t0);
+        if (stored) *stored = in;
+        return rewritten;
       }
-      charge(s, now_ns() - t0);
-      if (stored) *stored = in;
-      return rewritten;
     }
   } catch (...) {
     failed(rec);
@@ -185,9 +200,10 @@ bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_
 
 // A record claimed on the read path, offered to the cache: final, unless
 // another thread stored its original first (then a later pass takes it).
+// Where only final forms are stored, what another thread stored is final.
 void RamRewrite::settle(std::uint32_t rec, SampleCache::Insert in) {
   if (in == SampleCache::Insert::kAlreadyHeld) {
-    cache_->settle(rec, SampleCache::kPending);
+    cache_->settle(rec, stores_final() ? SampleCache::kFinal : SampleCache::kPending);
     return;
   }
   cache_->settle(rec, SampleCache::kFinal);

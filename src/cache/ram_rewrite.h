@@ -56,6 +56,8 @@ struct RewriteScratch {
   std::size_t image_before = 0;      // ... its size before
   std::vector<std::uint8_t> record;  // the record rewritten (every member)
   std::vector<std::uint64_t> ends;   // its members' ends (several members)
+  // A worker's: its rewrites are on the read path (a preload thread's: false).
+  bool reader = true;
   // A worker's: set by the loader before each sample (a preload thread's:
   // false, it has no first-epoch allowance).
   bool first_epoch = true;

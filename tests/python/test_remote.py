@@ -106,6 +106,30 @@ def test_remote_shards_and_a_ram_cache_share_one_memory_budget(www, web):
     assert 0 < held <= m["reserved"]["remote_shards"], (held, m)
 
 
+def test_a_ram_cache_keeps_a_streamed_sources_records_as_they_arrive(www, web):
+    """cache="ram" over remote shards (a streamed source: a record is read again only by fetching its shard
+    again) stores every record the first epoch reads, where local files keep only what the first epoch
+    rewrote (the rest is read again from the files); later epochs find every remote record in RAM, rewritten
+    in place by the second epoch, and batches equal the local copy's."""
+    kw = dict(KW, shuffle=True, seed=4, threads=2)
+    remote = stoker.Loader(web.url + "/n-{0..3}.tar", cache="ram", **kw)
+    here = stoker.Loader(local(www), cache="ram", preload=False, **kw)
+    st = {}
+    for epoch in (0, 1, 2):
+        assert_same(batches(remote, epoch), batches(here, epoch))
+        st[epoch] = (remote.stats(), here.stats())
+    (r0, h0), (r1, h1), (r2, h2) = st[0], st[1], st[2]
+    assert r0["cache_records"] == 37 and r0["cache_misses"] == 37
+    assert h0["cache_records"] == h0["cache_rewrite_settled"] and h0["cache_misses"] == 37
+    assert r1["cache_hits"] == 37 and r2["cache_hits"] == 74, "no remote record is fetched for the cache twice"
+    assert h1["cache_records"] == 37 and h2["cache_hits"] - h1["cache_hits"] == 37
+    for s in (r1, h1):
+        assert s["cache_rewrite"] == "done" and s["cache_rewrite_settled"] == 37, s
+    # The same final entries either way: the remote originals were replaced, the local ones never stored.
+    assert r1["cache_rewritten"] == h1["cache_rewritten"] == 37 and r1["cache_bytes"] == h1["cache_bytes"]
+    assert h1["cache_holes_bytes"] == 0, "local records are stored once, in their final form"
+
+
 @pytest.mark.parametrize("window", [0, 1])
 def test_http_two_ranks_equal_local_ranks(www, web, window):
     for rank in (0, 1):

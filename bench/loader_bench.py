@@ -190,7 +190,8 @@ def bench_one(data, args):
     if args.full:
         configs += [("stoker", 1, "mmap"), ("stoker", n, "ram"), ("stoker", n, "ram-rewritten"), ("stoker", n, "decoded")]
     if args.baseline:  # the same runs of another build, alternating with these
-        configs += [("baseline", n, "mmap")] + ([("baseline", n, "decoded")] if args.full else [])
+        configs += [("baseline", n, "mmap")] + ([("baseline", n, c) for c in ("ram", "ram-rewritten", "decoded")]
+                                                if args.full else [])
     ceiling_threads = [n, 1] if args.full and n != 1 else [n]
     runs = {c: [] for c in configs}
     ceilings = {t: [] for t in ceiling_threads}
@@ -218,9 +219,13 @@ def bench_one(data, args):
         paired["x_ceiling_ram_rewritten"] = [a / b for a, b in zip(rate[("stoker", n, "ram-rewritten")], ceilings[n])]
         paired["x_dataloader_ram_rewritten"] = [a / b for a, b in zip(rate[("stoker", n, "ram-rewritten")],
                                                                       rate[("dataloader", n, "mmap")])]
-    for cache in ("mmap", "decoded"):
+    for cache in ("mmap", "ram", "ram-rewritten", "decoded"):
         if ("baseline", n, cache) in runs:
             paired[f"x_baseline_{cache}"] = [a / b for a, b in zip(rate[("stoker", n, cache)], rate[("baseline", n, cache)])]
+    if ("baseline", n, "ram") in runs:  # the baseline's first epoch of cache="ram" against its own mmap's
+        first = {c: [x["first_epoch_images_per_s"] for x in v] for c, v in runs.items() if c[0] == "baseline"}
+        paired["first_epoch_ram_vs_mmap_baseline"] = [a / b for a, b in zip(first[("baseline", n, "ram")],
+                                                                            first[("baseline", n, "mmap")])]
     if ("stoker", 1, "mmap") in runs and n > 1:
         paired["parallel_efficiency"] = [a / (n * b) for a, b in zip(rate[("stoker", n, "mmap")], rate[("stoker", 1, "mmap")])]
         paired["x_ceiling_1"] = [a / b for a, b in zip(rate[("stoker", 1, "mmap")], ceilings[1])]
@@ -292,11 +297,14 @@ def print_table(data, configs, best, ceil, paired, args):
               f"(same-round: {', '.join(f'{x:.2f}' for x in paired['first_epoch_ram_vs_mmap'])})")
         summary["x_ceiling_ram_rewritten"] = pm["x_ceiling_ram_rewritten"]
         summary["first_epoch_ram_vs_mmap"] = pm["first_epoch_ram_vs_mmap"]
-    for cache in ("mmap", "decoded"):
+    for cache in ("mmap", "ram", "ram-rewritten", "decoded"):
         key = f"x_baseline_{cache}"
         if key in paired:
             print(f"stoker / baseline ({args.baseline}), cache={cache}: {pm[key]:.3f}× (median of same-round ratios: "
                   f"{', '.join(f'{x:.3f}' for x in paired[key])})")
+    if "first_epoch_ram_vs_mmap_baseline" in paired:
+        print(f"baseline's first epoch, cache=ram / cache=mmap: {pm['first_epoch_ram_vs_mmap_baseline']:.2f}× "
+              f"(same-round: {', '.join(f'{x:.2f}' for x in paired['first_epoch_ram_vs_mmap_baseline'])})")
     return summary
 
 

@@ -218,6 +218,45 @@ TEST(LoaderTest, RamPreloadLoadsEveryRecordAndChangesNoBatch) {
   }
 }
 
+// cache=kRam over local files (read again cheaply) stores a record only in
+// its final form: the first epoch keeps only what it rewrote on the read
+// path (preload off), the second epoch stores every record it reads, so the
+// rewrite is done when it ends, with or without a preload (which runs at
+// idle priority, maybe behind); no entry is ever replaced (no holes), and
+// the batches are an uncached loader's.
+TEST(LoaderTest, RamCacheOverLocalFilesStoresRecordsOnlyInTheirFinalForm) {
+  TempDir d;
+  auto list = numbered_list(d, 40);
+  auto o = small(6);
+  o.shuffle = true;
+  Loader plain(list, o);
+  o.cache.mode = Cache::kRam;
+  for (const bool preload : {false, true}) {
+    o.cache.preload = preload;
+    Loader ram(list, o);
+    std::uint64_t misses = 0;  // after the second epoch
+    for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
+      plain.set_epoch(epoch);
+      ram.set_epoch(epoch);
+      EXPECT_EQ(epoch_pixels(plain), epoch_pixels(ram)) << "epoch " << epoch << " preload " << preload;
+      const Stats s = ram.stats();
+      EXPECT_EQ(s.cache_holes_bytes, 0u);
+      if (epoch == 0 && !preload) {
+        EXPECT_EQ(s.cache_misses, 40u);
+        EXPECT_EQ(s.cache_records, s.cache_rewrite_settled) << "only final forms stored";
+      }
+      if (epoch >= 1) {
+        EXPECT_EQ(s.cache_records, 40u) << "preload " << preload;
+        EXPECT_EQ(s.cache_rewrite, "done") << "preload " << preload;
+      }
+      if (epoch == 1) misses = s.cache_misses;
+      if (epoch == 2) {
+        EXPECT_EQ(s.cache_misses, misses) << "the third epoch finds every record in RAM";
+      }
+    }
+  }
+}
+
 // stats().memory: the named accounts, summing to `used`, never above
 // memory_budget, while the preload and the workers fill a RAM cache that does
 // not fit it (checked after every batch); the batches are as without it.

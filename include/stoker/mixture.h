@@ -103,6 +103,8 @@ class MixtureSource : public Source {
   std::vector<std::string> members(std::size_t i) const override;
   std::string relative_key(std::size_t i) const override;
   void use_memory(const std::shared_ptr<detail::MemoryBudget>& budget) const override;
+  // Every part's (a remote part's records are fetched again).
+  bool reads_again_locally() const override;
   // The sources' classes when they all have the same and no label offset or
   // map; else empty.
   const std::vector<std::string>& classes() const override { return classes_; }

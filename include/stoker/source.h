@@ -100,6 +100,12 @@ class Source {
   // is released); io_stats() adds the source's transfer counters. A read
   // outside the plan still works (one request of its own).
   virtual bool wants_plan() const { return false; }
+  // Whether a record read once can be read again at the cost of a local
+  // read (not streamed in from elsewhere: local files, or a mixture of
+  // only such sources). cache="ram" then stores records only in their
+  // final form, leaving those the first epoch does not rewrite to be read
+  // again (cache/ram_rewrite.h).
+  virtual bool reads_again_locally() const { return !wants_plan(); }
   virtual void plan(const RecordOrder& /*records*/, std::size_t /*from*/) const {}
   // The epoch likely to follow (the next one), so the source can fetch its
   // first shards once this epoch's are all under way; plan() then says

@@ -43,9 +43,7 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
   }
   if (mode_ != Cache::kRam) return;
   if (opt->cache.rewrite && client_.image_part >= 0) {
-    // NOTE: a source that is not streamed can be read again cheaply (local
-    // files), so its records are stored only in their final form.
-    rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part, !source_.wants_plan());
+    rewrite_ = std::make_unique<RamRewrite>(cache_.get(), client_.image_part, source_.reads_again_locally());
   }
   // NOTE: a streaming source is read in the epoch's order (its plan), not
   // the preload's record order.
@@ -58,9 +56,9 @@ CacheService::CacheService(const Source& source, LoaderOptions* opt, std::shared
       preload_scratch_.back()->first_epoch = false;
       preload_scratch_.back()->reader = false;
     }
-    // NOTE: a preloaded source is not streamed, so only final forms are
-    // stored (RamRewrite): each record is rewritten by the preload thread
-    // that stores it, at idle priority.
+    // NOTE: each record is rewritten by the preload thread that stores it,
+    // at idle priority (RamRewrite::on_miss; a mixture with a remote part,
+    // whose records are kept as read, is rewritten by its readers later).
     store = [this](int t, std::size_t i, const std::vector<std::uint8_t>& bytes, const std::vector<std::uint64_t>* ends) {
       SampleCache::Insert in = SampleCache::Insert::kAlreadyHeld;
       rewrite_->on_miss(static_cast<std::uint32_t>(i), bytes.data(), bytes.size(), ends,

@@ -17,15 +17,15 @@
 //    order they entered the cache) and the workers' share (at most 9% of
 //    their sample time from the second epoch on) take the records not read
 //    yet.
-// Where the records can be read again cheaply (a source that is not
-// streamed: local files, in the page cache once read), a record is stored
+// Where the records can be read again cheaply (Source::reads_again_locally:
+// local files, in the page cache once read), a record is stored
 // only in its final form (`store_final`): a first-epoch miss not rewritten
 // on the read path is not stored at all (the sample reads the bytes the
 // worker holds, as with cache="mmap"); the preload threads, at idle
 // priority, and the later epochs' reads store it rewritten. So the first
 // epoch copies nothing into the cache that the rewrite would replace, and
-// the cache never holds a record twice. A streamed source's records (read
-// once per epoch at a cost) are stored as they arrive: in this process's
+// the cache never holds a record twice. Other sources' records (streamed
+// in: read again only by fetching them again) are stored as they arrive: in this process's
 // arena the original, replaced by its rewritten form later; in a segment
 // shared by the node's loaders (a block another process may read is never
 // freed) rewritten first, whatever the first epoch's allowance.
@@ -74,7 +74,8 @@ class RamRewrite {
  public:
   // `image_part`: which member of a cached record is the image (-1: none,
   // nothing to rewrite). `store_final`: the source's records can be read
-  // again cheaply (not streamed), so only their final forms are stored.
+  // again cheaply (Source::reads_again_locally), so only their final forms
+  // are stored.
   RamRewrite(SampleCache* cache, int image_part, bool store_final)
       : cache_(cache), image_part_(image_part), store_final_(store_final) {}
   RamRewrite(const RamRewrite&) = delete;

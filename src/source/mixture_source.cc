@@ -228,6 +228,10 @@ void MixtureSource::use_memory(const std::shared_ptr<detail::MemoryBudget>& budg
   for (const Part& p : parts_) p.source->use_memory(budget);
 }
 
+bool MixtureSource::reads_again_locally() const {
+  return std::all_of(parts_.begin(), parts_.end(), [](const Part& p) { return p.source->reads_again_locally(); });
+}
+
 std::string MixtureSource::describe() const {
   std::string d = "mixture of " + std::to_string(parts_.size()) + " sources, " + std::to_string(samples_per_epoch_) +
                   " samples per epoch: ";

@@ -130,6 +130,21 @@ def test_a_ram_cache_keeps_a_streamed_sources_records_as_they_arrive(www, web):
     assert h1["cache_holes_bytes"] == 0, "local records are stored once, in their final form"
 
 
+def test_a_ram_cache_keeps_a_mixtures_remote_records_as_they_arrive(www, web):
+    """A mixture with a remote part reads it again only by fetching it again: cache="ram" stores every record
+    its first epoch reads, as read (a mixture of local parts only: only what it rewrote), with the batches of
+    the same mixture over the local copy."""
+    kw = dict(KW, shuffle=True, seed=6, threads=2)
+    remote = stoker.Loader(stoker.Mix({"web": web.url + "/n-{0..3}.tar", "here": local(www)}),
+                           cache="ram", preload=False, **kw)
+    here = stoker.Loader(stoker.Mix({"web": local(www), "here": local(www)}), cache="ram", preload=False, **kw)
+    assert_same(batches(remote, 0), batches(here, 0))
+    r, h = remote.stats(), here.stats()
+    assert r["cache_misses"] == h["cache_misses"] == 74
+    assert r["cache_records"] == 74, "every record kept as read: none is fetched again for the cache"
+    assert h["cache_records"] == h["cache_rewrite_settled"] < 74, "local parts only: only final forms kept"
+
+
 @pytest.mark.parametrize("window", [0, 1])
 def test_http_two_ranks_equal_local_ranks(www, web, window):
     for rank in (0, 1):

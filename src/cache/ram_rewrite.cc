@@ -133,6 +133,7 @@ bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_
                          const std::vector<std::uint64_t>* ends, RewriteScratch* s, SampleCache::Insert* stored) noexcept {
   static const std::vector<std::uint64_t> kNone;
   SampleCache::Insert in = SampleCache::Insert::kAlreadyHeld;
+  bool mine = false;  // this thread claimed the record
   try {
     if (allowed(*s) && !cache_->contains(rec)) {
       // NOTE: past its first epoch a worker also rewrites a record another
@@ -141,7 +142,7 @@ bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_
       // second epoch would end with that record still to store. The claimer
       // settles it (settle(): held by then, so final).
       const std::uint8_t st = cache_->state(rec);
-      const bool mine = st == SampleCache::kPending && cache_->claim(rec);
+      mine = st == SampleCache::kPending && cache_->claim(rec);
       const bool beside = !mine && st == SampleCache::kBusy && s->reader && !s->first_epoch && stores_final();
       if (mine || beside) {
         const std::int64_t t0 = now_ns(), c0 = thread_cpu_ns();
@@ -180,7 +181,7 @@ bool RamRewrite::on_miss(std::uint32_t rec, const std::uint8_t* data, std::size_
       }
     }
   } catch (...) {
-    failed(rec);
+    failed(rec, mine);
   }
   // NOTE: only final forms stored (a source read again cheaply, or a shared
   // segment): the record is stored by whoever rewrites it (above: this
@@ -252,9 +253,9 @@ bool RamRewrite::rewrite_next(RewriteScratch* s, std::size_t scan) noexcept {
 // memory, a bug) changes no sample: the record keeps the entry it had, the
 // rewrite stops for this loader, and stats() says why (cache_rewrite
 // "error: ...", thread_errors["rewrite"]).
-void RamRewrite::failed(std::uint32_t rec) noexcept {
+void RamRewrite::failed(std::uint32_t rec, bool claimed) noexcept {
   Status st = exception_status(rec == UINT32_MAX ? "rewrite" : "rewrite of a cached record");
-  if (rec != UINT32_MAX && cache_->state(rec) == SampleCache::kBusy) {
+  if (claimed && rec != UINT32_MAX && cache_->state(rec) == SampleCache::kBusy) {
     cache_->settle(rec, SampleCache::kFinal);  // its entry as it was: correct, only slower
   }
   stopped_.store(true, std::memory_order_relaxed);

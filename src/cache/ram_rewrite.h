@@ -124,7 +124,8 @@ class RamRewrite {
   bool allowed(const RewriteScratch& s) const;
   void charge(RewriteScratch* s, std::int64_t ns);
   void settle(std::uint32_t rec, SampleCache::Insert in);
-  void failed(std::uint32_t rec) noexcept;
+  // `claimed`: this thread holds record rec's claim (settled as it was).
+  void failed(std::uint32_t rec, bool claimed = true) noexcept;
 
   SampleCache* cache_;
   const int image_part_;

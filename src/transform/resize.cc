@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -215,6 +216,7 @@ void horizontal_pass_avx2(const ImageView& src, int y0, int rows, const Resample
 
 constexpr int kPixels512 = 5;
 constexpr int kMaxPairs512 = 4;
+constexpr int kPrefetchRows = 4;  // two row pairs ahead
 
 struct Group512 {
   std::int64_t offset;       // byte offset of the window in the row: 3 * first pixel
@@ -223,7 +225,11 @@ struct Group512 {
 };
 
 // Per group: Group512 (in 64 bytes), then per tap pair the vpermb indices,
-// hi and lo weights (64 bytes each).
+// hi and lo weights (64 bytes each). The kernel reads a group's fields one by
+// one (group_offset(), group_load_mask(), group_store_mask()): copying the
+// struct out made GCC 12 go through a 16-byte vector store to the stack and
+// load the mask back as a k-register, which store forwarding does not serve,
+// and every group's loads waited for it.
 struct Plan512 {
   int npairs = 0;
   int groups = 0;
@@ -287,6 +293,22 @@ bool plan_avx512(const ResampleAxis& ax, int src_width, std::vector<std::int32_t
   return true;
 }
 
+inline std::int64_t group_offset(const std::uint8_t* d) {
+  std::int64_t v;
+  std::memcpy(&v, d + offsetof(Group512, offset), sizeof(v));
+  return v;
+}
+inline std::uint64_t group_load_mask(const std::uint8_t* d) {
+  std::uint64_t v;
+  std::memcpy(&v, d + offsetof(Group512, load_mask), sizeof(v));
+  return v;
+}
+inline std::uint16_t group_store_mask(const std::uint8_t* d) {
+  std::uint16_t v;
+  std::memcpy(&v, d + offsetof(Group512, store_mask), sizeof(v));
+  return v;
+}
+
 STOKER_AVX512 inline __m128i finish_group(__m512i acc_hi, __m512i acc_lo) {
   // NOTE: the maskz forms (all lanes) because GCC 12's unmasked ones start
   // from _mm512_undefined_epi32() and trip -Wmaybe-uninitialized.
@@ -306,14 +328,29 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
   for (; y + 1 < rows; y += 2) {
     const std::uint8_t* in0 = src.row(y0 + y);
     const std::uint8_t* in1 = src.row(y0 + y + 1);
+    // The row pair kPrefetchRows below, fetched while this one is computed:
+    // each row of the crop is a new stream the hardware prefetcher has not
+    // seen, and its first lines' misses stalled the pass (the stored images
+    // of cache="decoded" are larger than L2). The last pairs fetch their own
+    // rows again, harmlessly.
+    const int ahead = std::min(y + kPrefetchRows, rows - 2);
+    const std::uint8_t* next0 = src.row(y0 + ahead);
+    const std::uint8_t* next1 = src.row(y0 + ahead + 1);
     std::uint8_t* o0 = out->row(y);
     std::uint8_t* o1 = out->row(y + 1);
     for (int g = 0; g < plan.groups; ++g) {
       const std::uint8_t* d = data + static_cast<std::size_t>(g) * plan.stride;
-      Group512 head;
-      std::memcpy(&head, d, sizeof(head));
-      const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
-      const __m512i w1 = _mm512_maskz_loadu_epi8(head.load_mask, in1 + head.offset);
+      const std::int64_t offset = group_offset(d);
+      const __mmask64 load_mask = group_load_mask(d);
+      const __mmask16 store_mask = group_store_mask(d);
+      // A group's window starts 3 * 5 * scale bytes after the previous one's:
+      // its first and last bytes' lines cover every line the pass reads.
+      _mm_prefetch(reinterpret_cast<const char*>(next0 + offset), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next0 + offset + 63), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next1 + offset), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next1 + offset + 63), _MM_HINT_T0);
+      const __m512i w0 = _mm512_maskz_loadu_epi8(load_mask, in0 + offset);
+      const __m512i w1 = _mm512_maskz_loadu_epi8(load_mask, in1 + offset);
       __m512i h0 = _mm512_setzero_si512(), l0 = h0, h1 = h0, l1 = h0;
       for (int j = 0; j < kPairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
@@ -327,8 +364,8 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
         h1 = _mm512_dpwssd_epi32(h1, v1, whi);
         l1 = _mm512_dpwssd_epi32(l1, v1, wlo);
       }
-      _mm_mask_storeu_epi8(o0 + kOutBytes * g, head.store_mask, finish_group(h0, l0));
-      _mm_mask_storeu_epi8(o1 + kOutBytes * g, head.store_mask, finish_group(h1, l1));
+      _mm_mask_storeu_epi8(o0 + kOutBytes * g, store_mask, finish_group(h0, l0));
+      _mm_mask_storeu_epi8(o1 + kOutBytes * g, store_mask, finish_group(h1, l1));
     }
   }
   for (; y < rows; ++y) {
@@ -336,9 +373,7 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
     std::uint8_t* o0 = out->row(y);
     for (int g = 0; g < plan.groups; ++g) {
       const std::uint8_t* d = data + static_cast<std::size_t>(g) * plan.stride;
-      Group512 head;
-      std::memcpy(&head, d, sizeof(head));
-      const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
+      const __m512i w0 = _mm512_maskz_loadu_epi8(group_load_mask(d), in0 + group_offset(d));
       __m512i h0 = _mm512_setzero_si512(), l0 = h0;
       for (int j = 0; j < kPairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
@@ -346,7 +381,7 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
         h0 = _mm512_dpwssd_epi32(h0, v0, _mm512_loadu_si512(pj + 64));
         l0 = _mm512_dpwssd_epi32(l0, v0, _mm512_loadu_si512(pj + 128));
       }
-      _mm_mask_storeu_epi8(o0 + kOutBytes * g, head.store_mask, finish_group(h0, l0));
+      _mm_mask_storeu_epi8(o0 + kOutBytes * g, group_store_mask(d), finish_group(h0, l0));
     }
   }
 }

@@ -552,13 +552,89 @@ bool simd_supported(Simd level) {
 #endif
 }
 
-void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, double in1) {
+#if defined(__x86_64__)
+namespace {
+
+constexpr int kMaxVectorTaps = 64;  // wider kernels (downscales past 31x) take the scalar loop
+
+// bilinear_coeffs' tap loop and normalize_coeffs_8bpc for eight outputs at a
+// time, one per double lane, from their windows (computed by the caller, in
+// code built without FMA: `in0 + (xx + 0.5) * scale` must not be fused).
+// Per lane the same IEEE operations in the same order as the scalar loop:
+// t = |((x + xmin) - center + 0.5) * ss|, w = t < 1 ? 1 - t : 0, the sum
+// tap by tap (taps past a lane's count add +0.0, which leaves it as it
+// is), each weight divided by the sum when it is not zero, then rounded
+// half away from zero to 22-bit fixed point (w * 2^22 is exact, so a fused
+// multiply-add there would round the same). Writes all ksize weights of
+// each output (zeros past its count).
+STOKER_AVX512 void axis_weights_avx512(const double* center, const int* first, const int* count, int out_size,
+                                       int ksize, double ss, std::int32_t* weights) {
+  const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd(), ssv = _mm512_set1_pd(ss);
+  const __m512d half = _mm512_set1_pd(0.5), minus_half = _mm512_set1_pd(-0.5);
+  const __m512d fixed = _mm512_set1_pd(static_cast<double>(1 << kPrecisionBits));
+  __m512d k[kMaxVectorTaps];
+  for (int xx0 = 0; xx0 < out_size; xx0 += 8) {
+    const int lanes = std::min(8, out_size - xx0);
+    const auto valid = static_cast<__mmask8>((1u << lanes) - 1);
+    const __m512d c = _mm512_maskz_loadu_pd(valid, center + xx0);
+    const __m256i xmin = _mm256_maskz_loadu_epi32(valid, first + xx0);
+    const __m256i n = _mm256_maskz_loadu_epi32(valid, count + xx0);
+    int taps = 0;
+    for (int i = 0; i < lanes; ++i) taps = std::max(taps, count[xx0 + i]);
+    __m512d ww = zero;
+    for (int x = 0; x < taps; ++x) {
+      const __mmask8 in = _mm256_cmpgt_epi32_mask(n, _mm256_set1_epi32(x));  // x < n
+      // NOTE: maskz forms, all lanes: the unmasked ones trip GCC 12's -Wmaybe-uninitialized (finish_group).
+      const __m512d pos = _mm512_maskz_cvtepi32_pd(0xFF, _mm256_add_epi32(xmin, _mm256_set1_epi32(x)));
+      const __m512d t = _mm512_abs_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_sub_pd(pos, c), half), ssv));
+      const __mmask8 taken = in & _mm512_cmp_pd_mask(t, one, _CMP_LT_OQ);
+      k[x] = _mm512_maskz_sub_pd(taken, one, t);
+      ww = _mm512_add_pd(ww, k[x]);
+    }
+    const __mmask8 nonzero = _mm512_cmp_pd_mask(ww, zero, _CMP_NEQ_UQ);
+    for (int x = 0; x < ksize; ++x) {
+      const __m512d w = x < taps ? _mm512_mask_div_pd(k[x], nonzero, k[x], ww) : zero;
+      const __m512d r = _mm512_add_pd(_mm512_mask_blend_pd(_mm512_cmp_pd_mask(w, zero, _CMP_LT_OQ), half, minus_half),
+                                      _mm512_mul_pd(w, fixed));
+      alignas(32) std::int32_t q[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q), _mm512_maskz_cvttpd_epi32(0xFF, r));
+      for (int i = 0; i < lanes; ++i) {
+        weights[static_cast<std::size_t>(xx0 + i) * static_cast<std::size_t>(ksize) + static_cast<std::size_t>(x)] = q[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif
+
+void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, double in1, Simd simd) {
   // NOTE: the kernel size is known before the first emit (the same formula); sized here once.
   const double scale = ((in1 < 0 ? in_size : in1) - in0) / out_size;
   const int ksize = static_cast<int>(std::ceil(std::max(scale, 1.0))) * 2 + 1;
   axis->ksize = ksize;
   axis->first.resize(static_cast<std::size_t>(out_size));
   axis->count.resize(static_cast<std::size_t>(out_size));
+#if defined(__x86_64__)
+  if (simd >= Simd::kAvx512 && simd_supported(Simd::kAvx512) && ksize <= kMaxVectorTaps) {
+    // The windows here, in code built for the baseline instruction set (no
+    // fused multiply-add), as bilinear_coeffs computes them.
+    const double filterscale = scale > 1.0 ? scale : 1.0;
+    std::vector<double> centers(static_cast<std::size_t>(out_size));
+    for (int xx = 0; xx < out_size; ++xx) {
+      const BilinearWindow w = bilinear_window(in_size, in0, scale, filterscale, xx);
+      centers[static_cast<std::size_t>(xx)] = w.center;
+      axis->first[static_cast<std::size_t>(xx)] = w.xmin;
+      axis->count[static_cast<std::size_t>(xx)] = w.n;
+    }
+    axis->weights.resize(static_cast<std::size_t>(out_size) * static_cast<std::size_t>(ksize));  // every one written
+    axis_weights_avx512(centers.data(), axis->first.data(), axis->count.data(), out_size, ksize, 1.0 / filterscale,
+                        axis->weights.data());
+    return;
+  }
+#else
+  (void)simd;
+#endif
   axis->weights.assign(static_cast<std::size_t>(out_size) * static_cast<std::size_t>(ksize), 0);
   bilinear_coeffs(in_size, out_size, in0, in1, [&](int xx, int xmin, int n, const double* k) {
     std::int32_t* out = &axis->weights[static_cast<std::size_t>(xx) * static_cast<std::size_t>(ksize)];
@@ -583,9 +659,9 @@ void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* 
     }
   };
   if (!need_h && !need_v) return copy_rows(src);
-  if (need_v) compute_axis(src.height, out_h, &s->vertical, box ? box[1] : 0, box ? box[3] : -1);
+  if (need_v) compute_axis(src.height, out_h, &s->vertical, box ? box[1] : 0, box ? box[3] : -1, simd);
   if (!need_h) return vertical_pass(src, 0, s->vertical, &s->accum, sink, simd);
-  compute_axis(src.width, out_w, &s->horizontal, box ? box[0] : 0, box ? box[2] : -1);
+  compute_axis(src.width, out_w, &s->horizontal, box ? box[0] : 0, box ? box[2] : -1, simd);
   int y0 = 0, y1 = src.height;
   if (need_v) {  // only the rows the vertical pass reads
     y0 = s->vertical.first.front();

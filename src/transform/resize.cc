@@ -226,10 +226,10 @@ struct Group512 {
 
 // Per group: Group512 (in 64 bytes), then per tap pair the vpermb indices,
 // hi and lo weights (64 bytes each). The kernel reads a group's fields one by
-// one (group_offset(), group_load_mask(), group_store_mask()): copying the
-// struct out made GCC 12 go through a 16-byte vector store to the stack and
-// load the mask back as a k-register, which store forwarding does not serve,
-// and every group's loads waited for it.
+// one (group_offset(), group_load_mask(), group_store_mask()) rather than
+// copying the struct out, which GCC 12 did through a 16-byte store to the
+// stack and a k-register load from it (no measurable cost alone: the pass's
+// stall was its rows' cache misses, see kPrefetchRows).
 struct Plan512 {
   int npairs = 0;
   int groups = 0;

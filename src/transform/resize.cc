@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -215,6 +216,7 @@ void horizontal_pass_avx2(const ImageView& src, int y0, int rows, const Resample
 
 constexpr int kPixels512 = 5;
 constexpr int kMaxPairs512 = 4;
+constexpr int kPrefetchRows = 4;  // two row pairs ahead
 
 struct Group512 {
   std::int64_t offset;       // byte offset of the window in the row: 3 * first pixel
@@ -223,7 +225,11 @@ struct Group512 {
 };
 
 // Per group: Group512 (in 64 bytes), then per tap pair the vpermb indices,
-// hi and lo weights (64 bytes each).
+// hi and lo weights (64 bytes each). The kernel reads a group's fields one by
+// one (group_offset(), group_load_mask(), group_store_mask()) rather than
+// copying the struct out, which GCC 12 did through a 16-byte store to the
+// stack and a k-register load from it (no measurable cost alone: the pass's
+// stall was its rows' cache misses, see kPrefetchRows).
 struct Plan512 {
   int npairs = 0;
   int groups = 0;
@@ -287,6 +293,22 @@ bool plan_avx512(const ResampleAxis& ax, int src_width, std::vector<std::int32_t
   return true;
 }
 
+inline std::int64_t group_offset(const std::uint8_t* d) {
+  std::int64_t v;
+  std::memcpy(&v, d + offsetof(Group512, offset), sizeof(v));
+  return v;
+}
+inline std::uint64_t group_load_mask(const std::uint8_t* d) {
+  std::uint64_t v;
+  std::memcpy(&v, d + offsetof(Group512, load_mask), sizeof(v));
+  return v;
+}
+inline std::uint16_t group_store_mask(const std::uint8_t* d) {
+  std::uint16_t v;
+  std::memcpy(&v, d + offsetof(Group512, store_mask), sizeof(v));
+  return v;
+}
+
 STOKER_AVX512 inline __m128i finish_group(__m512i acc_hi, __m512i acc_lo) {
   // NOTE: the maskz forms (all lanes) because GCC 12's unmasked ones start
   // from _mm512_undefined_epi32() and trip -Wmaybe-uninitialized.
@@ -306,14 +328,29 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
   for (; y + 1 < rows; y += 2) {
     const std::uint8_t* in0 = src.row(y0 + y);
     const std::uint8_t* in1 = src.row(y0 + y + 1);
+    // The row pair kPrefetchRows below, fetched while this one is computed:
+    // each row of the crop is a new stream the hardware prefetcher has not
+    // seen, and its first lines' misses stalled the pass (the stored images
+    // of cache="decoded" are larger than L2). The last pairs fetch their own
+    // rows again, harmlessly.
+    const int ahead = std::min(y + kPrefetchRows, rows - 2);
+    const std::uint8_t* next0 = src.row(y0 + ahead);
+    const std::uint8_t* next1 = src.row(y0 + ahead + 1);
     std::uint8_t* o0 = out->row(y);
     std::uint8_t* o1 = out->row(y + 1);
     for (int g = 0; g < plan.groups; ++g) {
       const std::uint8_t* d = data + static_cast<std::size_t>(g) * plan.stride;
-      Group512 head;
-      std::memcpy(&head, d, sizeof(head));
-      const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
-      const __m512i w1 = _mm512_maskz_loadu_epi8(head.load_mask, in1 + head.offset);
+      const std::int64_t offset = group_offset(d);
+      const __mmask64 load_mask = group_load_mask(d);
+      const __mmask16 store_mask = group_store_mask(d);
+      // A group's window starts 3 * 5 * scale bytes after the previous one's:
+      // its first and last bytes' lines cover every line the pass reads.
+      _mm_prefetch(reinterpret_cast<const char*>(next0 + offset), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next0 + offset + 63), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next1 + offset), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next1 + offset + 63), _MM_HINT_T0);
+      const __m512i w0 = _mm512_maskz_loadu_epi8(load_mask, in0 + offset);
+      const __m512i w1 = _mm512_maskz_loadu_epi8(load_mask, in1 + offset);
       __m512i h0 = _mm512_setzero_si512(), l0 = h0, h1 = h0, l1 = h0;
       for (int j = 0; j < kPairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
@@ -327,8 +364,8 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
         h1 = _mm512_dpwssd_epi32(h1, v1, whi);
         l1 = _mm512_dpwssd_epi32(l1, v1, wlo);
       }
-      _mm_mask_storeu_epi8(o0 + kOutBytes * g, head.store_mask, finish_group(h0, l0));
-      _mm_mask_storeu_epi8(o1 + kOutBytes * g, head.store_mask, finish_group(h1, l1));
+      _mm_mask_storeu_epi8(o0 + kOutBytes * g, store_mask, finish_group(h0, l0));
+      _mm_mask_storeu_epi8(o1 + kOutBytes * g, store_mask, finish_group(h1, l1));
     }
   }
   for (; y < rows; ++y) {
@@ -336,9 +373,7 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
     std::uint8_t* o0 = out->row(y);
     for (int g = 0; g < plan.groups; ++g) {
       const std::uint8_t* d = data + static_cast<std::size_t>(g) * plan.stride;
-      Group512 head;
-      std::memcpy(&head, d, sizeof(head));
-      const __m512i w0 = _mm512_maskz_loadu_epi8(head.load_mask, in0 + head.offset);
+      const __m512i w0 = _mm512_maskz_loadu_epi8(group_load_mask(d), in0 + group_offset(d));
       __m512i h0 = _mm512_setzero_si512(), l0 = h0;
       for (int j = 0; j < kPairs; ++j) {
         const std::uint8_t* pj = d + 64 + static_cast<std::size_t>(j) * 192;
@@ -346,7 +381,7 @@ STOKER_AVX512 void horizontal_rows_avx512(const ImageView& src, int y0, int rows
         h0 = _mm512_dpwssd_epi32(h0, v0, _mm512_loadu_si512(pj + 64));
         l0 = _mm512_dpwssd_epi32(l0, v0, _mm512_loadu_si512(pj + 128));
       }
-      _mm_mask_storeu_epi8(o0 + kOutBytes * g, head.store_mask, finish_group(h0, l0));
+      _mm_mask_storeu_epi8(o0 + kOutBytes * g, group_store_mask(d), finish_group(h0, l0));
     }
   }
 }
@@ -517,13 +552,89 @@ bool simd_supported(Simd level) {
 #endif
 }
 
-void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, double in1) {
+#if defined(__x86_64__)
+namespace {
+
+constexpr int kMaxVectorTaps = 64;  // wider kernels (downscales past 31x) take the scalar loop
+
+// bilinear_coeffs' tap loop and normalize_coeffs_8bpc for eight outputs at a
+// time, one per double lane, from their windows (computed by the caller, in
+// code built without FMA: `in0 + (xx + 0.5) * scale` must not be fused).
+// Per lane the same IEEE operations in the same order as the scalar loop:
+// t = |((x + xmin) - center + 0.5) * ss|, w = t < 1 ? 1 - t : 0, the sum
+// tap by tap (taps past a lane's count add +0.0, which leaves it as it
+// is), each weight divided by the sum when it is not zero, then rounded
+// half away from zero to 22-bit fixed point (w * 2^22 is exact, so a fused
+// multiply-add there would round the same). Writes all ksize weights of
+// each output (zeros past its count).
+STOKER_AVX512 void axis_weights_avx512(const double* center, const int* first, const int* count, int out_size,
+                                       int ksize, double ss, std::int32_t* weights) {
+  const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd(), ssv = _mm512_set1_pd(ss);
+  const __m512d half = _mm512_set1_pd(0.5), minus_half = _mm512_set1_pd(-0.5);
+  const __m512d fixed = _mm512_set1_pd(static_cast<double>(1 << kPrecisionBits));
+  __m512d k[kMaxVectorTaps];
+  for (int xx0 = 0; xx0 < out_size; xx0 += 8) {
+    const int lanes = std::min(8, out_size - xx0);
+    const auto valid = static_cast<__mmask8>((1u << lanes) - 1);
+    const __m512d c = _mm512_maskz_loadu_pd(valid, center + xx0);
+    const __m256i xmin = _mm256_maskz_loadu_epi32(valid, first + xx0);
+    const __m256i n = _mm256_maskz_loadu_epi32(valid, count + xx0);
+    int taps = 0;
+    for (int i = 0; i < lanes; ++i) taps = std::max(taps, count[xx0 + i]);
+    __m512d ww = zero;
+    for (int x = 0; x < taps; ++x) {
+      const __mmask8 in = _mm256_cmpgt_epi32_mask(n, _mm256_set1_epi32(x));  // x < n
+      // NOTE: maskz forms, all lanes: the unmasked ones trip GCC 12's -Wmaybe-uninitialized (finish_group).
+      const __m512d pos = _mm512_maskz_cvtepi32_pd(0xFF, _mm256_add_epi32(xmin, _mm256_set1_epi32(x)));
+      const __m512d t = _mm512_abs_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_sub_pd(pos, c), half), ssv));
+      const __mmask8 taken = in & _mm512_cmp_pd_mask(t, one, _CMP_LT_OQ);
+      k[x] = _mm512_maskz_sub_pd(taken, one, t);
+      ww = _mm512_add_pd(ww, k[x]);
+    }
+    const __mmask8 nonzero = _mm512_cmp_pd_mask(ww, zero, _CMP_NEQ_UQ);
+    for (int x = 0; x < ksize; ++x) {
+      const __m512d w = x < taps ? _mm512_mask_div_pd(k[x], nonzero, k[x], ww) : zero;
+      const __m512d r = _mm512_add_pd(_mm512_mask_blend_pd(_mm512_cmp_pd_mask(w, zero, _CMP_LT_OQ), half, minus_half),
+                                      _mm512_mul_pd(w, fixed));
+      alignas(32) std::int32_t q[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q), _mm512_maskz_cvttpd_epi32(0xFF, r));
+      for (int i = 0; i < lanes; ++i) {
+        weights[static_cast<std::size_t>(xx0 + i) * static_cast<std::size_t>(ksize) + static_cast<std::size_t>(x)] = q[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif
+
+void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0, double in1, Simd simd) {
   // NOTE: the kernel size is known before the first emit (the same formula); sized here once.
   const double scale = ((in1 < 0 ? in_size : in1) - in0) / out_size;
   const int ksize = static_cast<int>(std::ceil(std::max(scale, 1.0))) * 2 + 1;
   axis->ksize = ksize;
   axis->first.resize(static_cast<std::size_t>(out_size));
   axis->count.resize(static_cast<std::size_t>(out_size));
+#if defined(__x86_64__)
+  if (simd >= Simd::kAvx512 && simd_supported(Simd::kAvx512) && ksize <= kMaxVectorTaps) {
+    // The windows here, in code built for the baseline instruction set (no
+    // fused multiply-add), as bilinear_coeffs computes them.
+    const double filterscale = scale > 1.0 ? scale : 1.0;
+    std::vector<double> centers(static_cast<std::size_t>(out_size));
+    for (int xx = 0; xx < out_size; ++xx) {
+      const BilinearWindow w = bilinear_window(in_size, in0, scale, filterscale, xx);
+      centers[static_cast<std::size_t>(xx)] = w.center;
+      axis->first[static_cast<std::size_t>(xx)] = w.xmin;
+      axis->count[static_cast<std::size_t>(xx)] = w.n;
+    }
+    axis->weights.resize(static_cast<std::size_t>(out_size) * static_cast<std::size_t>(ksize));  // every one written
+    axis_weights_avx512(centers.data(), axis->first.data(), axis->count.data(), out_size, ksize, 1.0 / filterscale,
+                        axis->weights.data());
+    return;
+  }
+#else
+  (void)simd;
+#endif
   axis->weights.assign(static_cast<std::size_t>(out_size) * static_cast<std::size_t>(ksize), 0);
   bilinear_coeffs(in_size, out_size, in0, in1, [&](int xx, int xmin, int n, const double* k) {
     std::int32_t* out = &axis->weights[static_cast<std::size_t>(xx) * static_cast<std::size_t>(ksize)];
@@ -548,9 +659,9 @@ void resize_bilinear(const ImageView& src, int out_w, int out_h, ResizeScratch* 
     }
   };
   if (!need_h && !need_v) return copy_rows(src);
-  if (need_v) compute_axis(src.height, out_h, &s->vertical, box ? box[1] : 0, box ? box[3] : -1);
+  if (need_v) compute_axis(src.height, out_h, &s->vertical, box ? box[1] : 0, box ? box[3] : -1, simd);
   if (!need_h) return vertical_pass(src, 0, s->vertical, &s->accum, sink, simd);
-  compute_axis(src.width, out_w, &s->horizontal, box ? box[0] : 0, box ? box[2] : -1);
+  compute_axis(src.width, out_w, &s->horizontal, box ? box[0] : 0, box ? box[2] : -1, simd);
   int y0 = 0, y1 = src.height;
   if (need_v) {  // only the rows the vertical pass reads
     y0 = s->vertical.first.front();

@@ -24,6 +24,24 @@ struct ResampleAxis {
   std::uint64_t bytes() const { return capacity_bytes(first) + capacity_bytes(count) + capacity_bytes(weights); }
 };
 
+// Output xx's window in Pillow's precompute_coeffs: its centre in input
+// coordinates and its taps [xmin, xmin + n). One definition for the scalar
+// loop below and compute_axis' vector one.
+struct BilinearWindow {
+  double center;
+  int xmin, n;
+};
+inline BilinearWindow bilinear_window(int in_size, double in0, double scale, double support, int xx) {
+  BilinearWindow w;
+  w.center = in0 + (xx + 0.5) * scale;
+  w.xmin = static_cast<int>(w.center - support + 0.5);
+  if (w.xmin < 0) w.xmin = 0;
+  int xmax = static_cast<int>(w.center + support + 0.5);
+  if (xmax > in_size) xmax = in_size;
+  w.n = xmax - w.xmin;
+  return w;
+}
+
 // Pillow's precompute_coeffs for the bilinear (triangle) filter, for the
 // input range [in0, in1) (Pillow's `box`; the whole input when in1 < 0):
 // for each output xx, emit(xx, xmin, n, k) with k its n weights from input
@@ -39,12 +57,9 @@ int bilinear_coeffs(int in_size, int out_size, double in0, double in1, Emit&& em
   std::vector<double> k(static_cast<std::size_t>(ksize));
   const double ss = 1.0 / filterscale;
   for (int xx = 0; xx < out_size; ++xx) {
-    const double center = in0 + (xx + 0.5) * scale;
-    int xmin = static_cast<int>(center - support + 0.5);
-    if (xmin < 0) xmin = 0;
-    int xmax = static_cast<int>(center + support + 0.5);
-    if (xmax > in_size) xmax = in_size;
-    xmax -= xmin;
+    const BilinearWindow win = bilinear_window(in_size, in0, scale, support, xx);
+    const double center = win.center;
+    const int xmin = win.xmin, xmax = win.n;
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
       const double t = std::fabs((x + xmin - center + 0.5) * ss);
@@ -60,9 +75,6 @@ int bilinear_coeffs(int in_size, int out_size, double in0, double in1, Emit&& em
   return ksize;
 }
 
-// Pillow's precompute_coeffs + normalize_coeffs_8bpc, for the input range
-// [in0, in1) (Pillow's `box`; the whole input when in1 < 0).
-void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0 = 0, double in1 = -1);
 
 struct ResizeScratch {
   ResampleAxis horizontal;
@@ -80,6 +92,13 @@ struct ResizeScratch {
 enum class Simd { kNone, kSse41, kAvx2, kAvx512 };
 // Whether this CPU runs `level`'s kernels (kNone: always).
 bool simd_supported(Simd level);
+
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc, for the input range
+// [in0, in1) (Pillow's `box`; the whole input when in1 < 0). With AVX-512,
+// eight outputs at a time, one per double lane, the same operations in the
+// same order per lane (so the same weights: tested against kNone).
+void compute_axis(int in_size, int out_size, ResampleAxis* axis, double in0 = 0, double in1 = -1,
+                  Simd simd = Simd::kAvx512);
 
 // Where a resize's output rows go. row(y) gives the memory for output row y
 // (width x 3 bytes); done(y) is called once it is complete, rows in order.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "order/rng.h"
 #include "stoker/status.h"
@@ -25,6 +27,39 @@ TEST(ResizeTest, WeightsAreNormalisedFixedPoint) {
       EXPECT_GE(ax.first[static_cast<std::size_t>(i)], 0);
       EXPECT_LE(ax.first[static_cast<std::size_t>(i)] + ax.count[static_cast<std::size_t>(i)], in);
     }
+  }
+}
+
+// compute_axis' vector path against the scalar loop, weight for weight:
+// upscales, downscales up to its widest kernel and past it (the scalar
+// fallback), output counts that leave a partial group of lanes, and
+// fractional boxes (DCT-scaled crops, Resize's box).
+TEST(ResizeTest, VectorWeightsEqualScalarWeights) {
+  if (!simd_supported(Simd::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  struct Case {
+    int in, out;
+    double in0, in1;
+  };
+  std::vector<Case> cases;
+  for (int in : {1, 2, 3, 7, 100, 223, 224, 225, 331, 448, 597, 1000, 4000}) {
+    for (int out : {1, 2, 5, 9, 17, 112, 224, 225, 300}) cases.push_back({in, out, 0, -1});
+  }
+  Rng rng(38);
+  for (int i = 0; i < 500; ++i) {  // RandomResizedCrop-like boxes with fractional ends
+    const int in = 50 + static_cast<int>(rng.uniform01() * 600);
+    const double a = rng.uniform01() * in * 0.9, b = a + 1 + rng.uniform01() * (in - a - 1);
+    cases.push_back({in, 1 + static_cast<int>(rng.uniform01() * 400), a, b});
+  }
+  for (const Case& c : cases) {
+    ResampleAxis want, got;
+    compute_axis(c.in, c.out, &want, c.in0, c.in1, Simd::kNone);
+    compute_axis(c.in, c.out, &got, c.in0, c.in1, Simd::kAvx512);
+    const std::string what = std::to_string(c.in) + "->" + std::to_string(c.out) + " box " + std::to_string(c.in0) +
+                             "," + std::to_string(c.in1);
+    ASSERT_EQ(got.ksize, want.ksize) << what;
+    ASSERT_EQ(got.first, want.first) << what;
+    ASSERT_EQ(got.count, want.count) << what;
+    ASSERT_EQ(got.weights, want.weights) << what;
   }
 }
 
@@ -89,6 +124,33 @@ TEST(ResizeTest, SimdKernelsEqualPortableKernelsOnFractionalBoxes) {
                              {40.2, 30.9, 41.1, 31.3}};
   for (const auto& box : boxes) {
     for (auto [w, h] : {std::pair{64, 64}, {13, 7}, {200, 150}, {1, 3}}) expect_simd_equals_portable(src, w, h, box);
+  }
+}
+
+// cache="decoded"'s path: RandomResizedCrop boxes on a stored image, each
+// resized from a view into the image (its stride, not the crop's width),
+// odd and even row counts, every level against the portable kernels.
+TEST(ResizeTest, SimdKernelsEqualPortableKernelsOnCropViews) {
+  const ImageBuffer src = noise_image(597, 448, 11);
+  Rng rng(38);
+  for (int i = 0; i < 60; ++i) {
+    const Box b = random_resized_crop_box(src.width, src.height, {0.08, 1.0}, {3.0 / 4, 4.0 / 3}, &rng);
+    const ImageView whole = src.view();
+    const ImageView view{whole.row(b.y) + 3 * b.x, b.width, b.height, whole.stride};
+    ResizeScratch s0;
+    ImageBuffer want;
+    resize_bilinear(view, 224, 224, &s0, &want, Simd::kNone);
+    for (Simd level : {Simd::kAvx2, Simd::kAvx512}) {
+      if (!simd_supported(level)) continue;
+      ResizeScratch s1;
+      ImageBuffer got;
+      resize_bilinear(view, 224, 224, &s1, &got, level);
+      for (int y = 0; y < 224; ++y) {
+        ASSERT_EQ(std::memcmp(got.row(y), want.row(y), 224 * 3), 0)
+            << "level " << static_cast<int>(level) << " crop " << b.x << "," << b.y << " " << b.width << "x" << b.height
+            << " row " << y;
+      }
+    }
   }
 }
 

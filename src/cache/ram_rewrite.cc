@@ -87,12 +87,9 @@ bool RamRewrite::running() const { return image_part_ >= 0 && !stopped_.load(std
 
 bool RamRewrite::allowed(const RewriteScratch& s) const {
   if (!running()) return false;
-  // NOTE: a streamed source's record in a shared segment is stored final,
-  // so it is rewritten before it is stored, whatever the first epoch's
-  // allowance: each record once per node, where caches of their own rewrite
-  // every record once per rank. A record that can be read again is left
-  // for later instead (on_miss).
-  if (!s.first_epoch || (cache_->entries_final() && !store_final_)) return true;
+  // NOTE: a record that can be read again is left for later instead
+  // (on_miss).
+  if (!s.first_epoch || store_on_read_) return true;
   return s.debt_ns * 100 <= s.first_ns * kFirstEpochPercent;
 }
 

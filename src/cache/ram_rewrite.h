@@ -19,7 +19,7 @@
 //    yet.
 // Where the records can be read again cheaply (Source::reads_again_locally:
 // local files, in the page cache once read), a record is stored
-// only in its final form (`store_final`): a first-epoch miss not rewritten
+// only in its final form (`stores_final()`): a first-epoch miss not rewritten
 // on the read path is not stored at all (the sample reads the bytes the
 // worker holds, as with cache="mmap"); the preload threads, at idle
 // priority, and the later epochs' reads store it rewritten. So the first
@@ -73,11 +73,14 @@ struct RewriteScratch {
 class RamRewrite {
  public:
   // `image_part`: which member of a cached record is the image (-1: none,
-  // nothing to rewrite). `store_final`: the source's records can be read
-  // again cheaply (Source::reads_again_locally), so only their final forms
-  // are stored.
-  RamRewrite(SampleCache* cache, int image_part, bool store_final)
-      : cache_(cache), image_part_(image_part), store_final_(store_final) {}
+  // nothing to rewrite). `reads_again_locally`: the source's records can be
+  // read again cheaply (Source::reads_again_locally), so only their final
+  // forms are stored.
+  RamRewrite(SampleCache* cache, int image_part, bool reads_again_locally)
+      : cache_(cache),
+        image_part_(image_part),
+        stores_final_(reads_again_locally || cache->entries_final()),
+        store_on_read_(!reads_again_locally && cache->entries_final()) {}
   RamRewrite(const RamRewrite&) = delete;
   RamRewrite& operator=(const RamRewrite&) = delete;
 
@@ -87,7 +90,7 @@ class RamRewrite {
   SampleCache::EntryPtr on_hit(std::uint32_t rec, SampleCache::EntryPtr hit, RewriteScratch* s) noexcept;
   // A miss: the record's bytes as the cache keeps them were just read
   // (`ends` null for one member). Stores them in the cache, rewritten when
-  // the allowance says so (with `store_final`, not at all otherwise); true
+  // the allowance says so (where only final forms are stored, not at all otherwise); true
   // when s->record (with s->ends) then holds the rewritten bytes, which the
   // sample should read. `stored` (may be null): what the cache said to the
   // store (kAlreadyHeld when none was tried). The preload stores through it
@@ -109,7 +112,7 @@ class RamRewrite {
   // `all_in`: no more records are coming into the cache.
   void add_stats(Stats* st, bool all_in) const;
   // Whether only final forms are stored (and replace() is never needed).
-  bool stores_final() const { return store_final_ || cache_->entries_final(); }
+  bool stores_final() const { return stores_final_; }
   std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
@@ -129,7 +132,14 @@ class RamRewrite {
 
   SampleCache* cache_;
   const int image_part_;
-  const bool store_final_;
+  // Only final forms are stored: the source reads again locally, or the
+  // cache's entries are final (a shared segment).
+  const bool stores_final_;
+  // A record read is rewritten before it is stored, whatever the first
+  // epoch's allowance: a streamed source's, into a shared segment (each
+  // record rewritten once per node, where caches of their own rewrite every
+  // record once per rank).
+  const bool store_on_read_;
   std::atomic<std::size_t> cursor_{0};
   std::atomic<std::uint64_t> rewritten_{0}, before_{0}, after_{0}, cpu_ns_{0}, on_read_{0};
   std::atomic<std::uint64_t> settled_{0}, refused_{0};

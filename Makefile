@@ -81,9 +81,9 @@ check-asan: deps build
 	  -DSTOKER_BUILD_EXAMPLES=OFF -DSTOKER_BUILD_BENCH=OFF
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
-	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0 \
+	ASAN_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0 \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 STOKER_PYTHONPATH=build-asan/python \
-	  STOKER_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider $(SAN_PYTESTS)
+	  STOKER_BUILD=$(abspath $(BUILD)) scripts/san_pytest.sh $(PYTHON) -m pytest -v -p no:cacheprovider $(SAN_PYTESTS)
 
 check-tsan: deps build
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSTOKER_SANITIZE=thread -DSTOKER_BUILD_PYTHON=ON \

@@ -10,6 +10,7 @@
 #include "source/file_list_source.h"
 #include "source/file_reader.h"
 #include "source/manifest.h"
+#include "util/thread.h"
 #include "util/util.h"
 #include "sample/fields/field_def.h"
 #include "stats/stats_table.h"
@@ -250,6 +251,10 @@ void bind_loader(py::module_& m) {
         return "";
       },
       py::arg("transforms"), py::arg("dtype") = name_of(LoaderOptions{}.dtype), py::arg("fixed_size") = false);
+
+  // Waits for the loaders freed on stoker's threads (by the garbage collector, run by a Python transform on a
+  // worker) to be closed on threads of their own (util/thread.h defer_to_thread): stoker._pystage, at exit.
+  m.def("_join_closing", [] { detail::join_deferred(); }, py::call_guard<py::gil_scoped_release>());
 
   // The ranks on this node as torch.distributed counts them (python/stoker: _note_local_ranks), for every loader
   // of the process made after it: memory/memory_budget.h local_ranks().

@@ -719,7 +719,7 @@ class Loader:
                                                 records.root, options_json, stage)
         else:
             self._impl = _stoker._Loader(sources, options_json, stage)
-        if stage is not None:
+        if stage is not None or isinstance(records, Records):
             _pystage.register(self._impl)
         if output == "torch" and stage is None:
             _check_torch_dtypes(self._impl.sample_tensors, fields is not None or bool(view_args))

@@ -19,6 +19,7 @@ import atexit
 import threading
 import weakref
 
+from stoker import _stoker
 from stoker.records import NO_TARGET
 
 # Loaders whose workers call into Python. NOTE: a worker that asks for the GIL once the interpreter is
@@ -27,7 +28,8 @@ _live = weakref.WeakSet()
 
 
 def register(impl):
-    """`impl` (a _stoker._Loader with a Python stage) is closed at exit, before the interpreter finalizes."""
+    """`impl` (a _stoker._Loader whose threads run Python: a stage, or stoker.Records' read) is closed at exit,
+    before the interpreter finalizes."""
     _live.add(impl)
 
 
@@ -38,6 +40,9 @@ def _close_all():
             impl.close()
         except Exception:  # noqa: BLE001 (exiting)
             pass
+    # NOTE: a loader the garbage collector freed on a worker (its own or another loader's: the collector runs
+    # wherever Python allocates) is closed on a thread of its own, which drops its Python references: waited for here.
+    _stoker._join_closing()
 
 
 class PyTransform:

@@ -157,17 +157,28 @@ Loader::Impl::~Impl() {
 // Stops the preload and the workers (each finishes the sample in hand) and
 // joins them; next() then throws kCancelled. Idempotent.
 void Loader::Impl::close() {
+  for (const std::thread& t : workers_) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      throw Error(Code::kInvalidArgument,
+                  "Loader.close() was called on one of the loader's own worker threads (from a Python transform, "
+                  "collate_fn or hook): a worker cannot wait for itself; close the loader from another thread");
+    }
+  }
   if (caching_) caching_->stop();
+  request_stop();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  closed_ = true;
+}
+
+void Loader::Impl::request_stop() {
   {
     MutexLock lock(mu_);
     stop_ = true;
   }
   work_cv_.notify_all();
   ready_cv_.notify_all();
-  for (auto& t : workers_) {
-    if (t.joinable()) t.join();
-  }
-  closed_ = true;
 }
 
 // Ends the epoch in flight: in-flight work is made stale by the generation

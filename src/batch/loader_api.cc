@@ -1,8 +1,10 @@
 // The public facade: Batch's accessors and Loader's methods, each forwarding
 // to Loader::Impl (loader_impl.h).
+#include <cstdio>
 #include <fstream>
 
 #include "batch/loader_impl.h"
+#include "util/thread.h"
 
 namespace stoker {
 
@@ -89,7 +91,24 @@ Loader::~Loader() {
   // NOTE: in a child of fork() the worker threads do not exist and the
   // locks may have been held by them at the fork: leave it all untouched
   // (the child's copy of the memory is released when the child exits).
-  if (impl_ && impl_->forked()) (void)impl_.release();
+  if (impl_ && impl_->forked()) {
+    (void)impl_.release();
+    return;
+  }
+  // NOTE: on a stoker thread (Python's garbage collector, run by a Python
+  // transform on a worker, can free a loader there, its own included) the
+  // loader is closed and destroyed on a thread of its own: a worker cannot
+  // join itself, and one loader's worker should not wait for another's.
+  if (impl_ && detail::on_stoker_thread()) {
+    Impl* impl = impl_.release();
+    try {
+      detail::defer_to_thread("stoker-close", [impl] { delete impl; });
+    } catch (...) {  // no thread: its workers are told to stop, and it is left to the process's end
+      std::fprintf(stderr, "stoker: a loader freed on one of stoker's threads could not be closed on a thread of its "
+                           "own; its workers are stopped and its memory is kept until exit\n");
+      impl->request_stop();
+    }
+  }
 }
 
 std::size_t Loader::num_batches() const { return impl_->num_batches_; }

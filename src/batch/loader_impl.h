@@ -40,8 +40,12 @@ class Loader::Impl {
   ~Impl();
 
   // Stops the preload and the workers (each finishes the sample in hand) and
-  // joins them; next() then throws kCancelled. Idempotent.
+  // joins them; next() then throws kCancelled. Idempotent. Throws
+  // kInvalidArgument on one of this loader's workers (it cannot join itself).
   void close();
+  // Tells the workers to stop (each finishes the sample in hand), without
+  // waiting for them.
+  void request_stop() EXCLUDES(mu_);
 
   // Ends the epoch in flight: in-flight work is made stale by the generation
   // bump, workers finish the sample in hand, the ring's buffers go back.

@@ -9,9 +9,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <list>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <utility>
+
+#include "util/thread_annotations.h"
 
 namespace stoker::detail {
 namespace {
@@ -20,9 +24,28 @@ constexpr std::int64_t kCleared = INT64_MIN;
 
 std::atomic<bool> g_throw_bad_alloc[static_cast<int>(ThreadSite::kCount)];
 
+thread_local bool t_stoker_thread = false;
+
+// The threads defer_to_thread() started; `ended` says which have returned.
+struct Deferred {
+  std::thread thread;
+  std::shared_ptr<std::atomic<bool>> ended;
+};
+struct DeferredThreads {
+  Mutex mu;
+  std::list<Deferred> threads GUARDED_BY(mu);
+};
+// NOTE: never destroyed: a joinable std::thread destroyed at exit would
+// call std::terminate, and one still running at exit simply ends with the process.
+DeferredThreads& deferred_threads() {
+  static DeferredThreads* d = new DeferredThreads;
+  return *d;
+}
+
 // The thread's body: priority, then `fn` inside the barrier.
 void thread_top(const std::string& name, Priority priority, const std::function<void()>& fn,
                 const ErrorSink& on_error) noexcept {
+  t_stoker_thread = true;
   set_thread_priority(priority);
   Status st;
   try {
@@ -63,6 +86,48 @@ std::thread spawn(std::string name, Priority priority, std::function<void()> fn,
   });
   pthread_setname_np(t.native_handle(), name.c_str());
   return t;
+}
+
+bool on_stoker_thread() noexcept { return t_stoker_thread; }
+
+void defer_to_thread(std::string name, std::function<void()> fn) {
+  DeferredThreads& d = deferred_threads();
+  std::list<Deferred> done;
+  {
+    MutexLock lock(d.mu);
+    for (auto it = d.threads.begin(); it != d.threads.end();) {
+      auto next = std::next(it);
+      if (it->ended->load(std::memory_order_acquire)) done.splice(done.end(), d.threads, it);
+      it = next;
+    }
+    auto ended = std::make_shared<std::atomic<bool>>(false);
+    std::thread t = spawn(std::move(name), Priority::kNormal, [fn = std::move(fn), ended]() mutable {
+      struct Mark {
+        std::atomic<bool>* ended;
+        ~Mark() { ended->store(true, std::memory_order_release); }
+      } mark{ended.get()};
+      fn();
+      fn = nullptr;  // what it holds is released on this thread, before it counts as ended
+    });
+    d.threads.push_back(Deferred{std::move(t), std::move(ended)});
+  }
+  for (Deferred& e : done) e.thread.join();  // returned already: no wait
+}
+
+void join_deferred() {
+  DeferredThreads& d = deferred_threads();
+  for (;;) {
+    std::list<Deferred> all;
+    {
+      MutexLock lock(d.mu);
+      if (d.threads.empty()) return;
+      all.swap(d.threads);
+    }
+    for (Deferred& e : all) {
+      if (e.thread.get_id() != std::this_thread::get_id()) e.thread.join();
+      else e.thread.detach();
+    }
+  }
 }
 
 void set_thread_priority(Priority priority) {

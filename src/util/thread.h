@@ -42,6 +42,22 @@ using ErrorSink = std::function<void(const Status&)>;
 // per-sample path. Throws std::system_error when no thread can be started.
 std::thread spawn(std::string name, Priority priority, std::function<void()> fn, ErrorSink on_error = {});
 
+// Whether the calling thread is one spawn() started (any of stoker's).
+bool on_stoker_thread() noexcept;
+
+// Runs `fn` on a thread of its own (spawn(name, kNormal, fn)) that nobody
+// waits for but join_deferred(): work the calling thread must not wait
+// for, such as destroying a Loader on one of its own workers (Python's
+// garbage collector, run by a transform on that worker, can free it there),
+// which joins those workers. Threads that have ended are joined by the
+// next call. Throws std::system_error when no thread can be started.
+void defer_to_thread(std::string name, std::function<void()> fn);
+
+// Waits for every thread defer_to_thread() started, those started while it
+// waits included (Python calls it at exit, before its interpreter
+// finalizes, since such work may still call into Python).
+void join_deferred();
+
 // The calling thread's priority (best effort): for a thread whose work
 // changes kind (the preload, from reading to idle rewriting).
 void set_thread_priority(Priority priority);

@@ -4,15 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stoker/hook.h"
 #include "stoker/loader.h"
 #include "test_util.h"
+#include "util/thread.h"
 
 namespace stoker {
 namespace {
@@ -172,6 +177,74 @@ TEST(HookTest, CloseStopsTheWorkersAndNextSaysSo) {
   l.close();
   l.close();  // idempotent
   EXPECT_THROW((void)l.next(), Error);
+}
+
+// Frees the loader it runs in from its first sample on, the way Python's
+// garbage collector can free a loader on one of its own workers; then says
+// what its threads were named. Calling close() there is refused.
+class Freer final : public SampleHook {
+ public:
+  std::unique_ptr<Loader>* owner = nullptr;
+  std::mutex mu;
+  std::string close_error;
+  bool freed = false;
+
+  Status sample(std::uint64_t, std::uint64_t, std::size_t, std::size_t, const HookSample&) override {
+    std::unique_ptr<Loader> mine;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (freed) return Status::Ok();
+      try {
+        (*owner)->close();
+      } catch (const Error& e) {
+        close_error = e.what();
+      }
+      mine = std::move(*owner);
+      freed = true;
+    }
+    mine.reset();  // ~Loader on its own worker: closed and destroyed on a thread of its own
+    return Status::Ok();
+  }
+  Status batch(std::uint64_t, std::uint64_t, std::size_t, std::size_t) override { return Status::Ok(); }
+};
+
+std::size_t threads_named(const std::string& prefix) {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(e.path() / "comm");
+    std::string name;
+    if (std::getline(f, name) && name.rfind(prefix, 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST(HookTest, ALoaderFreedOnItsOwnWorkerIsClosedOnAThreadOfItsOwn) {
+  TempDir d;
+  const std::string list = numbered_list(d, 12);
+  for (int round = 0; round < 3; ++round) {
+    auto hook = std::make_shared<Freer>();
+    auto loader = std::make_unique<Loader>(list, hooked(hook));
+    hook->owner = &loader;
+    loader->start_epoch();
+    // The worker frees the loader while it makes the first batch; the
+    // facade is gone before next() could be called on it, so this waits
+    // until the hook has run (bounded: 10 s).
+    for (int i = 0; i < 1000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(hook->mu);
+        if (hook->freed) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    {
+      std::lock_guard<std::mutex> lock(hook->mu);
+      ASSERT_TRUE(hook->freed);
+      EXPECT_NE(hook->close_error.find("own worker threads"), std::string::npos) << hook->close_error;
+    }
+    EXPECT_EQ(loader, nullptr);
+    detail::join_deferred();  // the thread that closed it, and so its workers, have ended
+    EXPECT_EQ(threads_named("stoker-"), 0u);
+  }
 }
 
 }  // namespace

@@ -311,6 +311,72 @@ print("ok", tuple(images.shape))
         assert r.returncode == 0 and "ok (4, 3, 32, 32)" in r.stdout, r.stderr[-2000:]
 
 
+def test_a_loader_the_garbage_collector_frees_on_a_worker_is_closed_on_a_thread_of_its_own(photos, tmp_path):
+    # A Python transform on a worker can run the garbage collector, which can free a loader left in a reference
+    # cycle there: its own (whose workers were still filling its ring) or another's. Closing it there would make
+    # the worker join itself (std::terminate: CI's check-asan died of it in test_unmapped_transforms_...). It is
+    # closed on a thread of its own instead, and every one of its threads ends.
+    script = tmp_path / "gc_on_worker.py"
+    script.write_text(f"""
+import gc, os, threading, weakref, stoker, torchvision.transforms as T
+from stoker.datasets import ImageFolder
+
+def collect(x):
+    gc.collect()
+    return x
+
+def names():
+    out = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            out.append(open(f"/proc/self/task/{{t}}/comm").read().strip())
+        except OSError:
+            pass
+    return out
+
+freed_on = []
+def note():
+    freed_on.append(open(f"/proc/self/task/{{threading.get_native_id()}}/comm").read().strip())
+
+tf = T.Compose([T.CenterCrop(32), T.PILToTensor(), T.Lambda(collect)])
+for attempt in range(4):
+    ld = stoker.DataLoader(ImageFolder({photos!r}, tf), batch_size=2, num_workers=2)
+    ld.cycle = ld  # freed only by the garbage collector
+    weakref.finalize(ld, note)
+    it = iter(ld)
+    next(it)
+    del it, ld
+    other = stoker.DataLoader(ImageFolder({photos!r}, tf), batch_size=2, num_workers=2)
+    n = sum(1 for _ in other)
+    assert n == 12, n
+    del other
+gc.collect()
+stoker._stoker._join_closing()
+left = [n for n in names() if n.startswith("stoker-")]
+print("freed on", sorted(set(freed_on)), "left", left)
+assert len(freed_on) == 4 and not left, (freed_on, left)
+assert any(n.startswith("stoker-w") for n in freed_on), freed_on
+""")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "terminate" not in r.stderr, r.stdout[-1000:] + r.stderr[-3000:]
+
+
+def test_closing_a_loader_on_its_own_worker_raises_a_clear_error(photos):
+    holder = []
+
+    def close_own(x):
+        holder[0]._impl.close()
+        return x
+
+    loader = stoker.Loader(photos, batch_size=2, threads=2, on_corrupt="raise",
+                           transforms=[T.CenterCrop(32), T.PILToTensor(), stoker.PyTransform(close_own)])
+    holder.append(loader)
+    with pytest.raises(ValueError, match="own worker threads"):
+        next(iter(loader))
+    loader._impl.close()  # from the main thread: it stops and joins the workers
+
+
 def test_random_split_subsets_equal_torchs(photos):
     ds = ImageFolder(photos, eval_preset(32))
     tv = TVImageFolder(photos, eval_preset(32))

@@ -1182,7 +1182,13 @@ class _Iterator:
             if item is None:
                 raise StopIteration
             if isinstance(item, Exception):
-                raise item
+                # NOTE: the local dropped: the exception's traceback holds this frame, and a frame holding the
+                # exception is a cycle that kept the iterator (so the loader, its cache and buffers) alive after
+                # the caller dropped both, until the garbage collector ran.
+                try:
+                    raise item
+                finally:
+                    item = None
             if self._pin:
                 staged, _ = self._stager.pinned(item)
                 # NOTE: clones stay pinned; the staging buffers are reused
@@ -1193,5 +1199,8 @@ class _Iterator:
             raise StopIteration
         self._pending = self._start(self._fetch())  # overlaps with the caller's step
         if isinstance(current, Exception):
-            raise current
+            try:
+                raise current
+            finally:
+                current = None  # as above
         return self._stager.finish(current)

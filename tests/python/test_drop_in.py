@@ -1,10 +1,12 @@
 """The drop-in (issue 33): torchvision's datasets and transforms, torch's DataLoader API, Python where stoker
 has no kernel. References: torch's DataLoader over torchvision's ImageFolder, run in the same test."""
 import difflib
+import gc
 import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -363,18 +365,46 @@ assert any(n.startswith("stoker-w") for n in freed_on), freed_on
 
 
 def test_closing_a_loader_on_its_own_worker_raises_a_clear_error(photos):
-    holder = []
+    holder = []  # a weak reference: a strong one would make a cycle through C++, which the collector cannot see
 
     def close_own(x):
-        holder[0]._impl.close()
+        holder[0]().close()
         return x
 
     loader = stoker.Loader(photos, batch_size=2, threads=2, on_corrupt="raise",
                            transforms=[T.CenterCrop(32), T.PILToTensor(), stoker.PyTransform(close_own)])
-    holder.append(loader)
+    holder.append(weakref.ref(loader._impl))
     with pytest.raises(ValueError, match="own worker threads"):
         next(iter(loader))
     loader._impl.close()  # from the main thread: it stops and joins the workers
+
+
+def test_a_loader_that_raised_is_freed_when_dropped_without_the_garbage_collector(photos, photo_files, tmp_path,
+                                                                                     make_numbered):
+    # A raised batch left no reference cycle (the exception's traceback holds the iterator's frame): the loader,
+    # with its cache and buffers, goes when the caller drops it, not at the collector's next run.
+    def boom(x):
+        raise RuntimeError("boom")
+
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"\xff\xd8 not a jpeg")
+    makes = [lambda: stoker.Loader(photos, batch_size=2, threads=2, on_corrupt="raise",
+                                   transforms=[T.CenterCrop(32), T.PILToTensor(), stoker.PyTransform(boom)]),
+             lambda: stoker.Loader(make_numbered([str(bad)] + photo_files[:3]), batch_size=2, threads=2,
+                                   on_corrupt="raise", transforms=[stoker.CenterCrop(32)])]
+    gc.collect()
+    gc.disable()
+    try:
+        for make in makes:
+            loader = make()
+            ref = weakref.ref(loader)
+            with pytest.raises(Exception) as info:
+                next(iter(loader))
+            assert isinstance(info.value, (RuntimeError, stoker.SampleError)), info.value
+            del loader, info
+            assert ref() is None, "the loader outlived its last reference"
+    finally:
+        gc.enable()
 
 
 def test_random_split_subsets_equal_torchs(photos):

@@ -103,6 +103,26 @@ def _children(pid):
     return kids
 
 
+def _running(pid):
+    """Whether pid is a live process (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _kill_and_wait(pids, bound=2.0):
+    """SIGKILLs pids and waits (up to bound seconds) until none runs: a signal is delivered
+    asynchronously, and on a loaded machine a killed process can run on for a moment."""
+    for k in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(k, signal.SIGKILL)
+    deadline = time.monotonic() + bound
+    while any(_running(k) for k in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _stop_process(proc, sig=signal.SIGTERM, bound=STOP_S):
     """Signals proc, waits up to bound, then SIGKILLs it (and returns once it is reaped)."""
     if proc is None or proc.poll() is not None:
@@ -261,9 +281,7 @@ class Nginx:
             return
         kids = _children(self.proc.pid)
         _stop_process(self.proc, signal.SIGTERM, 2.0)
-        for k in kids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(k, signal.SIGKILL)
+        _kill_and_wait(kids)
 
     def stop(self):
         """Graceful stop (SIGQUIT), then SIGTERM, then SIGKILL (master and workers), bounded."""
@@ -277,9 +295,7 @@ class Nginx:
                 self.proc.wait(timeout=STOP_S)
             except subprocess.TimeoutExpired:
                 _stop_process(self.proc, signal.SIGTERM, 2.0)
-            for k in kids:  # a SIGKILLed master leaves its worker behind
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(k, signal.SIGKILL)
+            _kill_and_wait(kids)  # a SIGKILLed master leaves its worker behind
         self.proc = None
 
     def requests(self, min_count=0, timeout=2.0):
@@ -454,10 +470,17 @@ class S3Server:
         """Signed GET of stoker-test/KEY: (status, body)."""
         return self.curl("GET", self.path(key), headers=headers)
 
-    def requests(self):
+    def requests(self, min_count=0, timeout=2.0):
         """Requests the server finished: [{method, path, status, range, bytes}] (bytes: the
-        Content-Length it answered with; null when none)."""
-        return _read_jsonl(self.request_log)
+        Content-Length it answered with; null when none). The server logs a request when its
+        response's 'finish' event runs, which can come after the client has the whole response: a
+        caller that just got one may ask for min_count entries (polls up to timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = _read_jsonl(self.request_log)
+            if len(out) >= min_count or time.monotonic() > deadline:
+                return out
+            time.sleep(0.02)
 
     def __enter__(self):
         return self.start()

@@ -86,6 +86,18 @@ def _read_jsonl(path):
     return out
 
 
+def _poll_jsonl(path, min_count=0, timeout=2.0):
+    """_read_jsonl(path) once it holds at least min_count records, or when timeout seconds have
+    passed: a server writes its log line after answering, so a client that just got its answer
+    may see the line a moment later."""
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = _read_jsonl(path)
+        if len(recs) >= min_count or time.monotonic() > deadline:
+            return recs
+        time.sleep(0.02)
+
+
 def _children(pid):
     """Direct children of pid (from /proc), for the last-resort kill of nginx workers."""
     kids = []
@@ -302,26 +314,22 @@ class Nginx:
         """Parsed access log: [{method, path, protocol, status, range, bytes, if_match, connection,
         connection_requests, request_time}]. nginx logs a request after answering it, so a caller
         that just got a response may ask for min_count entries (polls up to timeout)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            out = []
-            for rec in _read_jsonl(self.access_log):
-                parts = rec.get("request", "").split(" ")
-                out.append({
-                    "method": parts[0] if parts else "",
-                    "path": parts[1] if len(parts) > 1 else "",
-                    "protocol": parts[2] if len(parts) > 2 else "",
-                    "status": rec["status"],
-                    "range": rec["range"] or None,
-                    "bytes": rec["bytes"],
-                    "if_match": rec["if_match"] or None,
-                    "connection": rec["connection"],
-                    "connection_requests": rec["connection_requests"],
-                    "request_time": rec["request_time"],
-                })
-            if len(out) >= min_count or time.monotonic() > deadline:
-                return out
-            time.sleep(0.02)
+        out = []
+        for rec in _poll_jsonl(self.access_log, min_count, timeout):
+            parts = rec.get("request", "").split(" ")
+            out.append({
+                "method": parts[0] if parts else "",
+                "path": parts[1] if len(parts) > 1 else "",
+                "protocol": parts[2] if len(parts) > 2 else "",
+                "status": rec["status"],
+                "range": rec["range"] or None,
+                "bytes": rec["bytes"],
+                "if_match": rec["if_match"] or None,
+                "connection": rec["connection"],
+                "connection_requests": rec["connection_requests"],
+                "request_time": rec["request_time"],
+            })
+        return out
 
     def __enter__(self):
         return self.start()
@@ -475,12 +483,7 @@ class S3Server:
         Content-Length it answered with; null when none). The server logs a request when its
         response's 'finish' event runs, which can come after the client has the whole response: a
         caller that just got one may ask for min_count entries (polls up to timeout)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            out = _read_jsonl(self.request_log)
-            if len(out) >= min_count or time.monotonic() > deadline:
-                return out
-            time.sleep(0.02)
+        return _poll_jsonl(self.request_log, min_count, timeout)
 
     def __enter__(self):
         return self.start()
@@ -559,12 +562,7 @@ class FaultProxy:
     def log(self, min_count=0, timeout=2.0):
         """Records the proxy wrote, one per request: {n, conn, t, method, path, range, action, rule,
         delay_ms, status, bytes, result}. Polls up to timeout for at least min_count records."""
-        deadline = time.monotonic() + timeout
-        while True:
-            recs = _read_jsonl(self.log_path)
-            if len(recs) >= min_count or time.monotonic() > deadline:
-                return recs
-            time.sleep(0.02)
+        return _poll_jsonl(self.log_path, min_count, timeout)
 
     def cpu_seconds(self):
         """User + system CPU seconds the proxy process used so far (for the bench's report)."""
